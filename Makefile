@@ -1,0 +1,23 @@
+# Quick start: `make run` serves on 127.0.0.1:11300; `make test` runs every test.
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/pybeanstalkd -l 127.0.0.1 -p 11300
+
+test: install
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,5 @@
+import sys
+
+from pybeanstalkd.cli import main
+
+sys.exit(main())

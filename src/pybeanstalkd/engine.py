@@ -1,0 +1,343 @@
+"""The server without I/O: connections feed bytes in, replies come out.
+
+Engine.data(conn, bytes, now) parses every complete command a read delivered
+and queues the replies on conn.out; the I/O layer then writes each dirty
+connection once. Time is always passed in.
+"""
+from __future__ import annotations
+
+import os
+
+from . import BEANSTALKD_VERSION
+from . import protocol as P
+from .protocol import LINE_BUF_SIZE, NS, Bad, find_line_end, parse, parse_pause
+from .queue import Conn, Queue
+from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
+
+LINE, SKIP, BODY, BITBUCKET = 0, 1, 2, 3
+
+
+class Session(Conn):
+    """One client connection: framing state plus what the queue tracks."""
+
+    __slots__ = ("engine", "state", "need", "pending", "plen", "in_job",
+                 "skip_reply", "closing", "fd")
+
+    def __init__(self, engine: Engine):
+        super().__init__(engine.dirty)
+        self.engine = engine
+        self.state = LINE
+        self.need = 0  # bytes still wanted in BODY or BITBUCKET state
+        self.pending: list[bytes] = []  # received, not yet parsed
+        self.plen = 0
+        self.in_job = None
+        self.skip_reply = b""
+        self.closing = False  # quit: close once the replies are written
+        self.fd = -1
+
+    def woken(self):
+        self.engine.resume.append(self)
+
+
+class Engine:
+    def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
+                 filesize: int = 10485760, log=print):
+        self.q = Queue(now)
+        self.now = now
+        self.start = now
+        self.max_job_size = max_job_size
+        self.verbose = verbose
+        self.log = log
+        self.filesize = filesize
+        self.counts = dict.fromkeys(CMD_KEYS, 0)
+        for op in ("reserve-job", "kick-job", "quit"):  # counted, never shown
+            self.counts[op] = 0
+        self.dirty: list[Session] = []  # connections with replies to write
+        self.resume: list[Session] = []  # connections whose blocking reserve ended
+        self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
+        self.draining = False
+        self.pid = os.getpid()
+        self.version = BEANSTALKD_VERSION.encode()
+        self.instance_id = os.urandom(8).hex().encode()
+        u = os.uname()
+        self.hostname, self.os, self.platform = (
+            x.encode() for x in (u.nodename, u.version, u.machine))
+        self.handlers = {
+            "put": self.c_put, "peek": self.c_peek, "peek-ready": self.c_peek_ready,
+            "peek-delayed": self.c_peek_delayed, "peek-buried": self.c_peek_buried,
+            "reserve": self.c_reserve, "reserve-with-timeout": self.c_reserve_timeout,
+            "reserve-job": self.c_reserve_job, "delete": self.c_delete,
+            "release": self.c_release, "bury": self.c_bury, "kick": self.c_kick,
+            "kick-job": self.c_kick_job, "touch": self.c_touch, "stats": self.c_stats,
+            "stats-job": self.c_stats_job, "stats-tube": self.c_stats_tube,
+            "list-tubes": self.c_list_tubes, "list-tube-used": self.c_list_tube_used,
+            "list-tubes-watched": self.c_list_tubes_watched, "use": self.c_use,
+            "watch": self.c_watch, "ignore": self.c_ignore, "quit": self.c_quit,
+        }
+
+    # -- connection lifecycle ---------------------------------------------
+
+    def connect(self) -> Session:
+        s = Session(self)
+        self.q.attach(s)
+        self.conn_ct += 1
+        self.total_conn_ct += 1
+        return s
+
+    def data(self, s: Session, data: bytes, now: int):
+        self.now = now
+        s.pending.append(data)
+        s.plen += len(data)
+        if s.waiting or s.closing or (s.state == BODY and s.plen < s.need):
+            return
+        self._run(s, now)
+
+    def eof(self, s: Session, now: int):
+        """The peer half-closed. A blocked reserve gets TIMED_OUT; then close."""
+        self.now = now
+        self.q.hangup(s)
+        s.closing = True
+
+    def close(self, s: Session, now: int):
+        """The connection is gone: release its reservations."""
+        self.now = now
+        s.closing = True
+        self.q.detach(s, now)
+        s.pending = []
+        self.conn_ct -= 1
+        self.producer_ct -= s.producer
+        self.worker_ct -= s.worker
+        self._resume(now)
+
+    def tick(self, now: int):
+        self.now = now
+        self.q.tick(now)
+        self._resume(now)
+
+    def next_due(self):
+        return self.q.next_due()
+
+    def _resume(self, now: int):
+        while self.resume:
+            s = self.resume.pop()
+            if not s.waiting and not s.closing and s.plen:
+                self._run(s, now)
+
+    def _run(self, s: Session, now: int):
+        buf = s.pending[0] if len(s.pending) == 1 else b"".join(s.pending)
+        pos = self._process(s, buf, now)
+        rest = buf[pos:] if pos else buf
+        s.pending = [rest] if rest else []
+        s.plen = len(rest)
+        if self.resume:
+            self._resume(now)
+
+    # -- framing ------------------------------------------------------------
+
+    def _process(self, s: Session, buf: bytes, now: int) -> int:
+        """Parse and run commands from buf; returns how much was consumed."""
+        pos = 0
+        size = len(buf)
+        while not s.waiting and not s.closing:
+            state = s.state
+            if state <= SKIP:
+                end = pos + LINE_BUF_SIZE if size - pos > LINE_BUF_SIZE else size
+                n = find_line_end(buf, pos, end)
+                if not n:
+                    if end - pos == LINE_BUF_SIZE:  # over-long: discard a buffer's worth
+                        pos = end
+                        s.state = SKIP
+                        continue
+                    break
+                line = buf[pos:pos + n - 2]
+                pos += n
+                if state == SKIP:
+                    s.state = LINE
+                    s.send(P.BAD_FORMAT)
+                else:
+                    self.command(s, line, now)
+            elif state == BODY:
+                need = s.need
+                if size - pos < need:
+                    break
+                body = buf[pos:pos + need]
+                pos += need
+                s.state = LINE
+                self.finish_put(s, body, now)
+            else:  # BITBUCKET
+                take = min(size - pos, s.need)
+                pos += take
+                s.need -= take
+                if s.need:
+                    break
+                s.state = LINE
+                s.send(s.skip_reply)
+        return pos
+
+    def command(self, s: Session, line: bytes, now: int):
+        try:
+            cmd = parse(line)
+        except Bad:
+            s.send(P.BAD_FORMAT)
+            return
+        op = cmd[0]
+        if self.verbose >= 2:
+            self.log("<%d command %s" % (s.fd, op))
+        if op == "unknown":
+            s.send(P.UNKNOWN_COMMAND)
+            return
+        if op == "pause-tube":  # counted before its arguments are checked
+            self.counts[op] += 1
+            try:
+                name, delay = parse_pause(cmd[1], cmd[2])
+            except Bad:
+                s.send(P.BAD_FORMAT)
+                return
+            t = self.q.tubes.get(name)
+            if t is None:
+                s.send(P.NOT_FOUND)
+            else:
+                self.q.pause_tube(t, delay, now)
+                s.send(P.PAUSED)
+            return
+        self.counts[op] += 1
+        self.handlers[op](s, cmd, now)
+
+    # -- commands -----------------------------------------------------------
+
+    def c_put(self, s, cmd, now):
+        _, pri, delay, ttr, size, clean = cmd
+        if size > self.max_job_size:
+            s.state = BITBUCKET
+            s.need = size + 2
+            s.skip_reply = P.JOB_TOO_BIG
+            return
+        if not clean:
+            s.send(P.BAD_FORMAT)
+            return
+        if not s.producer:
+            s.producer = True
+            self.producer_ct += 1
+        s.in_job = self.q.new_job(s.use, pri, delay, max(ttr, NS), now)
+        s.state = BODY
+        s.need = size + 2
+
+    def finish_put(self, s, body, now):
+        j, s.in_job = s.in_job, None
+        if body[-2:] != b"\r\n":
+            s.send(P.EXPECTED_CRLF)
+            return
+        if self.verbose >= 2:
+            self.log("<%d job %d" % (s.fd, j.id))
+        if self.draining:
+            s.send(P.DRAINING)
+            return
+        j.body = body
+        self.q.insert(j, now)
+        s.send(b"INSERTED %d\r\n" % j.id)
+
+    def _found(self, s, j):
+        if j is None:
+            s.send(P.NOT_FOUND)
+        else:
+            s.send_job(b"FOUND", j)
+
+    def c_peek(self, s, cmd, now):
+        self._found(s, self.q.jobs.get(cmd[1]))
+
+    def c_peek_ready(self, s, cmd, now):
+        self._found(s, self.q.ready_top(s.use))
+
+    def c_peek_delayed(self, s, cmd, now):
+        self._found(s, self.q.delayed_top(s.use))
+
+    def c_peek_buried(self, s, cmd, now):
+        self._found(s, self.q.buried_top(s.use))
+
+    def _worker(self, s):
+        if not s.worker:
+            s.worker = True
+            self.worker_ct += 1
+
+    def c_reserve(self, s, cmd, now):
+        self._worker(s)
+        self.q.reserve(s, None, now)
+
+    def c_reserve_timeout(self, s, cmd, now):
+        self._worker(s)
+        self.q.reserve(s, cmd[1] * NS, now)
+
+    def c_reserve_job(self, s, cmd, now):
+        if not self.q.reserve_job(s, cmd[1], now):
+            s.send(P.NOT_FOUND)
+            return
+        self._worker(s)
+
+    def c_delete(self, s, cmd, now):
+        s.send(P.DELETED if self.q.delete(s, cmd[1]) else P.NOT_FOUND)
+
+    def c_release(self, s, cmd, now):
+        _, id_, pri, delay = cmd
+        s.send(P.RELEASED if self.q.release(s, id_, pri, delay, now) else P.NOT_FOUND)
+
+    def c_bury(self, s, cmd, now):
+        s.send(P.BURIED if self.q.bury(s, cmd[1], cmd[2]) else P.NOT_FOUND)
+
+    def c_kick(self, s, cmd, now):
+        s.send(b"KICKED %d\r\n" % self.q.kick(s.use, cmd[1], now))
+
+    def c_kick_job(self, s, cmd, now):
+        s.send(P.KICKED if self.q.kick_job(cmd[1], now) else P.NOT_FOUND)
+
+    def c_touch(self, s, cmd, now):
+        s.send(P.TOUCHED if self.q.touch(s, cmd[1], now) else P.NOT_FOUND)
+
+    def c_stats(self, s, cmd, now):
+        s.send(P.yaml_reply(server_stats(self.q, self.counts, self)))
+
+    def c_stats_job(self, s, cmd, now):
+        j = self.q.jobs.get(cmd[1])
+        s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now)))
+
+    def c_stats_tube(self, s, cmd, now):
+        t = self.q.tubes.get(cmd[1])
+        s.send(P.NOT_FOUND if t is None else P.yaml_reply(tube_stats(t, now)))
+
+    def c_list_tubes(self, s, cmd, now):
+        s.send(P.yaml_list(t.name for t in self.q.tube_list))
+
+    def c_list_tube_used(self, s, cmd, now):
+        s.send(b"USING %s\r\n" % s.use.name)
+
+    def c_list_tubes_watched(self, s, cmd, now):
+        s.send(P.yaml_list(t.name for t in s.watch))
+
+    def c_use(self, s, cmd, now):
+        self.q.use(s, cmd[1])
+        s.send(b"USING %s\r\n" % s.use.name)
+
+    def c_watch(self, s, cmd, now):
+        s.send(b"WATCHING %d\r\n" % self.q.watch(s, cmd[1]))
+
+    def c_ignore(self, s, cmd, now):
+        n = self.q.ignore(s, cmd[1])
+        s.send(P.NOT_IGNORED if n is None else b"WATCHING %d\r\n" % n)
+
+    def c_quit(self, s, cmd, now):
+        s.closing = True
+
+    # -- for stats ----------------------------------------------------------
+
+    def uptime(self) -> int:
+        return (self.now - self.start) // NS
+
+    @staticmethod
+    def rusage():
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return tuple(b"%d.%06d" % divmod(round(t * 1e6), 1000000)
+                     for t in (r.ru_utime, r.ru_stime))
+
+    def wal_stats(self):
+        return (0, 0, 0, 0, self.filesize)

@@ -1,0 +1,611 @@
+"""Jobs, tubes, reservations and timers. Pure: every call is given `now`.
+
+`now` is a monotonic clock in nanoseconds, so a wall-clock jump cannot time
+out every reserved job (beanstalkd issue #166).
+
+Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
+cost one small object per entry. Entries are removed lazily: an entry is live
+while the job it names is still in that state with that key. Heaps are
+rebuilt when stale entries outnumber live ones, so memory stays O(live).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from heapq import heapify, heappop, heappush
+
+from .protocol import (
+    DEADLINE_SOON,
+    NS,
+    TIMED_OUT,
+    job_header,
+)
+
+INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4  # the binlog's values
+STATE_NAMES = {READY: b"ready", RESERVED: b"reserved", BURIED: b"buried",
+               DELAYED: b"delayed", INVALID: b"invalid"}
+URGENT_PRI = 1024
+SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
+SHIFT = 64
+MASK = (1 << SHIFT) - 1
+
+
+class Job:
+    __slots__ = ("id", "tube", "pri", "delay", "ttr", "body", "state", "created",
+                 "deadline", "reserves", "timeouts", "releases", "buries", "kicks",
+                 "owner", "file")
+
+    def __init__(self, id_, tube, pri, delay, ttr, body, created):
+        self.id = id_
+        self.tube = tube
+        self.pri = pri
+        self.delay = delay  # ns; the last put or release delay
+        self.ttr = ttr  # ns
+        self.body = body  # bytes, with the trailing CRLF
+        self.state = INVALID
+        self.created = created
+        self.deadline = 0  # ns: when reserved, TTR expiry; when delayed, ready time
+        self.reserves = self.timeouts = self.releases = self.buries = self.kicks = 0
+        self.owner = None  # the Conn holding the reservation
+        self.file = 0
+
+
+class Tube:
+    __slots__ = ("name", "ready", "delayed", "buried", "waiting", "using", "watching",
+                 "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
+                 "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive")
+
+    def __init__(self, name: bytes):
+        self.name = name
+        self.ready: list[int] = []  # pri << 64 | id
+        self.delayed: list[int] = []  # deadline << 64 | id
+        self.buried: OrderedDict[int, Job] = OrderedDict()  # FIFO, O(1) removal by id
+        self.waiting: OrderedDict[Conn, None] = OrderedDict()  # FIFO of reservers
+        self.using = self.watching = 0
+        self.nready = self.ndelayed = self.nreserved = self.urgent = 0
+        self.total_jobs = self.cmd_delete = self.cmd_pause = 0
+        self.pause = 0  # ns; 0 when not paused
+        self.unpause_at = 0
+        self.alive = True
+
+    def njobs(self) -> int:
+        return self.nready + self.ndelayed + self.nreserved + len(self.buried)
+
+
+class SwapList:
+    """An array whose removal moves the last item into the hole.
+
+    The reference keeps tubes and watch lists this way, and list-tubes shows
+    the resulting order, so we keep it too; membership is O(1) here."""
+
+    __slots__ = ("items", "index")
+
+    def __init__(self):
+        self.items = []
+        self.index = {}
+
+    def append(self, x):
+        self.index[x] = len(self.items)
+        self.items.append(x)
+
+    def remove(self, x):
+        i = self.index.pop(x)
+        last = self.items.pop()
+        if last is not x:
+            self.items[i] = last
+            self.index[last] = i
+
+    def __contains__(self, x):
+        return x in self.index
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+class Conn:
+    """What the queue knows about a client connection."""
+
+    __slots__ = ("use", "watch", "reserved", "deadlines", "waiting", "timeout",
+                 "wait_key", "producer", "worker", "out", "sink")
+
+    def __init__(self, sink: list):
+        self.use: Tube | None = None
+        self.watch = SwapList()
+        self.reserved: dict[int, Job] = {}
+        self.deadlines: list[int] = []  # deadline << 64 | id of reserved jobs
+        self.waiting = False
+        self.timeout: int | None = None  # ns, for reserve-with-timeout
+        self.wait_key = None
+        self.producer = self.worker = False
+        self.out: list[bytes] = []
+        self.sink = sink  # the engine's list of connections with output
+
+    def send(self, data: bytes):
+        if not self.out:
+            self.sink.append(self)
+        self.out.append(data)
+
+    def send_job(self, word: bytes, job: Job):
+        if not self.out:
+            self.sink.append(self)
+        self.out.append(job_header(word, job.id, len(job.body) - 2))
+        self.out.append(job.body)
+
+    def woken(self):
+        """Called when a blocked reserve has been answered."""
+
+
+class Queue:
+    def __init__(self, now: int):
+        self.jobs: dict[int, Job] = {}
+        self.tubes: dict[bytes, Tube] = {}
+        self.tube_list = SwapList()
+        self.next_id = 1
+        self.delay_heap: list[int] = []  # every tube's delayed jobs
+        self.ttr_heap: list[int] = []  # every reserved job
+        self.wait_heap: list[tuple] = []  # (due, seq, conn) for blocked reserves
+        self.pause_heap: list[tuple] = []  # (unpause_at, seq, tube)
+        self.seq = 0
+        self.ready_ct = self.urgent_ct = self.reserved_ct = 0
+        self.delayed_ct = self.buried_ct = self.waiting_ct = 0
+        self.timeouts_ct = self.total_jobs = 0
+        self.due = None  # earliest timer pushed since the engine last looked
+        self.default = self.tube(b"default")
+
+    # -- tubes -------------------------------------------------------------
+
+    def tube(self, name: bytes) -> Tube:
+        t = self.tubes.get(name)
+        if t is None:
+            t = self.tubes[name] = Tube(name)
+            self.tube_list.append(t)
+        return t
+
+    def maybe_free(self, t: Tube):
+        if (t.using or t.watching or t.nready or t.ndelayed or t.nreserved
+                or t.buried or t is self.default):
+            return
+        del self.tubes[t.name]
+        self.tube_list.remove(t)
+        t.alive = False
+
+    @staticmethod
+    def paused(t: Tube, now: int) -> bool:
+        # The pause timer, not this check, ends a pause, so that ending it
+        # always runs the matcher for the tube's waiters.
+        return t.pause != 0 and t.unpause_at > now
+
+    def pause_tube(self, t: Tube, delay: int, now: int):
+        t.pause = delay or 1  # 0 would mean "not paused"; 1 ns wakes reservers at once
+        t.unpause_at = now + t.pause
+        t.cmd_pause += 1
+        self.seq += 1
+        heappush(self.pause_heap, (t.unpause_at, self.seq, t))
+        self._timer(t.unpause_at)
+
+    # -- connections -------------------------------------------------------
+
+    def attach(self, c: Conn):
+        c.use = self.default
+        self.default.using += 1
+        c.watch.append(self.default)
+        self.default.watching += 1
+
+    def use(self, c: Conn, name: bytes):
+        t = self.tube(name)  # create first, then release: list order depends on it
+        old, c.use = c.use, t
+        t.using += 1
+        old.using -= 1
+        self.maybe_free(old)
+
+    def watch(self, c: Conn, name: bytes) -> int:
+        t = self.tube(name)
+        if t not in c.watch:
+            c.watch.append(t)
+            t.watching += 1
+        return len(c.watch)
+
+    def ignore(self, c: Conn, name: bytes) -> int | None:
+        """The new watch count, or None for NOT_IGNORED."""
+        t = self.tubes.get(name)
+        if t is not None and t in c.watch:
+            if len(c.watch) < 2:
+                return None
+            c.watch.remove(t)
+            t.watching -= 1
+            self.maybe_free(t)
+        return len(c.watch)
+
+    def detach(self, c: Conn, now: int):
+        """The connection closed: its reserved jobs go back to ready."""
+        if c.waiting:
+            self._unwait(c)
+        for j in list(c.reserved.values()):
+            self._unreserve(j)
+            self._make_ready(j, now)
+        c.deadlines = []
+        t = c.use
+        t.using -= 1
+        self.maybe_free(t)
+        for t in list(c.watch):
+            t.watching -= 1
+            self.maybe_free(t)
+
+    # -- job state changes -------------------------------------------------
+
+    def new_job(self, t: Tube, pri: int, delay: int, ttr: int, now: int) -> Job:
+        """Allocate a job id (put uses one up even if the job is then dropped)."""
+        j = Job(self.next_id, t, pri, delay, ttr, b"", now)
+        self.next_id += 1
+        return j
+
+    def insert(self, j: Job, now: int):
+        """A put's job, body received: into the ready or delayed set."""
+        self.jobs[j.id] = j
+        t = j.tube
+        t.total_jobs += 1
+        self.total_jobs += 1
+        if j.delay:
+            self._make_delayed(j, j.delay, now)
+        else:
+            self._make_ready(j, now)
+
+    def _make_ready(self, j: Job, now: int):
+        j.state = READY
+        t = j.tube
+        heappush(t.ready, (j.pri << SHIFT) | j.id)
+        t.nready += 1
+        self.ready_ct += 1
+        if j.pri < URGENT_PRI:
+            t.urgent += 1
+            self.urgent_ct += 1
+        if t.waiting and not self.paused(t, now):
+            self._match(t, now)
+        elif len(t.ready) > 2 * t.nready + 64:
+            t.ready = self._compact(t.ready, self._ready_live)
+
+    def _leave_ready(self, j: Job):
+        t = j.tube
+        t.nready -= 1
+        self.ready_ct -= 1
+        if j.pri < URGENT_PRI:
+            t.urgent -= 1
+            self.urgent_ct -= 1
+        j.state = INVALID
+
+    def _make_delayed(self, j: Job, delay: int, now: int):
+        j.state = DELAYED
+        j.deadline = now + delay
+        key = (j.deadline << SHIFT) | j.id
+        t = j.tube
+        heappush(t.delayed, key)
+        heappush(self.delay_heap, key)
+        t.ndelayed += 1
+        self.delayed_ct += 1
+        if len(t.delayed) > 2 * t.ndelayed + 64:
+            t.delayed = self._compact(t.delayed, self._delayed_live)
+        if len(self.delay_heap) > 2 * self.delayed_ct + 1024:
+            self.delay_heap = self._compact(self.delay_heap, self._delayed_live)
+        self._timer(j.deadline)
+
+    def _leave_delayed(self, j: Job):
+        j.tube.ndelayed -= 1
+        self.delayed_ct -= 1
+        j.state = INVALID
+
+    def _bury(self, j: Job):
+        j.state = BURIED
+        j.buries += 1
+        j.tube.buried[j.id] = j
+        self.buried_ct += 1
+
+    def _leave_buried(self, j: Job):
+        del j.tube.buried[j.id]
+        self.buried_ct -= 1
+        j.state = INVALID
+
+    def _reserve(self, c: Conn, j: Job, now: int):
+        j.state = RESERVED
+        j.owner = c
+        j.reserves += 1
+        j.deadline = now + j.ttr
+        j.tube.nreserved += 1
+        self.reserved_ct += 1
+        c.reserved[j.id] = j
+        key = (j.deadline << SHIFT) | j.id
+        heappush(c.deadlines, key)
+        heappush(self.ttr_heap, key)
+        if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
+            self.ttr_heap = self._compact(self.ttr_heap, self._reserved_live)
+        self._timer(j.deadline + 1)  # expiry is "deadline < now"
+        if c.waiting:
+            self._unwait(c)
+            c.woken()
+        c.send_job(b"RESERVED", j)
+
+    def _unreserve(self, j: Job):
+        c = j.owner
+        del c.reserved[j.id]
+        if not c.reserved:
+            c.deadlines = []
+        elif len(c.deadlines) > 2 * len(c.reserved) + 16:
+            c.deadlines = self._compact(c.deadlines, self._reserved_live)
+        j.owner = None
+        j.tube.nreserved -= 1
+        self.reserved_ct -= 1
+        j.state = INVALID
+
+    def _remove(self, j: Job):
+        """Take a job out of whatever set holds it (not reserved)."""
+        if j.state == READY:
+            self._leave_ready(j)
+        elif j.state == DELAYED:
+            self._leave_delayed(j)
+        elif j.state == BURIED:
+            self._leave_buried(j)
+
+    # -- heap entries ------------------------------------------------------
+
+    def _ready_live(self, key: int) -> bool:
+        j = self.jobs.get(key & MASK)
+        return j is not None and j.state == READY and j.pri == key >> SHIFT
+
+    def _delayed_live(self, key: int) -> bool:
+        j = self.jobs.get(key & MASK)
+        return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
+
+    def _reserved_live(self, key: int) -> bool:
+        j = self.jobs.get(key & MASK)
+        return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
+
+    @staticmethod
+    def _compact(heap: list[int], live) -> list[int]:
+        fresh = [k for k in set(heap) if live(k)]
+        heapify(fresh)
+        return fresh
+
+    def _top(self, heap: list[int], live) -> Job | None:
+        """The job named by the smallest live entry; stale entries are dropped."""
+        while heap:
+            key = heap[0]
+            if live(key):
+                return self.jobs[key & MASK]
+            heappop(heap)
+        return None
+
+    def ready_top(self, t: Tube) -> Job | None:
+        return self._top(t.ready, self._ready_live)
+
+    def delayed_top(self, t: Tube) -> Job | None:
+        return self._top(t.delayed, self._delayed_live)
+
+    def buried_top(self, t: Tube) -> Job | None:
+        return next(iter(t.buried.values()), None)
+
+    # -- matching jobs with reservers --------------------------------------
+
+    def _match(self, t: Tube, now: int):
+        """Hand t's ready jobs to its waiting connections, first come first served.
+
+        Invariant: no unpaused tube has both ready jobs and waiters, so the
+        best job in t is the best job for each of its waiters."""
+        while t.waiting and t.nready:
+            j = self.ready_top(t)
+            heappop(t.ready)
+            self._leave_ready(j)
+            c = next(iter(t.waiting))
+            self._reserve(c, j, now)
+
+    def _best_ready(self, c: Conn, now: int) -> Job | None:
+        best = None
+        for t in c.watch:
+            if t.nready and not self.paused(t, now):
+                j = self.ready_top(t)
+                if best is None or (j.pri, j.id) < (best.pri, best.id):
+                    best = j
+        return best
+
+    def _deadline_soon(self, c: Conn, now: int) -> bool:
+        soonest = self._top(c.deadlines, self._owned_live(c)) if c.reserved else None
+        return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
+
+    def _owned_live(self, c: Conn):
+        def live(key: int) -> bool:
+            j = self.jobs.get(key & MASK)
+            return (j is not None and j.state == RESERVED and j.owner is c
+                    and j.deadline == key >> SHIFT)
+        return live
+
+    def reserve(self, c: Conn, timeout: int | None, now: int):
+        """reserve / reserve-with-timeout (timeout in ns)."""
+        if self._deadline_soon(c, now) and not any(t.nready for t in c.watch):
+            c.send(DEADLINE_SOON)
+            return
+        j = self._best_ready(c, now)
+        if j is not None:
+            self._leave_ready(j)
+            self._reserve(c, j, now)
+            return
+        c.waiting = True
+        c.timeout = timeout
+        self.waiting_ct += 1
+        for t in c.watch:
+            t.waiting[c] = None
+        due = None if timeout is None else now + timeout
+        if c.reserved:
+            soonest = self._top(c.deadlines, self._owned_live(c))
+            soon = soonest.deadline - SAFETY_MARGIN
+            due = soon if due is None else min(due, soon)
+        if due is not None:
+            self.seq += 1
+            c.wait_key = (due, self.seq, c)
+            if due <= now:
+                self._wait_expired(c, now)
+            else:
+                heappush(self.wait_heap, c.wait_key)
+                self._timer(due)
+
+    def _unwait(self, c: Conn):
+        c.waiting = False
+        c.wait_key = None
+        self.waiting_ct -= 1
+        for t in c.watch:
+            del t.waiting[c]
+
+    def _wait_expired(self, c: Conn, now: int):
+        soon = self._deadline_soon(c, now)
+        self._unwait(c)
+        c.send(DEADLINE_SOON if soon else TIMED_OUT)
+        c.woken()
+
+    def hangup(self, c: Conn):
+        """The peer half-closed while blocked in reserve: TIMED_OUT."""
+        if c.waiting:
+            self._unwait(c)
+            c.send(TIMED_OUT)
+
+    # -- commands on jobs --------------------------------------------------
+
+    def reserve_job(self, c: Conn, id_: int, now: int) -> bool:
+        j = self.jobs.get(id_)
+        if j is None or j.state == RESERVED:
+            return False
+        self._remove(j)
+        self._reserve(c, j, now)
+        return True
+
+    def delete(self, c: Conn, id_: int) -> bool:
+        j = self.jobs.get(id_)
+        if j is None:
+            return False
+        if j.state == RESERVED:
+            if j.owner is not c:
+                return False
+            self._unreserve(j)
+        else:
+            self._remove(j)
+        del self.jobs[id_]
+        j.tube.cmd_delete += 1
+        self.maybe_free(j.tube)
+        return True
+
+    def release(self, c: Conn, id_: int, pri: int, delay: int, now: int) -> bool:
+        j = c.reserved.get(id_)
+        if j is None:
+            return False
+        self._unreserve(j)
+        j.pri = pri
+        j.delay = delay
+        j.releases += 1
+        if delay:
+            self._make_delayed(j, delay, now)
+        else:
+            self._make_ready(j, now)
+        return True
+
+    def bury(self, c: Conn, id_: int, pri: int) -> bool:
+        j = c.reserved.get(id_)
+        if j is None:
+            return False
+        self._unreserve(j)
+        j.pri = pri
+        self._bury(j)
+        return True
+
+    def touch(self, c: Conn, id_: int, now: int) -> bool:
+        j = c.reserved.get(id_)
+        if j is None:
+            return False
+        j.deadline = now + j.ttr
+        key = (j.deadline << SHIFT) | j.id
+        heappush(c.deadlines, key)
+        heappush(self.ttr_heap, key)
+        if len(c.deadlines) > 2 * len(c.reserved) + 16:
+            c.deadlines = self._compact(c.deadlines, self._owned_live(c))
+        if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
+            self.ttr_heap = self._compact(self.ttr_heap, self._reserved_live)
+        self._timer(j.deadline + 1)
+        return True
+
+    def kick(self, t: Tube, bound: int, now: int) -> int:
+        """Kick buried jobs if the tube has any, else delayed ones."""
+        n = 0
+        if t.buried:
+            while n < bound and t.buried:
+                j = next(iter(t.buried.values()))
+                self._leave_buried(j)
+                j.kicks += 1
+                self._make_ready(j, now)
+                n += 1
+        else:
+            while n < bound and t.ndelayed:
+                j = self.delayed_top(t)
+                heappop(t.delayed)
+                self._leave_delayed(j)
+                j.kicks += 1
+                self._make_ready(j, now)
+                n += 1
+        return n
+
+    def kick_job(self, id_: int, now: int) -> bool:
+        j = self.jobs.get(id_)
+        if j is None or j.state not in (BURIED, DELAYED):
+            return False
+        self._remove(j)
+        j.kicks += 1
+        self._make_ready(j, now)
+        return True
+
+    # -- time --------------------------------------------------------------
+
+    def _timer(self, at: int):
+        if self.due is None or at < self.due:
+            self.due = at
+
+    def next_due(self) -> int | None:
+        """The earliest time tick() may have work (stale entries may wake early)."""
+        cands = []
+        if self.delay_heap:
+            cands.append(self.delay_heap[0] >> SHIFT)
+        if self.ttr_heap:
+            cands.append((self.ttr_heap[0] >> SHIFT) + 1)
+        if self.wait_heap:
+            cands.append(self.wait_heap[0][0])
+        if self.pause_heap:
+            cands.append(self.pause_heap[0][0])
+        return min(cands) if cands else None
+
+    def tick(self, now: int):
+        """Run every timer that is due: delays, TTRs, reserve timeouts, pauses."""
+        heap = self.delay_heap
+        while heap and heap[0] >> SHIFT <= now:
+            key = heappop(heap)
+            if self._delayed_live(key):
+                j = self.jobs[key & MASK]
+                self._leave_delayed(j)
+                self.delayed_top(j.tube)  # drop the tube's now-stale top entries
+                self._make_ready(j, now)
+        heap = self.ttr_heap
+        while heap and heap[0] >> SHIFT < now:
+            key = heappop(heap)
+            if self._reserved_live(key):
+                j = self.jobs[key & MASK]
+                j.timeouts += 1
+                self.timeouts_ct += 1
+                self._unreserve(j)
+                self._make_ready(j, now)
+        heap = self.wait_heap
+        while heap and heap[0][0] <= now:
+            entry = heappop(heap)
+            c = entry[2]
+            if c.waiting and c.wait_key is entry:
+                self._wait_expired(c, now)
+        heap = self.pause_heap
+        while heap and heap[0][0] <= now:
+            _, _, t = heappop(heap)
+            if t.alive and t.pause and t.unpause_at <= now:
+                t.pause = t.unpause_at = 0
+            if t.alive and not self.paused(t, now):
+                self._match(t, now)

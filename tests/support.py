@@ -1,0 +1,152 @@
+"""Spawning servers (ours and the reference) and talking raw bytes to them."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+REFERENCE = shutil.which("beanstalkd")
+
+
+def require_reference() -> str:
+    """Path of the reference server; a hard failure in CI when it is missing."""
+    import pytest
+
+    if REFERENCE:
+        return REFERENCE
+    if os.environ.get("PYBEANSTALKD_REQUIRE_REFERENCE") or os.environ.get("CI"):
+        pytest.fail("reference beanstalkd is not installed (apt-get install beanstalkd)")
+    pytest.skip("reference beanstalkd is not installed")
+
+
+def ours_argv() -> list[str]:
+    return [sys.executable, "-m", "pybeanstalkd"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A running server process listening on 127.0.0.1:port (or a unix path)."""
+
+    def __init__(self, argv, extra=(), unix_path=None, env=None):
+        self.unix_path = unix_path
+        if unix_path:
+            self.port = None
+            listen = ["-l", "unix:" + unix_path]
+        else:
+            self.port = free_port()
+            listen = ["-l", "127.0.0.1", "-p", str(self.port)]
+        self.argv = list(argv) + listen + list(extra)
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self._wait_listening()
+
+    @property
+    def address(self):
+        return self.unix_path if self.unix_path else ("127.0.0.1", self.port)
+
+    def _wait_listening(self, timeout=10.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                out, err = self.proc.communicate()
+                raise RuntimeError(f"server exited {self.proc.returncode}: {err.decode()!r}")
+            try:
+                self.connect().close()
+                return
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError("server did not start listening")
+
+    def connect(self, timeout=5.0) -> socket.socket:
+        if self.unix_path:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        else:
+            s = socket.socket()
+        s.settimeout(timeout)
+        s.connect(self.address)
+        return s
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+
+
+@contextmanager
+def running(argv, extra=(), unix_path=None):
+    srv = Server(argv, extra, unix_path)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return buf
+
+
+class Client:
+    """Minimal raw client: send bytes, read one reply (line plus any body)."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, data: bytes):
+        self.sock.sendall(data)
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise EOFError("connection closed")
+        self.buf += chunk
+
+    def line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line + b"\r\n"
+
+    def reply(self) -> bytes:
+        """One full reply: the line and, for FOUND/RESERVED/OK, the body with its CRLF."""
+        line = self.line()
+        parts = line.split()
+        n = None
+        if parts and parts[0] in (b"FOUND", b"RESERVED") and len(parts) == 3:
+            n = int(parts[2])
+        elif parts and parts[0] == b"OK" and len(parts) == 2:
+            n = int(parts[1])
+        if n is None:
+            return line
+        while len(self.buf) < n + 2:
+            self._fill()
+        body, self.buf = self.buf[: n + 2], self.buf[n + 2 :]
+        return line + body
+
+    def cmd(self, data: bytes) -> bytes:
+        self.send(data)
+        return self.reply()
+
+    def close(self):
+        self.sock.close()
