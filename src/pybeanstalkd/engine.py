@@ -39,6 +39,25 @@ class Session(Conn):
         self.engine.resume.append(self)
 
 
+class VerboseSession(Session):
+    """-V -V: log every reply line and every job sent, as the reference does."""
+
+    __slots__ = ()
+
+    def send(self, data: bytes):
+        log = self.engine.log
+        log(">%d reply %s" % (self.fd, data.split(b"\r\n", 1)[0].decode("latin-1")))
+        if data.startswith(b"OK "):
+            log(">%d job 0" % self.fd)
+        super().send(data)
+
+    def send_job(self, word: bytes, job):
+        super().send_job(word, job)
+        log = self.engine.log
+        log(">%d reply %s %d %d" % (self.fd, word.decode(), job.id, len(job.body) - 2))
+        log(">%d job %d" % (self.fd, job.id))
+
+
 class Engine:
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
                  filesize: int = 10485760, log=print):
@@ -78,7 +97,7 @@ class Engine:
     # -- connection lifecycle ---------------------------------------------
 
     def connect(self) -> Session:
-        s = Session(self)
+        s = VerboseSession(self) if self.verbose >= 2 else Session(self)
         self.q.attach(s)
         self.conn_ct += 1
         self.total_conn_ct += 1
@@ -175,14 +194,15 @@ class Engine:
         return pos
 
     def command(self, s: Session, line: bytes, now: int):
+        if self.verbose >= 2 and b"\0" not in line:
+            prefix = P.match_prefix(line)[2]
+            self.log("<%d command %s" % (s.fd, prefix.decode() if prefix else "<unknown>"))
         try:
             cmd = parse(line)
         except Bad:
             s.send(P.BAD_FORMAT)
             return
         op = cmd[0]
-        if self.verbose >= 2:
-            self.log("<%d command %s" % (s.fd, op))
         if op == "unknown":
             s.send(P.UNKNOWN_COMMAND)
             return

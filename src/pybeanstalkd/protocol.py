@@ -162,29 +162,25 @@ PREFIXES = (
 )
 
 # Words whose "<word> " prefix no earlier prefix shadows: a fast, exact lookup.
-_ARG_WORDS = {
-    p[:-1]: (op, len(p))
-    for p, op, _ in PREFIXES
-    if p.endswith(b" ")
-}
-_NOARG_WORDS = {p: op for p, op, n in PREFIXES if n}
+_ARG_WORDS = {p[:-1]: (op, len(p), p) for p, op, _ in PREFIXES if p.endswith(b" ")}
+_NOARG_WORDS = {p: (op, n, p) for p, op, n in PREFIXES if n}
 
 
-def match_prefix(line: bytes) -> tuple[str | None, int]:
-    """(op, offset of the arguments) by the reference's prefix order."""
+def match_prefix(line: bytes) -> tuple[str | None, int, bytes]:
+    """(op, offset of the arguments, the matched prefix) in the reference's order."""
     sp = line.find(b" ")
     if sp > 0:
         hit = _ARG_WORDS.get(line[:sp])
         if hit is not None:
             return hit
     else:
-        op = _NOARG_WORDS.get(line)
-        if op is not None:
-            return op, len(line)
+        hit = _NOARG_WORDS.get(line)
+        if hit is not None:
+            return hit
     for prefix, op, _ in PREFIXES:
         if line.startswith(prefix):
-            return op, len(prefix)
-    return None, 0
+            return op, len(prefix), prefix
+    return None, 0, b""
 
 
 def parse(line: bytes):
@@ -197,7 +193,7 @@ def parse(line: bytes):
     """
     if b"\0" in line:
         raise Bad
-    op, at = match_prefix(line)
+    op, at, _ = match_prefix(line)
     if op is None:
         return ("unknown",)
     expect = _NOARG_LEN.get(op)

@@ -89,8 +89,6 @@ class Server:
                 out = s.out
                 s.out = []
                 if c is not None and not c.transport.is_closing():
-                    if self.verbose >= 2:
-                        self._log_replies(s, out)
                     c.transport.write(out[0] if len(out) == 1 else b"".join(out))
                 if s.closing and c is not None:
                     c.transport.close()
@@ -100,11 +98,6 @@ class Server:
             engine.q.due = None
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
-
-    def _log_replies(self, s, out):
-        for chunk in out:
-            if chunk[-2:] == b"\r\n" and chunk.count(b"\r\n") == 1 and chunk.isascii():
-                self.log(">%d reply %s" % (s.fd, chunk[:-2].decode()))
 
     def arm(self, due: int):
         if self.timer is not None:
@@ -137,16 +130,17 @@ def new_loop():
 def serve(sock: socket.socket, opts) -> int:
     loop = new_loop()
     asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(_serve(loop, sock, opts))
+    finally:
+        sys.stdout.flush()
+
+
+async def _serve(loop, sock: socket.socket, opts) -> int:
     engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log)
     srv = Server(loop, engine, opts.verbose)
-    factory = lambda: Client(srv)  # noqa: E731
-    if sock.family == socket.AF_UNIX:
-        coro = loop.create_unix_server(factory, sock=sock, backlog=1024)
-    else:
-        coro = loop.create_server(factory, sock=sock, backlog=1024)
-    listener = loop.run_until_complete(coro)
     stop = loop.create_future()
 
     def drain():
@@ -156,14 +150,19 @@ def serve(sock: socket.socket, opts) -> int:
         if not stop.done():
             stop.set_result(0)
 
+    # Handlers go in before the listener serves anyone, and everything runs in
+    # one run of the loop: a signal must never arrive while it is not running.
     loop.add_signal_handler(signal.SIGUSR1, drain)
     loop.add_signal_handler(signal.SIGTERM, terminate)
     loop.add_signal_handler(signal.SIGINT, terminate)
+    factory = lambda: Client(srv)  # noqa: E731
+    if sock.family == socket.AF_UNIX:
+        listener = await loop.create_unix_server(factory, sock=sock, backlog=1024)
+    else:
+        listener = await loop.create_server(factory, sock=sock, backlog=1024)
     try:
-        code = loop.run_until_complete(stop)
+        return await stop
     finally:
         listener.close()
         for c in list(srv.clients.values()):
             c.transport.abort()
-        sys.stdout.flush()
-    return code

@@ -1,0 +1,290 @@
+"""Command line: beanstalkd's flags, parsed the way beanstalkd parses them.
+
+Startup order (as in the reference's main.c): parse flags, print ``pid N`` when
+verbose, make the listening socket (exit 111 on failure), load the server,
+switch user (exit 32/33/34), serve.
+
+Imports here are kept to the minimum: clients connect 0.1 s after spawning us,
+so the socket must be listening well before that. The server module (and with it
+asyncio) is imported only once the socket is bound.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from pybeanstalkd import BEANSTALKD_VERSION, __version__
+from pybeanstalkd.net import (
+    ListenError,
+    inherited_listen_fds,
+    make_listener,
+    program_name,
+    write_line,
+)
+
+JOB_DATA_SIZE_LIMIT_DEFAULT = 65535
+JOB_DATA_SIZE_LIMIT_MAX = 1073741824
+DEFAULT_PORT = "11300"
+DEFAULT_FILESIZE = 10485760
+DEFAULT_FSYNC_MS = 50
+
+EXIT_USAGE = 5
+EXIT_LISTEN = 111
+EXIT_GETPWNAM = 32
+EXIT_NO_USER = 33
+EXIT_SETID = 34
+
+_SIZE_MAX = 2**64 - 1
+_C_SPACE = " \t\n\v\f\r"
+
+USAGE = (
+    "Use: {prog} [OPTIONS]\n"
+    "\n"
+    "Options:\n"
+    " -b DIR   write-ahead log directory\n"
+    " -f MS    fsync at most once every MS milliseconds (default is {fsync}ms);\n"
+    '          use -f0 for "always fsync"\n'
+    " -F       never fsync\n"
+    " -l ADDR  listen on address (default is 0.0.0.0)\n"
+    " -p PORT  listen on port (default is {port})\n"
+    " -u USER  become user and group\n"
+    " -z BYTES set the maximum job size in bytes (default is {zdef});\n"
+    "          max allowed is {zmax} bytes\n"
+    " -s BYTES set the size of each write-ahead log file (default is {sdef});\n"
+    "          will be rounded up to a multiple of 4096 bytes\n"
+    " -v       show version information\n"
+    " -V       increase verbosity\n"
+    " -h       show this help"
+)
+
+
+@dataclass
+class Options:
+    port: str = DEFAULT_PORT
+    addr: str | None = None
+    max_job_size: int = JOB_DATA_SIZE_LIMIT_DEFAULT
+    # Not None means "-b was given" (the reference's wal.use), even if it is "".
+    wal_dir: str | None = None
+    # A C int in the reference: "-s 4294967297" means 1.
+    filesize: int = DEFAULT_FILESIZE
+    wantsync: bool = True
+    # An int64 in the reference: "-f -1" means -1.
+    syncrate_ms: int = DEFAULT_FSYNC_MS
+    user: str | None = None
+    verbose: int = 0
+
+
+def usage_text(prog: str) -> str:
+    return USAGE.format(
+        prog=prog,
+        fsync=DEFAULT_FSYNC_MS,
+        port=DEFAULT_PORT,
+        zdef=JOB_DATA_SIZE_LIMIT_DEFAULT,
+        zmax=JOB_DATA_SIZE_LIMIT_MAX,
+        sdef=DEFAULT_FILESIZE,
+    )
+
+
+def version_line() -> str:
+    return f"beanstalkd {BEANSTALKD_VERSION} (pybeanstalkd {__version__})"
+
+
+class _Diag:
+    """Where messages go: ``prog: text`` lines on stderr."""
+
+    def __init__(self, prog: str):
+        self.prog = prog
+
+    def warn(self, msg: str) -> None:
+        write_line(sys.stderr, f"{self.prog}: {msg}")
+
+    def usage(self, code: int):
+        write_line(sys.stderr, usage_text(self.prog))
+        raise SystemExit(code)
+
+
+def _parse_size(text: str, diag: _Diag) -> int:
+    """sscanf(text, "%zu%c") must convert exactly one item: optional leading
+    white space, an optional sign, decimal digits, and nothing after. A minus
+    sign wraps modulo 2**64 and overflow saturates, as glibc's strtoul does."""
+    s = text.lstrip(_C_SPACE)
+    neg = False
+    if s[:1] in ("+", "-"):
+        neg = s[0] == "-"
+        s = s[1:]
+    if not s or any(c not in "0123456789" for c in s):
+        diag.warn(f"invalid size: {text}")
+        diag.usage(EXIT_USAGE)
+    value = int(s)
+    if value > _SIZE_MAX:
+        return _SIZE_MAX
+    return (-value) % 2**64 if neg else value
+
+
+def _c_int(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - 2**32 if value >= 2**31 else value
+
+
+def _c_int64(value: int) -> int:
+    value &= _SIZE_MAX
+    return value - 2**64 if value >= 2**63 else value
+
+
+def parse_args(argv: list[str], prog: str | None = None) -> Options:
+    """Parse flags (argv without the program name) like beanstalkd's optparse.
+
+    Diagnostics go to stderr as ``prog: message``; errors, -h and -v raise
+    SystemExit with the reference's exit code after printing.
+    """
+    diag = _Diag(prog if prog is not None else program_name())
+    opts = Options()
+    args = list(argv)
+    i = 0
+
+    def warn_inherited(flag: str, value: str) -> None:
+        if inherited_listen_fds():
+            diag.warn(f"inherited listen fd; ignoring option: {flag} {value}")
+
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if not word.startswith("-") or word == "-":
+            diag.warn(f"unknown argument: {word}")
+            diag.usage(EXIT_USAGE)
+        pos = 1
+        while pos < len(word):
+            c = word[pos]
+            pos += 1
+
+            def value(flag: str) -> str:
+                nonlocal pos, i
+                if pos < len(word):
+                    v = word[pos:]
+                    pos = len(word)
+                    return v
+                if i < len(args):
+                    v = args[i]
+                    i += 1
+                    return v
+                diag.warn(f"flag requires an argument: {flag}")
+                diag.usage(EXIT_USAGE)
+
+            if c == "p":
+                opts.port = value("-p")
+                warn_inherited("-p", opts.port)
+            elif c == "l":
+                opts.addr = value("-l")
+                warn_inherited("-l", opts.addr)
+            elif c == "z":
+                size = _parse_size(value("-z"), diag)
+                if size > JOB_DATA_SIZE_LIMIT_MAX:
+                    diag.warn(f"maximum job size was set to {JOB_DATA_SIZE_LIMIT_MAX}")
+                    size = JOB_DATA_SIZE_LIMIT_MAX
+                opts.max_job_size = size
+            elif c == "s":
+                opts.filesize = _c_int(_parse_size(value("-s"), diag))
+            elif c in ("c", "n"):
+                diag.warn(f"-{c} flag was removed. binlog is always compacted.")
+            elif c == "f":
+                opts.syncrate_ms = _c_int64(_parse_size(value("-f"), diag))
+                opts.wantsync = True
+            elif c == "F":
+                opts.wantsync = False
+            elif c == "u":
+                opts.user = value("-u")
+            elif c == "b":
+                opts.wal_dir = value("-b")
+            elif c == "h":
+                diag.usage(0)
+            elif c == "v":
+                write_line(sys.stdout, version_line())
+                raise SystemExit(0)
+            elif c == "V":
+                opts.verbose += 1
+            else:
+                # The reference prints from the character before the bad one:
+                # "-x" for "-x", but "Vx" for "-Vx".
+                diag.warn(f"unknown flag: {word[pos - 2:]}")
+                diag.usage(EXIT_USAGE)
+    return opts
+
+
+def _switch_user(user: str, diag: _Diag) -> None:
+    """setgid then setuid to USER's primary gid and uid, like the reference's
+    su() (which leaves supplementary groups alone)."""
+    import pwd
+
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        diag.warn(f'main.c:22 in su: getpwnam("{user}"): no such user')
+        raise SystemExit(EXIT_NO_USER)
+    except (OSError, ValueError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        diag.warn(f'main.c:18 in su: getpwnam("{user}"): {reason}')
+        raise SystemExit(EXIT_GETPWNAM)
+    try:
+        os.setgid(pw.pw_gid)
+    except OSError as e:
+        diag.warn(f'main.c:28 in su: setgid({pw.pw_gid} "{user}"): {e.strerror}')
+        raise SystemExit(EXIT_SETID)
+    try:
+        os.setuid(pw.pw_uid)
+    except OSError as e:
+        diag.warn(f'main.c:34 in su: setuid({pw.pw_uid} "{user}"): {e.strerror}')
+        raise SystemExit(EXIT_SETID)
+
+
+def _exit_code(e: SystemExit) -> int:
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    write_line(sys.stderr, str(code))
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the server; return the process exit status.
+
+    ``argv`` excludes the program name (default: sys.argv[1:])."""
+    if argv is None:
+        argv = sys.argv[1:]
+    prog = program_name()
+    diag = _Diag(prog)
+    out = sys.stdout
+    if out is not None and hasattr(out, "reconfigure"):
+        try:
+            out.reconfigure(line_buffering=True)  # setlinebuf(stdout)
+        except (ValueError, OSError):
+            pass
+
+    try:
+        opts = parse_args(argv, prog)
+        if opts.verbose:
+            write_line(sys.stdout, f"pid {os.getpid()}")
+        try:
+            sock = make_listener(opts, log=lambda m: write_line(sys.stdout, m), warn=diag.warn)
+        except ListenError:
+            diag.warn("main.c:99 in main: make_server_socket()")
+            return EXIT_LISTEN
+    except SystemExit as e:
+        return _exit_code(e)
+    try:
+        # Listening now, so the heavy imports can happen. They happen before
+        # the user switch (the reference also initialises its state before
+        # su()): the new user may not be able to read the interpreter's files.
+        from pybeanstalkd.server import serve
+
+        if opts.user is not None:
+            _switch_user(opts.user, diag)
+    except SystemExit as e:
+        sock.close()
+        return _exit_code(e)
+    except BaseException:
+        sock.close()
+        raise
+    return serve(sock, opts)

@@ -1,0 +1,347 @@
+"""The pure engine under a fake clock: semantics and timers, no sockets."""
+import pytest
+
+from fakeclock import Harness
+from pybeanstalkd.protocol import NS
+
+
+@pytest.fixture
+def h():
+    return Harness()
+
+
+def put(h, s, body=b"x", pri=0, delay=0, ttr=60):
+    return h.send(s, b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body))
+
+
+def stat(h, s, cmd: bytes) -> dict:
+    out = h.send(s, cmd)
+    assert out.startswith(b"OK ")
+    lines = out.split(b"\r\n", 1)[1].decode().splitlines()[1:]
+    return dict(line.split(": ", 1) for line in lines if line)
+
+
+def test_put_reserve_delete(h):
+    c = h.conn()
+    assert put(h, c, b"hello") == b"INSERTED 1\r\n"
+    assert h.send(c, b"reserve\r\n") == b"RESERVED 1 5\r\nhello\r\n"
+    assert h.send(c, b"delete 1\r\n") == b"DELETED\r\n"
+    assert h.send(c, b"delete 1\r\n") == b"NOT_FOUND\r\n"
+
+
+def test_pipelined_commands_in_one_feed(h):
+    c = h.conn()
+    assert h.send(c, b"use a\r\nuse b\r\nlist-tube-used\r\n") == (
+        b"USING a\r\nUSING b\r\nUSING b\r\n")
+
+
+def test_command_split_across_feeds(h):
+    c = h.conn()
+    assert h.send(c, b"put 0 0 1") == b""
+    assert h.send(c, b"0 3\r\nab") == b""
+    assert h.send(c, b"c\r") == b""
+    assert h.send(c, b"\n") == b"INSERTED 1\r\n"
+
+
+def test_priority_then_id_across_tubes(h):
+    p, w = h.conn(), h.conn()
+    h.send(p, b"use a\r\n")
+    put(h, p, b"1", pri=5)
+    put(h, p, b"2", pri=3)
+    h.send(p, b"use b\r\n")
+    put(h, p, b"3", pri=3)
+    put(h, p, b"4", pri=1)
+    h.send(w, b"watch a\r\nwatch b\r\n")
+    order = [h.send(w, b"reserve\r\n").split()[1] for _ in range(4)]
+    assert order == [b"4", b"2", b"3", b"1"]
+
+
+def test_delayed_job_ready_exactly_on_time(h):
+    c = h.conn()
+    put(h, c, delay=2)
+    h.advance(1.999)
+    assert h.send(c, b"peek-ready\r\n") == b"NOT_FOUND\r\n"
+    h.advance(0.001)
+    assert h.send(c, b"peek-ready\r\n") == b"FOUND 1 1\r\nx\r\n"
+
+
+def test_ttr_expiry_returns_job_to_ready(h):
+    c = h.conn()
+    put(h, c, ttr=2)
+    h.send(c, b"reserve\r\n")
+    h.advance(2)  # expiry is strictly after the deadline
+    assert stat(h, c, b"stats-job 1\r\n")["state"] == "reserved"
+    h.advance(0.001)
+    st = stat(h, c, b"stats-job 1\r\n")
+    assert st["state"] == "ready" and st["timeouts"] == "1"
+    assert stat(h, c, b"stats\r\n")["job-timeouts"] == "1"
+
+
+def test_ttr_zero_is_one_second(h):
+    c = h.conn()
+    put(h, c, ttr=0)
+    assert stat(h, c, b"stats-job 1\r\n")["ttr"] == "1"
+
+
+def test_deadline_soon_when_command_arrives(h):
+    c = h.conn()
+    put(h, c, ttr=1)
+    h.send(c, b"reserve\r\n")
+    # With ttr 1 the job is inside the 1 s safety margin at once.
+    assert h.send(c, b"reserve-with-timeout 5\r\n") == b"DEADLINE_SOON\r\n"
+
+
+def test_deadline_soon_during_wait(h):
+    c = h.conn()
+    put(h, c, ttr=3)
+    h.send(c, b"reserve\r\n")
+    h.advance(0.4)
+    assert h.send(c, b"reserve-with-timeout 10\r\n") == b""
+    h.advance(1.5)
+    assert h.take(c) == b""
+    h.advance(0.1)  # deadline 3.0 - margin 1.0 = 2.0 after the reservation
+    assert h.take(c) == b"DEADLINE_SOON\r\n"
+
+
+def test_ready_job_beats_deadline_soon(h):
+    c = h.conn()
+    put(h, c, ttr=1)
+    put(h, c, b"y")
+    h.send(c, b"reserve\r\n")
+    assert h.send(c, b"reserve\r\n") == b"RESERVED 2 1\r\ny\r\n"
+
+
+def test_reserve_with_timeout_zero(h):
+    c = h.conn()
+    assert h.send(c, b"reserve-with-timeout 0\r\n") == b"TIMED_OUT\r\n"
+
+
+def test_reserve_timeout_fires_on_time(h):
+    c = h.conn()
+    assert h.send(c, b"reserve-with-timeout 2\r\n") == b""
+    h.advance(1.999)
+    assert h.take(c) == b""
+    h.advance(0.001)
+    assert h.take(c) == b"TIMED_OUT\r\n"
+
+
+@pytest.mark.parametrize("wake", ["put", "release", "kick", "delay", "unpause", "disconnect", "ttr"])
+def test_blocking_reserve_is_woken(h, wake):
+    w, p = h.conn(), h.conn()
+    if wake in ("release", "disconnect", "ttr"):
+        put(h, p, ttr=5)
+        h.send(p, b"reserve\r\n")
+    if wake == "kick":
+        put(h, p)
+        h.send(p, b"reserve\r\nbury 1 0\r\n")
+    if wake == "unpause":
+        put(h, p)
+        h.send(p, b"pause-tube default 100\r\n")
+    assert h.send(w, b"reserve\r\n") == b""
+    if wake == "put":
+        put(h, p)
+    elif wake == "release":
+        assert h.send(p, b"release 1 0 0\r\n") == b"RELEASED\r\n"
+    elif wake == "kick":
+        assert h.send(p, b"kick 1\r\n") == b"KICKED 1\r\n"
+    elif wake == "delay":
+        put(h, p, delay=1)
+        h.advance(1)
+    elif wake == "unpause":
+        assert h.send(p, b"pause-tube default 0\r\n") == b"PAUSED\r\n"
+        h.advance(0)
+        h.advance(1e-9)
+    elif wake == "disconnect":
+        h.close(p)
+    elif wake == "ttr":
+        h.advance(5.001)
+    assert h.take(w) == b"RESERVED 1 1\r\nx\r\n"
+
+
+def test_pipelined_commands_after_blocking_reserve_wait(h):
+    w, p = h.conn(), h.conn()
+    assert h.send(w, b"reserve\r\nlist-tube-used\r\n") == b""
+    put(h, p)
+    assert h.take(w) == b"RESERVED 1 1\r\nx\r\nUSING default\r\n"
+
+
+def test_waiting_reservers_first_come_first_served(h):
+    ws = [h.conn() for _ in range(4)]
+    for w in ws:
+        h.send(w, b"reserve\r\n")
+    p = h.conn()
+    for i in range(4):
+        put(h, p, b"%d" % i)
+    assert [h.take(w).split()[1] for w in ws] == [b"1", b"2", b"3", b"4"]
+
+
+def test_half_close_while_waiting_times_out(h):
+    c = h.conn()
+    h.send(c, b"reserve\r\n")
+    h.e.eof(c, h.now)
+    assert h.take(c) == b"TIMED_OUT\r\n"
+    assert c.closing
+
+
+def test_close_releases_reserved_jobs(h):
+    c, d = h.conn(), h.conn()
+    put(h, c)
+    h.send(c, b"reserve\r\n")
+    h.close(c)
+    st = stat(h, d, b"stats-job 1\r\n")
+    assert st["state"] == "ready" and st["timeouts"] == "0"
+
+
+def test_pause_zero_is_one_nanosecond(h):
+    c, w = h.conn(), h.conn()
+    put(h, c)
+    h.send(c, b"pause-tube default 10\r\n")
+    assert h.send(w, b"reserve-with-timeout 0\r\n") == b"TIMED_OUT\r\n"
+    h.send(c, b"pause-tube default 0\r\n")
+    h.advance(1e-9)
+    assert h.send(w, b"reserve-with-timeout 0\r\n") == b"RESERVED 1 1\r\nx\r\n"
+
+
+def test_pause_time_left_and_expiry(h):
+    c = h.conn()
+    h.send(c, b"pause-tube default 5\r\n")
+    st = stat(h, c, b"stats-tube default\r\n")
+    assert (st["pause"], st["pause-time-left"]) == ("5", "5")
+    h.advance(2.5)
+    assert stat(h, c, b"stats-tube default\r\n")["pause-time-left"] == "2"
+    h.advance(2.5)
+    st = stat(h, c, b"stats-tube default\r\n")
+    assert (st["pause"], st["pause-time-left"]) == ("0", "0")
+
+
+def test_tubes_freed_when_unreferenced(h):
+    a, b = h.conn(), h.conn()
+    h.send(a, b"watch x\r\nwatch y\r\nuse z\r\n")
+    assert h.send(b, b"list-tubes\r\n").endswith(b"- default\n- x\n- y\n- z\n\r\n")
+    h.close(a)
+    assert h.send(b, b"list-tubes\r\n") == b"OK 14\r\n---\n- default\n\r\n"
+
+
+def test_swap_remove_orders(h):
+    c = h.conn()
+    h.send(c, b"watch a\r\nwatch b\r\nwatch c\r\nignore default\r\n")
+    assert h.send(c, b"list-tubes-watched\r\n") == b"OK 16\r\n---\n- c\n- a\n- b\n\r\n"
+
+
+def test_use_creates_before_releasing_old_tube(h):
+    c, d = h.conn(), h.conn()
+    h.send(c, b"use a\r\n")
+    h.send(d, b"use x\r\n")
+    h.send(c, b"use b\r\n")  # [default a x] + b, then a's hole gets b
+    assert h.send(c, b"list-tubes\r\n") == b"OK 22\r\n---\n- default\n- b\n- x\n\r\n"
+
+
+def test_tube_with_jobs_is_kept(h):
+    c = h.conn()
+    h.send(c, b"use t\r\n")
+    put(h, c)
+    h.send(c, b"use default\r\n")
+    assert b"- t\n" in h.send(c, b"list-tubes\r\n")
+    h.send(c, b"delete 1\r\n")
+    assert b"- t\n" not in h.send(c, b"list-tubes\r\n")
+
+
+def test_ids_used_up_by_expected_crlf_and_draining(h):
+    c = h.conn()
+    assert h.send(c, b"put 0 0 1 1\r\nabc") == b"EXPECTED_CRLF\r\n"
+    assert put(h, c) == b"INSERTED 2\r\n"
+    d = h.conn()
+    h.e.draining = True
+    assert put(h, d) == b"DRAINING\r\n"
+    h.e.draining = False
+    assert put(h, d) == b"INSERTED 4\r\n"
+
+
+def test_job_too_big_after_discarding_body(h):
+    h2 = Harness(max_job_size=10)
+    c = h2.conn()
+    assert h2.send(c, b"put 0 0 0 11\r\n") == b""
+    assert h2.send(c, b"delete 9999\r") == b""
+    assert h2.send(c, b"\n") == b"JOB_TOO_BIG\r\n"
+    assert h2.send(c, b"put 0 0 0 1\r\nx\r\n") == b"INSERTED 1\r\n"
+
+
+def test_overlong_line_one_bad_format(h):
+    c = h.conn()
+    assert h.send(c, b"a" * 500 + b"\r\nuse x\r\n") == b"BAD_FORMAT\r\nUSING x\r\n"
+
+
+def test_bare_cr_stalls_line_detection(h):
+    c = h.conn()
+    assert h.send(c, b"use a\rb\r\nlist-tube-used\r\n") == b""
+
+
+def test_kick_buried_before_delayed(h):
+    c = h.conn()
+    put(h, c, delay=100)
+    put(h, c)
+    h.send(c, b"reserve\r\n")
+    h.send(c, b"bury 2 7\r\n")
+    assert h.send(c, b"kick 10\r\n") == b"KICKED 1\r\n"
+    assert h.send(c, b"kick 10\r\n") == b"KICKED 1\r\n"  # now the delayed one
+    st = stat(h, c, b"stats-job 2\r\n")
+    assert (st["state"], st["pri"], st["buries"], st["kicks"]) == ("ready", "7", "1", "1")
+
+
+def test_kick_delayed_soonest_first(h):
+    c = h.conn()
+    put(h, c, b"a", delay=30)
+    put(h, c, b"b", delay=10)
+    put(h, c, b"c", delay=20)
+    assert h.send(c, b"kick 2\r\n") == b"KICKED 2\r\n"
+    assert stat(h, c, b"stats-job 1\r\n")["state"] == "delayed"
+    assert stat(h, c, b"stats-job 2\r\n")["state"] == "ready"
+
+
+def test_monotonic_clock_only(h):
+    """The engine never reads the clock: nothing times out without advance()."""
+    c = h.conn()
+    put(h, c, ttr=1)
+    h.send(c, b"reserve\r\n")
+    import time
+
+    time.sleep(0.01)
+    assert h.e.next_due() == h.now + NS + 1
+    assert stat(h, c, b"stats-job 1\r\n")["state"] == "reserved"
+
+
+def test_touch_moves_the_ttr_timer(h):
+    c = h.conn()
+    put(h, c, ttr=2)
+    h.send(c, b"reserve\r\n")
+    h.advance(1.5)
+    assert h.send(c, b"touch 1\r\n") == b"TOUCHED\r\n"
+    h.advance(1.9)
+    assert stat(h, c, b"stats-job 1\r\n")["state"] == "reserved"
+    h.advance(0.2)
+    assert stat(h, c, b"stats-job 1\r\n")["state"] == "ready"
+
+
+def test_many_reserved_jobs_all_time_out(h):
+    """No lost TTR timers: every reserved job of every connection expires."""
+    conns = [h.conn() for _ in range(20)]
+    p = h.conn()
+    for i in range(200):
+        put(h, p, ttr=1 + i % 7)
+    for i in range(200):
+        h.send(conns[i % 20], b"reserve\r\n")
+    h.advance(8.001)
+    assert stat(h, p, b"stats\r\n")["job-timeouts"] == "200"
+
+
+def test_stale_heap_entries_are_compacted(h):
+    """A job released with a delay again and again must not grow the heaps."""
+    c = h.conn()
+    put(h, c, delay=100)
+    for _ in range(3000):
+        assert h.send(c, b"reserve-job 1\r\n").startswith(b"RESERVED 1 ")
+        assert h.send(c, b"release 1 0 100\r\n") == b"RELEASED\r\n"
+    q = h.e.q
+    assert len(q.default.delayed) <= 2 + 64 + 1
+    assert len(q.delay_heap) <= 2 + 1024 + 1
+    assert len(q.ttr_heap) <= 1024 + 1

@@ -1,0 +1,123 @@
+"""Parsing rules of the pure protocol layer (section 1 of the reference doc)."""
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pybeanstalkd.protocol import (
+    NS, Bad, find_line_end, match_prefix, name_ok, parse, parse_pause, read_num, read_strtoul,
+)
+
+
+@pytest.mark.parametrize("line,op", [
+    (b"put 1 2 3 4", "put"), (b"peek 1", "peek"), (b"peek-ready", "peek-ready"),
+    (b"peek-readyx", "peek-ready"), (b"reserve", "reserve"), (b"reservex", "reserve"),
+    (b"reserve-with-timeout", "reserve"), (b"reserve-job", "reserve"),
+    (b"reserve-job 1", "reserve-job"), (b"reserve-with-timeout 1", "reserve-with-timeout"),
+    (b"stats-job", "stats"), (b"stats-foo", "stats"), (b"stats-job 1", "stats-job"),
+    (b"quitxyz", "quit"), (b"quit now", "quit"), (b"pause-tubedefault 0", "pause-tube"),
+    (b"list-tubes-watched", "list-tubes-watched"), (b"list-tube-used", "list-tube-used"),
+    (b"list-tubesx", "list-tubes"), (b"kick-job 1", "kick-job"), (b"kick 1", "kick"),
+    (b"put", None), (b"PUT 1 2 3 4", None), (b" put 1 2 3 4", None), (b"", None),
+    (b"delete", None), (b"use", None), (b"kick", None),
+])
+def test_prefix_dispatch(line, op):
+    assert match_prefix(line)[0] == op
+
+
+@pytest.mark.parametrize("line,expect", [
+    (b"put 0 0 0 01", ("put", 0, 0, 0, 1, True)),
+    (b"put  0   0  0  1", ("put", 0, 0, 0, 1, True)),
+    (b"put 4294967295 0 0 1", ("put", 4294967295, 0, 0, 1, True)),
+    (b"put 0 0 0 10b", ("put", 0, 0, 0, 10, False)),
+    (b"put 0 0 0 99999 junk", ("put", 0, 0, 0, 99999, False)),
+    (b"put 0 0 0 1 ", ("put", 0, 0, 0, 1, False)),
+    (b"put 1 2 3 4", ("put", 1, 2 * NS, 3 * NS, 4, True)),
+    (b"delete  1", ("delete", 1)),
+    (b"peek 18446744073709551615", ("peek", 18446744073709551615)),
+    (b"reserve-with-timeout 0abc", ("reserve-with-timeout", 0)),
+    (b"reserve-with-timeout 2147483647", ("reserve-with-timeout", 2147483647)),
+    (b"kick 3abc", ("kick", 3)), (b"kick -1", ("kick", 4294967295)),
+    (b"kick 4294967296", ("kick", 0)), (b"kick \t+7", ("kick", 7)),
+    (b"release 1 2 3", ("release", 1, 2, 3 * NS)), (b"bury 1 2", ("bury", 1, 2)),
+    (b"use ()$;/+._-", ("use", b"()$;/+._-")),
+    (b"watch " + b"a" * 200, ("watch", b"a" * 200)),
+    (b"reserve", ("reserve",)), (b"nonsense", ("unknown",)), (b"quitxyz", ("quit",)),
+])
+def test_parse_ok(line, expect):
+    assert parse(line) == expect
+
+
+@pytest.mark.parametrize("line", [
+    b"put ", b"put +1 0 0 1", b"put -1 0 0 1", b"put 4294967296 0 0 1", b"put 0 0 0 4294967296",
+    b"put 0 0 0 --!@#$%^&&**()0b", b"put 512 -1 100 0", b"put 1\t0 0 1", b"delete 1 ",
+    b"delete 18446744073709551616", b"delete foo111", b"delete 111foo", b"peek " + b"9" * 52,
+    b"reserve ", b"reservex", b"stats ", b"stats-job", b"peek-readyx", b"list-tubesx",
+    b"reserve-with-timeout 2147483648", b"reserve-with-timeout -1", b"reserve-with-timeout ",
+    b"kick x", b"kick 18446744073709551616", b"kick ", b"kick -", b"use -foo", b"use a*b",
+    b"use foo bar", b"use " + b"a" * 201, b"stats-tube  default", b"use default ",
+    b"bury 111abc 2", b"bury 111", b"release 1 abc 0", b"touch !@#!@#", b"use a\0b",
+    b"quit\0",
+])
+def test_parse_bad(line):
+    with pytest.raises(Bad):
+        parse(line)
+
+
+@pytest.mark.parametrize("args,expect", [
+    (b" default 0", (b"default", 0)), (b"default 4294967295", (b"default", 4294967295 * NS)),
+    (b"  x   5", (b"x", 5 * NS)),
+])
+def test_pause_args(args, expect):
+    assert parse_pause(b"pause-tube" + args, 10) == expect
+
+
+@pytest.mark.parametrize("args", [b" -x 5", b" x 4294967296", b" x", b" x*y 5", b" x 5 ", b""])
+def test_pause_args_bad(args):
+    with pytest.raises(Bad):
+        parse_pause(b"pause-tube" + args, 10)
+
+
+def test_line_end_rules():
+    assert find_line_end(b"use a\r\n", 0, 7) == 7
+    assert find_line_end(b"use a\r", 0, 6) == 0  # CR in the last byte is not looked at
+    assert find_line_end(b"use a\rb\r\n", 0, 9) == 0  # only the first CR counts
+    assert find_line_end(b"xxuse a\r\n", 2, 9) == 7
+
+
+def test_name_rules():
+    assert name_ok(b"a" * 200) and not name_ok(b"a" * 201)
+    assert not name_ok(b"") and not name_ok(b"-a") and name_ok(b"a-")
+
+
+def _slow_u32s(args: bytes):
+    """An independent model of read_u32 x4 for put: spaces, then digits."""
+    out, pos = [], 0
+    for _ in range(4):
+        out_v, pos = read_num(args, pos, 0xFFFFFFFF)
+        out.append(out_v)
+    return out, pos == len(args)
+
+
+@given(st.lists(st.sampled_from([b"0", b"7", b"42", b"4294967295", b"4294967296", b" ", b"  ",
+                                 b"x", b"-", b"+", b"\t", b"00"]), max_size=10))
+def test_put_fast_path_agrees_with_scanner(pieces):
+    args = b"".join(pieces)
+    try:
+        nums, clean = _slow_u32s(args)
+        expect = ("put", nums[0], nums[1] * NS, nums[2] * NS, nums[3], clean)
+    except Bad:
+        expect = Bad
+    try:
+        got = parse(b"put " + args)
+    except Bad:
+        got = Bad
+    assert got == expect
+
+
+@given(st.binary(max_size=30))
+def test_strtoul_never_crashes_and_fits_u32(arg):
+    try:
+        v = read_strtoul(arg)
+    except Bad:
+        return
+    assert 0 <= v <= 0xFFFFFFFF
