@@ -345,3 +345,30 @@ def test_stale_heap_entries_are_compacted(h):
     assert len(q.default.delayed) <= 2 + 64 + 1
     assert len(q.delay_heap) <= 2 + 1024 + 1
     assert len(q.ttr_heap) <= 1024 + 1
+
+
+def test_server_reads_only_the_monotonic_clock():
+    """Wall-clock jumps cannot move timers: the I/O layer's only clock is monotonic."""
+    import time
+
+    from pybeanstalkd import server
+
+    assert server.monotonic_ns is time.monotonic_ns
+    src = open(server.__file__).read()
+    assert "time.time" not in src and "time_ns" not in src.replace("monotonic_ns", "")
+
+
+def test_half_close_still_answers_pipelined_commands(h):
+    c = h.conn()
+    assert h.send(c, b"reserve\r\nlist-tube-used\r\nreserve\r\nuse x\r\n") == b""
+    h.e.eof(c, h.now)
+    assert h.take(c) == b"TIMED_OUT\r\nUSING default\r\nTIMED_OUT\r\nUSING x\r\n"
+    assert c.closing
+
+
+def test_pause_tube_counted_before_name_check(h):
+    c = h.conn()
+    assert h.send(c, b"pause-tube -x 5\r\n") == b"BAD_FORMAT\r\n"  # counted
+    assert h.send(c, b"pause-tube x\r\n") == b"BAD_FORMAT\r\n"  # not counted
+    assert h.send(c, b"pause-tube nosuch 5\r\n") == b"NOT_FOUND\r\n"  # counted
+    assert stat(h, c, b"stats\r\n")["cmd-pause-tube"] == "2"

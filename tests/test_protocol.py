@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pybeanstalkd.protocol import (
-    NS, Bad, find_line_end, match_prefix, name_ok, parse, parse_pause, read_num, read_strtoul,
+    NS, Bad, find_line_end, match_prefix, name_ok, parse, read_num, read_strtoul,
 )
 
 
@@ -65,16 +65,16 @@ def test_parse_bad(line):
 
 @pytest.mark.parametrize("args,expect", [
     (b" default 0", (b"default", 0)), (b"default 4294967295", (b"default", 4294967295 * NS)),
-    (b"  x   5", (b"x", 5 * NS)),
+    (b"  x   5", (b"x", 5 * NS)), (b" -x 5", (b"-x", 5 * NS)),  # the name is checked later
 ])
 def test_pause_args(args, expect):
-    assert parse_pause(b"pause-tube" + args, 10) == expect
+    assert parse(b"pause-tube" + args) == ("pause-tube",) + expect
 
 
-@pytest.mark.parametrize("args", [b" -x 5", b" x 4294967296", b" x", b" x*y 5", b" x 5 ", b""])
+@pytest.mark.parametrize("args", [b" x 4294967296", b" x", b" x*y 5", b" x 5 ", b""])
 def test_pause_args_bad(args):
     with pytest.raises(Bad):
-        parse_pause(b"pause-tube" + args, 10)
+        parse(b"pause-tube" + args)
 
 
 def test_line_end_rules():

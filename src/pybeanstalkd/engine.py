@@ -10,7 +10,7 @@ import os
 
 from . import BEANSTALKD_VERSION
 from . import protocol as P
-from .protocol import LINE_BUF_SIZE, NS, Bad, find_line_end, parse, parse_pause
+from .protocol import LINE_BUF_SIZE, NS, Bad, find_line_end, name_ok, parse
 from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 
@@ -21,7 +21,7 @@ class Session(Conn):
     """One client connection: framing state plus what the queue tracks."""
 
     __slots__ = ("engine", "state", "need", "pending", "plen", "in_job",
-                 "skip_reply", "closing", "fd")
+                 "skip_reply", "closing", "hup", "fd")
 
     def __init__(self, engine: Engine):
         super().__init__(engine.dirty)
@@ -33,6 +33,7 @@ class Session(Conn):
         self.in_job = None
         self.skip_reply = b""
         self.closing = False  # quit: close once the replies are written
+        self.hup = False  # the peer half-closed: blocking reserves time out at once
         self.fd = -1
 
     def woken(self):
@@ -92,6 +93,7 @@ class Engine:
             "list-tubes": self.c_list_tubes, "list-tube-used": self.c_list_tube_used,
             "list-tubes-watched": self.c_list_tubes_watched, "use": self.c_use,
             "watch": self.c_watch, "ignore": self.c_ignore, "quit": self.c_quit,
+            "pause-tube": self.c_pause_tube,
         }
 
     # -- connection lifecycle ---------------------------------------------
@@ -112,9 +114,14 @@ class Engine:
         self._run(s, now)
 
     def eof(self, s: Session, now: int):
-        """The peer half-closed. A blocked reserve gets TIMED_OUT; then close."""
+        """The peer half-closed: a blocked reserve gets TIMED_OUT, commands
+        already received are still answered, and then the connection closes."""
         self.now = now
-        self.q.hangup(s)
+        s.hup = True
+        if s.waiting:
+            self.q.hangup(s)
+            if s.plen:
+                self._run(s, now)
         s.closing = True
 
     def close(self, s: Session, now: int):
@@ -206,22 +213,10 @@ class Engine:
         if op == "unknown":
             s.send(P.UNKNOWN_COMMAND)
             return
-        if op == "pause-tube":  # counted before its arguments are checked
-            self.counts[op] += 1
-            try:
-                name, delay = parse_pause(cmd[1], cmd[2])
-            except Bad:
-                s.send(P.BAD_FORMAT)
-                return
-            t = self.q.tubes.get(name)
-            if t is None:
-                s.send(P.NOT_FOUND)
-            else:
-                self.q.pause_tube(t, delay, now)
-                s.send(P.PAUSED)
-            return
         self.counts[op] += 1
         self.handlers[op](s, cmd, now)
+        if s.waiting and s.hup:
+            self.q.hangup(s)
 
     # -- commands -----------------------------------------------------------
 
@@ -345,6 +340,17 @@ class Engine:
 
     def c_quit(self, s, cmd, now):
         s.closing = True
+
+    def c_pause_tube(self, s, cmd, now):
+        _, name, delay = cmd
+        t = self.q.tubes.get(name) if name_ok(name) else False
+        if t is False:
+            s.send(P.BAD_FORMAT)  # counted already: the reference checks the name late
+        elif t is None:
+            s.send(P.NOT_FOUND)
+        else:
+            self.q.pause_tube(t, delay, now)
+            s.send(P.PAUSED)
 
     # -- for stats ----------------------------------------------------------
 

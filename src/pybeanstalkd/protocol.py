@@ -187,9 +187,8 @@ def parse(line: bytes):
     """Parse one command line (CRLF stripped) into a tuple (op, *args).
 
     Raises Bad for BAD_FORMAT. Returns ("unknown",) for UNKNOWN_COMMAND.
-    Commands that the reference counts even when they fail to parse
-    (pause-tube) or whose checks interleave with effects (put) return
-    their raw pieces so the caller can keep the reference's order.
+    put and pause-tube have checks that come after the command is counted;
+    they return their raw pieces so the caller can keep the reference's order.
     """
     if b"\0" in line:
         raise Bad
@@ -236,15 +235,9 @@ def parse(line: bytes):
         return (op, read_strtoul(line[at:]))
     if op == "quit":
         return (op,)
-    # pause-tube: parsed by the caller via parse_pause, after counting.
-    return (op, line, at)
-
-
-def parse_pause(line: bytes, at: int) -> tuple[bytes, int]:
+    # pause-tube: the caller counts it, then checks the name with name_ok().
     name, pos = read_tube_name(line, at)
-    if not name_ok(name):
-        raise Bad
-    return name, read_last(line, pos, U32_MAX) * NS
+    return (op, name, read_last(line, pos, U32_MAX) * NS)
 
 
 _NOARG_LEN = {op: n for _, op, n in PREFIXES if n}

@@ -578,7 +578,8 @@ class Queue:
         return min(cands) if cands else None
 
     def tick(self, now: int):
-        """Run every timer that is due: delays, TTRs, reserve timeouts, pauses."""
+        """Run every timer that is due, in the reference's order: delays,
+        pauses, then reservations' TTRs and blocked reserves' timeouts."""
         heap = self.delay_heap
         while heap and heap[0] >> SHIFT <= now:
             key = heappop(heap)
@@ -587,6 +588,13 @@ class Queue:
                 self._leave_delayed(j)
                 self.delayed_top(j.tube)  # drop the tube's now-stale top entries
                 self._make_ready(j, now)
+        heap = self.pause_heap
+        while heap and heap[0][0] <= now:
+            _, _, t = heappop(heap)
+            if t.alive and t.pause and t.unpause_at <= now:
+                t.pause = t.unpause_at = 0
+            if t.alive and not self.paused(t, now):
+                self._match(t, now)
         heap = self.ttr_heap
         while heap and heap[0] >> SHIFT < now:
             key = heappop(heap)
@@ -602,10 +610,3 @@ class Queue:
             c = entry[2]
             if c.waiting and c.wait_key is entry:
                 self._wait_expired(c, now)
-        heap = self.pause_heap
-        while heap and heap[0][0] <= now:
-            _, _, t = heappop(heap)
-            if t.alive and t.pause and t.unpause_at <= now:
-                t.pause = t.unpause_at = 0
-            if t.alive and not self.paused(t, now):
-                self._match(t, now)
