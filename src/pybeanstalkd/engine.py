@@ -21,7 +21,7 @@ class Session(Conn):
     """One client connection: framing state plus what the queue tracks."""
 
     __slots__ = ("engine", "state", "need", "pending", "plen", "in_job",
-                 "skip_reply", "closing", "hup", "fd")
+                 "skip_reply", "closing", "hup", "fd", "hold")
 
     def __init__(self, engine: Engine):
         super().__init__(engine.dirty)
@@ -34,6 +34,7 @@ class Session(Conn):
         self.skip_reply = b""
         self.closing = False  # quit: close once the replies are written
         self.hup = False  # the peer half-closed: blocking reserves time out at once
+        self.hold = 0  # with -f0: replies wait until the binlog is synced this far
         self.fd = -1
 
     def woken(self):
@@ -76,6 +77,7 @@ class Engine:
         self.resume: list[Session] = []  # connections whose blocking reserve ended
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
         self.draining = False
+        self.hold_writes = False  # -f0: a command that wrote is answered after fsync
         self.pid = os.getpid()
         self.version = BEANSTALKD_VERSION.encode()
         self.instance_id = os.urandom(8).hex().encode()
@@ -162,6 +164,16 @@ class Engine:
 
     def _process(self, s: Session, buf: bytes, now: int) -> int:
         """Parse and run commands from buf; returns how much was consumed."""
+        if self.hold_writes:
+            store = self.q.store
+            lsn = store.lsn
+            pos = self._process_commands(s, buf, now)
+            if store.lsn != lsn:
+                s.hold = store.lsn
+            return pos
+        return self._process_commands(s, buf, now)
+
+    def _process_commands(self, s: Session, buf: bytes, now: int) -> int:
         pos = 0
         size = len(buf)
         while not s.waiting and not s.closing:
@@ -248,6 +260,9 @@ class Engine:
             s.send(P.DRAINING)
             return
         j.body = body
+        if not self.q.store.reserve_put(j):
+            s.send(P.OUT_OF_MEMORY)  # the disk is full; the id stays used
+            return
         self.q.insert(j, now)
         s.send(b"INSERTED %d\r\n" % j.id)
 
@@ -289,14 +304,14 @@ class Engine:
         self._worker(s)
 
     def c_delete(self, s, cmd, now):
-        s.send(P.DELETED if self.q.delete(s, cmd[1]) else P.NOT_FOUND)
+        s.send(self.q.delete(s, cmd[1]))
 
     def c_release(self, s, cmd, now):
         _, id_, pri, delay = cmd
-        s.send(P.RELEASED if self.q.release(s, id_, pri, delay, now) else P.NOT_FOUND)
+        s.send(self.q.release(s, id_, pri, delay, now))
 
     def c_bury(self, s, cmd, now):
-        s.send(P.BURIED if self.q.bury(s, cmd[1], cmd[2]) else P.NOT_FOUND)
+        s.send(self.q.bury(s, cmd[1], cmd[2]))
 
     def c_kick(self, s, cmd, now):
         s.send(b"KICKED %d\r\n" % self.q.kick(s.use, cmd[1], now))
@@ -366,4 +381,5 @@ class Engine:
                      for t in (r.ru_utime, r.ru_stime))
 
     def wal_stats(self):
-        return (0, 0, 0, 0, self.filesize)
+        store = self.q.store
+        return store.stats() if hasattr(store, "stats") else (0, 0, 0, 0, self.filesize)

@@ -14,8 +14,14 @@ from collections import OrderedDict
 from heapq import heapify, heappop, heappush
 
 from .protocol import (
+    BURIED as BURIED_REPLY,
     DEADLINE_SOON,
+    DELETED,
+    INTERNAL_ERROR,
+    NOT_FOUND,
     NS,
+    OUT_OF_MEMORY,
+    RELEASED,
     TIMED_OUT,
     job_header,
 )
@@ -32,7 +38,7 @@ MASK = (1 << SHIFT) - 1
 class Job:
     __slots__ = ("id", "tube", "pri", "delay", "ttr", "body", "state", "created",
                  "deadline", "reserves", "timeouts", "releases", "buries", "kicks",
-                 "owner", "file")
+                 "owner", "file", "resv", "used", "bury_pos")
 
     def __init__(self, id_, tube, pri, delay, ttr, body, created):
         self.id = id_
@@ -46,7 +52,24 @@ class Job:
         self.deadline = 0  # ns: when reserved, TTR expiry; when delayed, ready time
         self.reserves = self.timeouts = self.releases = self.buries = self.kicks = 0
         self.owner = None  # the Conn holding the reservation
-        self.file = 0
+        self.file = None  # the binlog file holding the job's latest full record
+        self.resv = self.used = 0  # binlog bytes reserved for it / of its full record
+        self.bury_pos = 0  # binlog position of the record that buried it
+
+
+class NullStore:
+    """No binlog: every reservation succeeds and nothing is written."""
+
+    lsn = 0
+
+    def reserve_put(self, j) -> bool:
+        return True
+
+    def reserve_update(self, j) -> bool:
+        return True
+
+    def write(self, j) -> bool:
+        return True
 
 
 class Tube:
@@ -152,6 +175,8 @@ class Queue:
         self.delayed_ct = self.buried_ct = self.waiting_ct = 0
         self.timeouts_ct = self.total_jobs = 0
         self.due = None  # earliest timer pushed since the engine last looked
+        self.store = NullStore()
+        self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
         self.default = self.tube(b"default")
 
     # -- tubes -------------------------------------------------------------
@@ -165,7 +190,7 @@ class Queue:
 
     def maybe_free(self, t: Tube):
         if (t.using or t.watching or t.nready or t.ndelayed or t.nreserved
-                or t.buried or t is self.default):
+                or t.buried or t is self.default or (self.loading and self.loading.get(t))):
             return
         del self.tubes[t.name]
         self.tube_list.remove(t)
@@ -242,17 +267,17 @@ class Queue:
         return j
 
     def insert(self, j: Job, now: int):
-        """A put's job, body received: into the ready or delayed set."""
+        """A put's job, body received and binlog space reserved."""
         self.jobs[j.id] = j
         t = j.tube
         t.total_jobs += 1
         self.total_jobs += 1
         if j.delay:
-            self._make_delayed(j, j.delay, now)
+            self._make_delayed(j, j.delay, now, log=True)
         else:
-            self._make_ready(j, now)
+            self._make_ready(j, now, log=True)
 
-    def _make_ready(self, j: Job, now: int):
+    def _make_ready(self, j: Job, now: int, log=False):
         j.state = READY
         t = j.tube
         heappush(t.ready, (j.pri << SHIFT) | j.id)
@@ -261,6 +286,8 @@ class Queue:
         if j.pri < URGENT_PRI:
             t.urgent += 1
             self.urgent_ct += 1
+        if log:  # logged as ready, before a waiting reserver may take it
+            self.store.write(j)
         if t.waiting and not self.paused(t, now):
             self._match(t, now)
         elif len(t.ready) > 2 * t.nready + 64:
@@ -275,9 +302,11 @@ class Queue:
             self.urgent_ct -= 1
         j.state = INVALID
 
-    def _make_delayed(self, j: Job, delay: int, now: int):
+    def _make_delayed(self, j: Job, delay: int, now: int, log=False):
         j.state = DELAYED
         j.deadline = now + delay
+        if log:
+            self.store.write(j)
         key = (j.deadline << SHIFT) | j.id
         t = j.tube
         heappush(t.delayed, key)
@@ -297,7 +326,6 @@ class Queue:
 
     def _bury(self, j: Job):
         j.state = BURIED
-        j.buries += 1
         j.tube.buried[j.id] = j
         self.buried_ct += 1
 
@@ -305,6 +333,7 @@ class Queue:
         del j.tube.buried[j.id]
         self.buried_ct -= 1
         j.state = INVALID
+        j.bury_pos = 0
 
     def _reserve(self, c: Conn, j: Job, now: int):
         j.state = RESERVED
@@ -476,43 +505,50 @@ class Queue:
         self._reserve(c, j, now)
         return True
 
-    def delete(self, c: Conn, id_: int) -> bool:
+    def delete(self, c: Conn, id_: int) -> bytes:
         j = self.jobs.get(id_)
         if j is None:
-            return False
+            return NOT_FOUND
         if j.state == RESERVED:
             if j.owner is not c:
-                return False
+                return NOT_FOUND
             self._unreserve(j)
         else:
             self._remove(j)
         del self.jobs[id_]
         j.tube.cmd_delete += 1
+        ok = self.store.write(j)  # state INVALID: a delete record
         self.maybe_free(j.tube)
-        return True
+        return DELETED if ok else INTERNAL_ERROR
 
-    def release(self, c: Conn, id_: int, pri: int, delay: int, now: int) -> bool:
+    def release(self, c: Conn, id_: int, pri: int, delay: int, now: int) -> bytes:
         j = c.reserved.get(id_)
         if j is None:
-            return False
+            return NOT_FOUND
+        if delay and not self.store.reserve_update(j):
+            return OUT_OF_MEMORY  # the job stays reserved: nothing is lost
         self._unreserve(j)
         j.pri = pri
         j.delay = delay
         j.releases += 1
         if delay:
-            self._make_delayed(j, delay, now)
+            self._make_delayed(j, delay, now, log=True)
         else:
             self._make_ready(j, now)
-        return True
+        return RELEASED
 
-    def bury(self, c: Conn, id_: int, pri: int) -> bool:
+    def bury(self, c: Conn, id_: int, pri: int) -> bytes:
         j = c.reserved.get(id_)
         if j is None:
-            return False
+            return NOT_FOUND
+        if not self.store.reserve_update(j):
+            return INTERNAL_ERROR  # the job stays reserved: nothing is lost
         self._unreserve(j)
         j.pri = pri
+        j.buries += 1
         self._bury(j)
-        return True
+        self.store.write(j)
+        return BURIED_REPLY
 
     def touch(self, c: Conn, id_: int, now: int) -> bool:
         j = c.reserved.get(id_)
@@ -532,30 +568,24 @@ class Queue:
     def kick(self, t: Tube, bound: int, now: int) -> int:
         """Kick buried jobs if the tube has any, else delayed ones."""
         n = 0
-        if t.buried:
-            while n < bound and t.buried:
-                j = next(iter(t.buried.values()))
-                self._leave_buried(j)
-                j.kicks += 1
-                self._make_ready(j, now)
-                n += 1
-        else:
-            while n < bound and t.ndelayed:
-                j = self.delayed_top(t)
-                heappop(t.delayed)
-                self._leave_delayed(j)
-                j.kicks += 1
-                self._make_ready(j, now)
-                n += 1
+        buried = bool(t.buried)
+        while n < bound:
+            j = next(iter(t.buried.values()), None) if buried else self.delayed_top(t)
+            if j is None or not self.store.reserve_update(j):
+                break  # on a full disk the job stays where it is
+            self._remove(j)
+            j.kicks += 1
+            self._make_ready(j, now, log=True)
+            n += 1
         return n
 
     def kick_job(self, id_: int, now: int) -> bool:
         j = self.jobs.get(id_)
-        if j is None or j.state not in (BURIED, DELAYED):
+        if j is None or j.state not in (BURIED, DELAYED) or not self.store.reserve_update(j):
             return False
         self._remove(j)
         j.kicks += 1
-        self._make_ready(j, now)
+        self._make_ready(j, now, log=True)
         return True
 
     # -- time --------------------------------------------------------------

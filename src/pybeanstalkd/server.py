@@ -5,12 +5,14 @@ One write per connection per event, however many replies a read produced.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import sys
 from time import monotonic_ns
 
 from .engine import Engine
+from .wal import Wal
 
 
 class Client(asyncio.Protocol):
@@ -40,7 +42,7 @@ class Client(asyncio.Protocol):
             srv.on_timer(now)  # timers first, as the reference's loop does
         srv.engine.data(self.s, data, now)
         srv.flush()
-        if self.s.closing:
+        if self.s.closing and self.s not in srv.held:
             self.transport.close()
 
     def eof_received(self):
@@ -74,6 +76,8 @@ class Server:
         self.clients: dict = {}  # Session -> Client
         self.timer = None
         self.timer_at = None
+        self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
+        self.syncer: Syncer | None = None
 
     @staticmethod
     def log(msg: str):
@@ -81,23 +85,39 @@ class Server:
 
     def flush(self):
         engine = self.engine
+        syncer = self.syncer
+        if syncer is not None:
+            syncer.wal.flush()  # records reach the kernel before any reply goes out
         dirty = engine.dirty
         if dirty:
-            clients = self.clients
+            synced = 0 if syncer is None else (syncer.wal.synced if syncer.wal.use else 1 << 62)
             for s in dirty:
-                c = clients.get(s)
-                out = s.out
-                s.out = []
-                if c is not None and not c.transport.is_closing():
-                    c.transport.write(out[0] if len(out) == 1 else b"".join(out))
-                if s.closing and c is not None:
-                    c.transport.close()
+                if s.hold > synced:
+                    self.held.add(s)
+                else:
+                    self._send(s)
             dirty.clear()
+        if syncer is not None:
+            syncer.kick()
         due = engine.q.due
         if due is not None:
             engine.q.due = None
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
+
+    def _send(self, s):
+        c = self.clients.get(s)
+        out = s.out
+        s.out = []
+        if c is not None and not c.transport.is_closing():
+            c.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if s.closing:
+                c.transport.close()
+
+    def release_held(self, synced: int):
+        for s in [s for s in self.held if s.hold <= synced]:
+            self.held.discard(s)
+            self._send(s)
 
     def arm(self, due: int):
         if self.timer is not None:
@@ -136,11 +156,40 @@ def serve(sock: socket.socket, opts) -> int:
         sys.stdout.flush()
 
 
+def warn(msg: str):
+    print("pybeanstalkd: " + msg, file=sys.stderr, flush=True)
+
+
+def open_binlog(engine: Engine, opts) -> Wal:
+    """Lock and recover the binlog directory (exits as the reference does)."""
+    from .recovery import RecoveryError, lock_dir, recover
+
+    try:
+        lock_dir(opts.wal_dir)
+    except RecoveryError as e:
+        for line in e.args:
+            warn(line)
+        raise SystemExit(10) from None
+    wal = Wal(opts.wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn)
+    try:
+        recover(wal, engine.q, engine.max_job_size, monotonic_ns(), warn)
+    except RecoveryError as e:
+        for line in e.args:
+            warn(line)
+        raise SystemExit(1) from None
+    engine.q.store = wal
+    engine.hold_writes = opts.wantsync and opts.syncrate_ms == 0
+    return wal
+
+
 async def _serve(loop, sock: socket.socket, opts) -> int:
     engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log)
     srv = Server(loop, engine, opts.verbose)
+    if opts.wal_dir is not None:
+        wal = open_binlog(engine, opts)
+        srv.syncer = Syncer(loop, wal, srv, opts.wantsync, opts.syncrate_ms * 1_000_000)
     stop = loop.create_future()
 
     def drain():
@@ -164,5 +213,84 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
         return await stop
     finally:
         listener.close()
+        if srv.syncer is not None:
+            srv.syncer.final()
         for c in list(srv.clients.values()):
             c.transport.abort()
+
+
+def _fsync_all(fds, dirfd):
+    try:
+        for fd in fds:
+            os.fsync(fd)
+        if dirfd is not None:
+            os.fsync(dirfd)
+    finally:
+        if dirfd is not None:
+            os.close(dirfd)
+
+
+class Syncer:
+    """fsync policy, off the event loop.
+
+    -f0 is group commit: replies to writing commands are held until an fsync
+    covers their records; records written while one fsync runs share the
+    next. -f MS syncs at most every MS ms, and a timer syncs the tail within
+    MS even if no further write comes. -F never syncs.
+    """
+
+    def __init__(self, loop, wal: Wal, srv: Server, wantsync: bool, rate_ns: int):
+        self.loop = loop
+        self.wal = wal
+        self.srv = srv
+        self.wantsync = wantsync
+        self.rate = rate_ns
+        self.busy = False
+        self.timer = None
+        self.last = 0
+
+    def kick(self):
+        wal = self.wal
+        if not wal.use and self.srv.held:  # the binlog failed: nothing to wait for
+            self.srv.release_held(1 << 62)
+        if self.busy or not self.wantsync or (wal.synced >= wal.written and not wal.retired):
+            return
+        now = monotonic_ns()
+        if now >= self.last + self.rate:
+            self._start(now)
+        elif self.timer is None:
+            self.timer = self.loop.call_later((self.last + self.rate - now) / 1e9, self._due)
+
+    def _due(self):
+        self.timer = None
+        self.wal.flush()
+        self.kick()
+
+    def _start(self, now: int):
+        self.last = now
+        self.busy = True
+        target = self.wal.written
+        fds, dirfd, close = self.wal.sync_targets()
+        fut = self.loop.run_in_executor(None, _fsync_all, fds, dirfd)
+        fut.add_done_callback(lambda f: self._done(f, target, close))
+
+    def _done(self, fut, target: int, close: list[int]):
+        self.busy = False
+        if fut.exception() is not None:
+            warn(f"fsync: {fut.exception()}")
+        for fd in close:
+            os.close(fd)
+        self.wal.synced = max(self.wal.synced, target)
+        self.srv.release_held(self.wal.synced)
+        self.kick()
+
+    def final(self):
+        """At shutdown: write and fsync everything, inline."""
+        wal = self.wal
+        wal.flush()
+        if self.wantsync and wal.use:
+            fds, dirfd, close = wal.sync_targets()
+            _fsync_all(fds, dirfd)
+            for fd in close:
+                os.close(fd)
+            wal.synced = wal.written

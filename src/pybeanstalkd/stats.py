@@ -95,7 +95,7 @@ def job_stats(j, now: int) -> bytes:
         b"delay: %d\n" % _secs(j.delay),
         b"ttr: %d\n" % _secs(j.ttr),
         b"time-left: %d\n" % left,
-        b"file: %d\n" % j.file,
+        b"file: %d\n" % (j.file.seq if j.file is not None else 0),
         b"reserves: %d\n" % j.reserves,
         b"timeouts: %d\n" % j.timeouts,
         b"releases: %d\n" % j.releases,

@@ -1,0 +1,285 @@
+"""pybeanstalkd-bench: a load generator and benchmark for beanstalkd servers.
+
+    pybeanstalkd-bench -p 11300                     every workload, one server
+    pybeanstalkd-bench --compare --rounds 3         reference vs ours, fresh servers
+    pybeanstalkd-bench --compare --server-args='-b {tmpdir}'   ... with a binlog
+    pybeanstalkd-bench --compare --memory 1000000   RSS per stored job
+    pybeanstalkd-bench --compare --idle-conns 10000
+    pybeanstalkd-bench --compare --tubes 10000      put/reserve as tubes grow
+
+This file: the command line, progress on stderr, tables and JSON. The rest:
+benchworkloads.py (the workloads), benchmodes.py (memory, idle connections,
+tubes curve), benchcross.py (bsload cross-check), benchclient.py (load processes), benchdrivers.py (per-connection
+protocol state machines), benchserver.py (starting servers, RSS).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+from dataclasses import asdict
+from time import monotonic
+
+from . import benchmodes as modes
+from . import benchworkloads
+from .benchdrivers import BenchError
+from .benchserver import Spawned, default_ours, default_reference
+from .benchworkloads import WORKLOADS, Options
+
+
+class Progress:
+    """One status line on stderr, rewritten in place."""
+
+    def __init__(self, stream, enabled: bool):
+        self.stream, self.enabled, self.prefix, self.width = stream, enabled, "", 0
+        self.last = (0.0, 0)
+
+    def line(self, text: str):
+        if self.enabled:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+            self.stream.flush()
+
+    def clear(self):
+        if self.enabled and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+    def labelled(self, label: str):
+        self.last = (0.0, 0)
+
+        def show(counts, groups, elapsed):
+            total = sum(counts)
+            t, n = self.last
+            rate = (total - n) / (elapsed - t) if elapsed > t else 0.0
+            if elapsed - t >= 0.5:
+                self.last = (elapsed, total)
+            roles = {g.role for g in groups}
+            extra = ""
+            if "producer" in roles:
+                put = sum(counts[i] for i, g in enumerate(groups) if g.role == "producer")
+                extra = f" (put {put:,}, consumed {total - put:,})"
+            self.line(f"{self.prefix}{label}: {total:,} ops{extra}, {rate:,.0f} ops/s, {elapsed:.1f}s")
+        return show
+
+
+def table(headers, rows) -> str:
+    cells = [[str(h) for h in headers]] + [[_fmt(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "NO"
+    if isinstance(v, float):
+        return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def median_result(results):
+    by = sorted(results, key=lambda r: r.ops_s)
+    return by[(len(by) - 1) // 2]
+
+
+def _cpu(r):
+    c = r.notes.get("server_cpu")
+    return None if c is None else f"{100 * c:.0f}%"
+
+
+def workload_tables(res, names) -> str:
+    if len(names) == 1:  # one server: the detailed table
+        name = names[0]
+        rows = []
+        for w, per in res.items():
+            r = median_result(per[name])
+            rows.append([w, r.ops, r.seconds, r.ops_s, _cpu(r), r.p50_us, r.p99_us, r.max_us])
+        return table(["workload", "ops", "seconds", "ops/s", "server CPU", "p50 us", "p99 us",
+                      "max us"], rows)
+    ref, ours = names
+    rows = []
+    for w, per in res.items():
+        a, b = median_result(per[ref]), median_result(per[ours])
+        rows.append([w, a.ops_s, b.ops_s, _ratio(b.ops_s, a.ops_s), _cpu(a), _cpu(b),
+                     a.p99_us, b.p99_us, _ratio(b.p99_us, a.p99_us)])
+    return table(["workload", f"{ref} ops/s", f"{ours} ops/s", "ratio", f"{ref} CPU",
+                  f"{ours} CPU", f"{ref} p99 us", f"{ours} p99 us", "p99 ratio"], rows)
+
+
+def crosscheck_table(res, names) -> str:
+    rows = []
+    for w, per in res.items():
+        for n in names:
+            a, b = median_result(per[n]), median_result(per[n + " bsload"])
+            rows.append([w, n, a.ops_s, b.ops_s, _ratio(a.ops_s, b.ops_s), _cpu(a), _cpu(b),
+                         a.p99_us, b.p99_us])
+    return table(["workload", "server", "bench ops/s", "bsload ops/s", "bench/bsload",
+                  "CPU (bench)", "CPU (bsload)", "p99 us bench", "p99 us bsload"], rows)
+
+
+def pair_table(rows, names, keys, headers, ratio_keys=()) -> str:
+    """Rows of {"server": name, ...}: a line per server, then ours/reference."""
+    out = [[r["server"]] + [r[k] for k in keys] for r in rows]
+    if len(names) == 2 and len(rows) == 2:
+        by = {r["server"]: r for r in rows}
+        out.append(["ratio ours/ref"] + [_ratio(by[names[1]][k], by[names[0]][k])
+                                         if k in ratio_keys else None for k in keys])
+    return table(["server"] + headers, out)
+
+
+def tubes_table(rows, names) -> str:
+    out = []
+    for r in rows:
+        line = [r["tubes"]]
+        for kind in ("put", "reserve"):
+            rates = [r[n][f"{kind}_ops"] / r[n][f"{kind}_s"] for n in names]
+            line += rates + ([_ratio(rates[1], rates[0])] if len(names) == 2 else [])
+        out.append(line)
+    heads = []
+    for kind in ("put", "reserve"):
+        heads += [f"{n} {kind}/s" for n in names] + (["ratio"] if len(names) == 2 else [])
+    return table(["tubes"] + heads, out)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="pybeanstalkd-bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="workloads:\n" + benchworkloads.__doc__.split("\n\n", 1)[1])
+    a = p.add_argument
+    a("-H", "--host", default="127.0.0.1")
+    a("-p", "--port", type=int, default=11300)
+    a("-w", "--workloads", help="comma-separated (default: all, unless a mode below is given)")
+    a("-c", "--conns", type=int, default=4, help="connections, 1..1000 (default 4)")
+    a("--procs", type=int, default=os.cpu_count() or 2, help="load processes (default: CPUs)")
+    a("-P", "--pipeline", type=int, default=64, help="commands in flight, pipelined workloads")
+    a("-s", "--size", type=int, default=100, help="job body bytes, 0..65536 (default 100)")
+    a("-n", "--jobs", type=int, default=100_000, help="jobs (cycles for cycle) per workload")
+    a("-d", "--duration", type=float, help="seconds per workload, instead of --jobs")
+    a("-t", "--tube", default="bench")
+    a("--rate", type=float, help="mixed: producers' total puts per second (default: flat out)")
+    a("-q", "--quiet", action="store_true", help="no progress line")
+    a("--json", metavar="PATH", help="also write the results as JSON ('-' for stdout only)")
+    a("--compare", action="store_true", help="start the reference and ours, alternate between them")
+    a("--reference", default=None, help="reference server binary (default: beanstalkd in PATH)")
+    a("--ours", default=None, help="our server command (default: this Python -m pybeanstalkd)")
+    a("--server-args", default="", help="extra server flags; {tmpdir} is a fresh dir per server")
+    a("--bsload", metavar="PATH", help="also run the C load generator bsload on each workload")
+    a("--rounds", type=int, default=1, help="runs of each workload per server (median shown)")
+    a("--memory", type=int, nargs="?", const=1_000_000, metavar="JOBS",
+      help="RSS per stored job after putting JOBS jobs (default 1,000,000)")
+    a("--idle-conns", type=int, metavar="N", help="RSS with N idle connections; a command still works?")
+    a("--tubes", metavar="N|LIST", help="put/reserve rate with 1, 10, ... N tubes (or a list)")
+    a("--tube-jobs", type=int, default=10, help="jobs in each tube for --tubes (default 10)")
+    args = p.parse_args(argv)
+    if not 1 <= args.conns <= 1000:
+        p.error("--conns must be 1..1000")
+    if not 0 <= args.size <= 65536:
+        p.error("--size must be 0..65536")
+    if args.pipeline < 1 or args.procs < 1 or args.jobs < 1 or args.rounds < 1:
+        p.error("--pipeline, --procs, --jobs and --rounds must be at least 1")
+    bad = set(args.workloads.split(",")) - set(WORKLOADS) if args.workloads else ()
+    if bad:
+        p.error(f"unknown workload {', '.join(sorted(bad))}; known: {', '.join(WORKLOADS)}")
+    return args
+
+
+def tube_counts(spec: str) -> list[int]:
+    if "," in spec:
+        return [int(x) for x in spec.split(",")]
+    n, out, k = int(spec), [], 1
+    while k < n:
+        out.append(k)
+        k *= 10
+    return out + [n]
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    o = Options(conns=args.conns, procs=args.procs, pipeline=args.pipeline, size=args.size,
+                jobs=args.jobs, duration=args.duration, tube=args.tube, rate=args.rate)
+    to_stdout = args.json == "-"
+    say = (lambda *a: None) if to_stdout else print
+    progress = Progress(sys.stderr, not args.quiet and sys.stderr.isatty())
+    if args.compare:
+        ref = [args.reference] if args.reference else default_reference()
+        ours = shlex.split(args.ours) if args.ours else default_ours()
+        servers = [lambda: Spawned("reference", ref, args.server_args),
+                   lambda: Spawned("ours", ours, args.server_args)]
+        names = ["reference", "ours"]
+    else:
+        servers = [lambda: modes.Running((args.host, args.port))]
+        names = ["server"]
+    special = args.memory or args.idle_conns or args.tubes
+    out = {"options": vars(args), "servers": names}
+    t0 = monotonic()
+    try:
+        if args.idle_conns:  # first: it raises the fd limit the servers inherit
+            rows = out["idle_conns"] = modes.idle_conns(servers, args.idle_conns, progress)
+            say(f"\n{args.idle_conns:,} idle connections (RSS in bytes)")
+            say(pair_table(rows, names, ["rss_before", "rss_after", "bytes_per_conn",
+                                         "connect_s", "command_ok"],
+                           ["RSS before", "RSS after", "bytes/conn", "connect s", "command ok"],
+                           ["rss_before", "rss_after", "bytes_per_conn"]))
+        if args.workloads or not special:
+            chosen = args.workloads.split(",") if args.workloads else WORKLOADS
+            res = modes.workloads(servers, chosen, o, args.rounds, progress, args.bsload)
+            progress.clear()
+            out["workloads"] = {w: {n: [asdict(r) | {"ops_s": r.ops_s} for r in rs]
+                                    for n, rs in per.items()} for w, per in res.items()}
+            say(f"\n{o.conns} connections, {o.size}-byte bodies, pipeline {o.pipeline}"
+                + (f", {args.rounds} rounds (median)" if args.rounds > 1 else "")
+                + (f", server flags {args.server_args!r}" if args.server_args else ""))
+            say(workload_tables(res, names))
+            if args.bsload:
+                say("\ncross-check: this client against bsload (C, a thread per connection)")
+                say(crosscheck_table(res, names))
+        if args.memory:
+            rows = out["memory"] = modes.memory(servers, args.memory, o, progress)
+            progress.clear()
+            say(f"\nmemory after {args.memory:,} jobs of {o.size} bytes (RSS in bytes)")
+            say(pair_table(rows, names, ["stored", "rss_before", "rss_after", "bytes_per_job"],
+                           ["jobs stored", "RSS before", "RSS after", "bytes/job"],
+                           ["rss_before", "rss_after", "bytes_per_job"]))
+        if args.tubes:
+            rows = out["tubes"] = modes.tubes_curve(servers, tube_counts(args.tubes), o,
+                                                    args.tube_jobs, progress)
+            progress.clear()
+            amount = f"{o.duration:g} s" if o.duration else f"{o.jobs:,} jobs"
+            say(f"\ntubes curve: N tubes of {args.tube_jobs} jobs; then {amount} of pipelined put "
+                f"(connection i uses tube i mod N), then {amount} of reserve+delete watching all N")
+            say(tubes_table(rows, names))
+    except (BenchError, OSError) as e:
+        progress.clear()
+        print(f"pybeanstalkd-bench: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        progress.clear()
+        return 130
+    out["seconds"] = monotonic() - t0
+    if args.json:
+        text = json.dumps(out, indent=1, default=str)
+        if to_stdout:
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

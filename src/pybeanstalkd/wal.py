@@ -1,0 +1,342 @@
+"""The binlog: files, space reservation, compaction, garbage collection.
+
+The layout and the bookkeeping follow beanstalkd's walg.c, so that a directory
+moves between the two servers and files roll over at the same points:
+
+* Space is reserved before a command is acknowledged: a put reserves its full
+  record plus a short record for its future delete, so a delete can always be
+  logged, even on a full disk. Reservations live in files; they are moved
+  between files in multiples of a short record (84 bytes).
+* A file is closed (truncated to what is used or reserved) when writing moves
+  on, and unlinked once it is the oldest and no live job's full record is in it.
+* Compaction rewrites the full record of a job from the oldest file.
+
+Differences, each in COMPATIBILITY.md: short records do not count as live
+bytes, so a job released with a delay over and over is compacted instead of
+pinning its file forever (#622); buried jobs carry their bury position; old
+files and the directory are fsynced too.
+
+Records are buffered and written with one write() per event; fsync runs in a
+thread driven by the server (see server.py's Syncer).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from . import walfile as F
+
+SHORT = F.SHORT_SIZE
+BLOCK = 4096
+
+
+class File:
+    __slots__ = ("seq", "path", "fd", "free", "resv", "refs", "jobs", "next",
+                 "open", "unsynced")
+
+    def __init__(self, seq: int, path: str):
+        self.seq = seq
+        self.path = path
+        self.fd = -1
+        self.free = self.resv = self.refs = 0
+        self.jobs: dict = {}  # jobs whose latest full record is in this file
+        self.next: File | None = None
+        self.open = False
+        self.unsynced = False
+
+
+def _falloc(fd: int, size: int):
+    """Preallocate like the reference: zeros up to a multiple of 4096 bytes."""
+    size = -(-size // BLOCK) * BLOCK
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (95, 38):  # EOPNOTSUPP, ENOSYS: write zeros instead
+            raise
+        zeros = bytes(BLOCK)
+        for _ in range(size // BLOCK):
+            os.write(fd, zeros)
+        os.lseek(fd, 0, os.SEEK_SET)
+
+
+class Wal:
+    def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn=print,
+                 falloc=_falloc):
+        self.dir = dirname
+        self.filesize = filesize
+        self.wantsync = wantsync
+        self.warn = warn
+        self.falloc = falloc  # replaceable, to test a full disk
+        self.use = True
+        self.head = self.tail = self.cur = None
+        self.nfile = 0
+        self.next_seq = 1
+        self.alive = 0  # bytes of live jobs' full records
+        self.resv = 0  # bytes reserved, all files
+        self.nmig = self.nrec = 0
+        self.buf: list[bytes] = []  # records for cur, not yet written
+        self.lsn = 0  # bytes of records produced so far
+        self.written = 0  # ... of which handed to the kernel
+        self.synced = 0  # ... of which fsynced
+        self.new_files = False  # the directory needs an fsync
+        self.retired: list[File] = []  # closed for writing, fd kept until synced
+        self.wall_offset = time.time_ns() - time.monotonic_ns()
+
+    # -- files ------------------------------------------------------------
+
+    def _path(self, seq: int) -> str:
+        return os.path.join(self.dir, "binlog.%d" % seq)
+
+    def _add(self, f: File):
+        if self.tail is not None:
+            self.tail.next = f
+        self.tail = f
+        if self.head is None:
+            self.head = f
+        self.nfile += 1
+
+    def _make_next(self) -> bool:
+        f = File(self.next_seq, self._path(self.next_seq))
+        try:
+            fd = os.open(f.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o400)
+        except OSError as e:
+            self.warn(f"open {f.path}: {e.strerror}")
+            return False
+        try:
+            self.falloc(fd, self.filesize)
+            os.write(fd, F.FULL_HEAD.pack(F.VERSION))
+        except OSError as e:
+            os.close(fd)
+            self.warn(f"falloc {f.path}: {e.strerror}")
+            try:
+                os.unlink(f.path)
+            except OSError:
+                pass
+            return False
+        f.fd = fd
+        f.open = True
+        f.refs = 1
+        f.free = self.filesize - 4
+        self.next_seq += 1
+        self.new_files = True
+        self._add(f)
+        return True
+
+    def _close(self, f: File):
+        """Stop writing f: truncate it to what is used or reserved."""
+        if not f.open:
+            return
+        self.flush()
+        if f.free:
+            try:
+                os.ftruncate(f.fd, self.filesize - f.free)
+            except OSError as e:
+                self.warn(f"ftruncate {f.path}: {e.strerror}")
+        f.open = False
+        if self.wantsync:
+            self.retired.append(f)  # the fd closes after its last fsync
+        else:
+            os.close(f.fd)
+        self._decref(f)
+
+
+    def _decref(self, f: File):
+        f.refs -= 1
+        if f.refs < 1:
+            self._gc()
+
+    def _gc(self):
+        while self.head is not None and self.head.refs < 1:
+            f = self.head
+            self.head = f.next
+            if self.tail is f:
+                self.tail = f.next
+            self.nfile -= 1
+            try:
+                os.unlink(f.path)
+            except OSError as e:
+                self.warn(f"unlink {f.path}: {e.strerror}")
+
+    def _usenext(self) -> bool:
+        f = self.cur
+        if f.next is None:
+            self.warn("there is no next wal file")
+            return False
+        self.flush()
+        self.cur = f.next
+        self._close(f)
+        return True
+
+    # -- reservations (beanstalkd's reserve/balance, see module doc) ---------
+
+    @staticmethod
+    def _move(to: File, frm: File, n: int):
+        frm.resv -= n
+        frm.free += n
+        to.resv += n
+        to.free -= n
+
+    def _needfree(self, n: int) -> bool:
+        return self.tail.free >= n or self._make_next()
+
+    def _balance_rest(self, b: File | None, n: int) -> bool:
+        while b is not None:
+            r = (b.resv - n) % SHORT
+            if r:
+                c = SHORT - r
+                if self.tail.resv >= c and b.free >= c:
+                    self._move(b, self.tail, c)
+                elif self._needfree(r):
+                    self._move(self.tail, b, r)
+                else:
+                    return False
+            b, n = b.next, 0
+        return True
+
+    def _balance(self, n: int) -> bool:
+        while self.cur.resv < n:
+            m = self.cur.resv
+            if not self._needfree(m):
+                return False
+            self._move(self.tail, self.cur, m)
+            self._usenext()
+        return self._balance_rest(self.cur, n)
+
+    def reserve(self, n: int) -> int:
+        if not self.use:
+            return 1
+        cur = self.cur
+        if cur.free >= n:
+            cur.free -= n
+            cur.resv += n
+            self.resv += n
+            return n
+        if not self._needfree(n):
+            return 0
+        tail = self.tail
+        tail.free -= n
+        tail.resv += n
+        self.resv += n
+        if not self._balance(n):
+            self.resv -= n
+            tail.resv -= n
+            tail.free += n
+            return 0
+        return n
+
+    def reserve_put(self, j) -> bool:
+        n = self.reserve(F.full_size(j.tube.name, len(j.body)) + SHORT)
+        j.resv += n
+        return n != 0
+
+    def reserve_update(self, j) -> bool:
+        n = self.reserve(SHORT)
+        j.resv += n
+        return n != 0
+
+    # -- writing ----------------------------------------------------------
+
+    def write(self, j) -> bool:
+        """Log job j's current state, then compact. False if the binlog failed."""
+        ok = self._write(j)
+        if self.use:
+            self._compact()
+        return ok
+
+    def _write(self, j) -> bool:
+        if not self.use:
+            return True
+        if self.cur.resv <= 0 and not self._usenext():
+            self._fail("no reserved space left")
+            return False
+        f = self.cur
+        full = j.file is None
+        if j.state == F.BURIED and j.bury_pos == 0:
+            j.bury_pos = (f.seq << 32) | (self.filesize - f.free - f.resv)
+        rec = F.encode(j, full, self.wall_offset)
+        n = len(rec)
+        self.buf.append(rec)
+        self.lsn += n
+        f.resv -= n
+        self.resv -= n
+        j.resv -= n
+        f.unsynced = True
+        self.nrec += 1
+        if full:
+            j.file = f
+            f.jobs[j.id] = j
+            f.refs += 1
+            j.used = n
+            self.alive += n
+        elif j.state == F.INVALID:
+            self._drop(j)
+        return True
+
+    def _drop(self, j):
+        """Job j's full record no longer counts (deleted or moved)."""
+        f = j.file
+        if f is None:
+            return
+        del f.jobs[j.id]
+        j.file = None
+        self.alive -= j.used
+        j.used = 0
+        self._decref(f)
+
+    def _ratio(self) -> int:
+        d = self.alive + self.resv
+        return (self.nfile * self.filesize - d) // d if d else 0
+
+    def _compact(self):
+        for _ in range(self._ratio() - 1):
+            head = self.head
+            if head is self.cur or head.next is self.cur or not head.jobs:
+                return
+            j = next(reversed(head.jobs.values()))  # any job will do; O(1)
+            n = self.reserve(F.full_size(j.tube.name, len(j.body)))
+            if not n:
+                return
+            j.resv += n
+            self._drop(j)
+            self.nmig += 1
+            self._write(j)
+
+    def flush(self):
+        """Hand buffered records to the kernel (one write per event)."""
+        if not self.buf or not self.use:
+            return
+        data = b"".join(self.buf)
+        self.buf.clear()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.cur.fd, view):]
+        except OSError as e:
+            self._fail(f"write {self.cur.path}: {e.strerror}")
+            return
+        self.written = self.lsn
+
+    def _fail(self, why: str):
+        self.warn(f"binlog disabled: {why}; jobs are kept in memory only")
+        self.use = False
+
+    def sync_targets(self) -> tuple[list[int], int | None, list[int]]:
+        """What an fsync must cover: fds with unsynced data, the directory fd
+        if a file was created, and the fds to close once it is done."""
+        fds = [f.fd for f in self.retired if f.unsynced]
+        close = [f.fd for f in self.retired]
+        self.retired.clear()
+        cur = self.cur
+        if cur is not None and cur.unsynced and cur.open:
+            fds.append(cur.fd)
+            cur.unsynced = False
+        dirfd = None
+        if self.new_files:
+            self.new_files = False
+            dirfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        return fds, dirfd, close
+
+    def stats(self) -> tuple:
+        if not self.use or self.head is None:
+            return (0, 0, self.nmig, self.nrec, self.filesize)
+        return (self.head.seq, self.cur.seq, self.nmig, self.nrec, self.filesize)
