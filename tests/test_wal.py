@@ -1,0 +1,143 @@
+"""The binlog's own fixes, driven through the pure engine on a fake clock."""
+import asyncio
+import errno
+import os
+import time
+
+import pytest
+
+from fakeclock import Harness
+from pybeanstalkd.recovery import recover
+from pybeanstalkd.wal import Wal, _falloc
+
+
+def with_binlog(tmp_path, filesize=10485760, falloc=_falloc):
+    h = Harness(filesize=filesize)
+    wal = Wal(str(tmp_path), filesize, warn=lambda m: None, falloc=falloc)
+    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
+    h.e.q.store = wal
+    return h, wal
+
+
+def binlogs(path):
+    return sorted(p for p in os.listdir(path) if p.startswith("binlog."))
+
+
+def restart(h, wal, tmp_path, filesize=10485760):
+    wal.flush()
+    h2, wal2 = with_binlog(tmp_path, filesize)
+    return h2, wal2
+
+
+def test_repeated_delayed_release_does_not_grow_the_log(tmp_path):
+    """beanstalkd #622: short records pinned the job's first file forever."""
+    h, wal = with_binlog(tmp_path, filesize=4096)
+    c = h.conn()
+    assert h.send(c, b"put 0 100 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
+    for _ in range(2000):  # 2000 short records: 40 files' worth
+        assert h.send(c, b"reserve-job 1\r\n").startswith(b"RESERVED 1 5")
+        assert h.send(c, b"release 1 0 100\r\n") == b"RELEASED\r\n"
+        wal.flush()
+    assert len(binlogs(tmp_path)) <= 4
+    h2, _ = restart(h, wal, tmp_path, 4096)
+    c2 = h2.conn()
+    assert b"releases: 2000\n" in h2.send(c2, b"stats-job 1\r\n")
+
+
+def test_buried_order_and_count_survive_restarts(tmp_path):
+    """beanstalkd #668: buries grew on every restart and the order changed."""
+    h, wal = with_binlog(tmp_path)
+    c = h.conn()
+    for i in range(1, 5):
+        h.send(c, b"put 0 0 60 1\r\n%d\r\n" % i)
+    for i in (3, 1, 4, 2):  # bury out of id order
+        h.send(c, b"reserve-job %d\r\nbury %d 0\r\n" % (i, i))
+    for _ in range(3):
+        h, wal = restart(h, wal, tmp_path)
+    c = h.conn()
+    order = []
+    for _ in range(4):
+        order.append(h.send(c, b"peek-buried\r\n").split()[1])
+        h.send(c, b"kick 1\r\n")
+    assert order == [b"3", b"1", b"4", b"2"]
+    assert b"buries: 1\n" in h.send(c, b"stats-job 3\r\n")
+
+
+def test_out_of_space_loses_nothing(tmp_path):
+    """No acknowledged job is lost when the next binlog file cannot be made."""
+    full = []
+
+    def falloc(fd, size):
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        _falloc(fd, size)
+
+    h, wal = with_binlog(tmp_path, filesize=4096, falloc=falloc)
+    c = h.conn()
+    n = 0
+    while True:
+        reply = h.send(c, b"put 0 0 60 50\r\n" + b"x" * 50 + b"\r\n")
+        if reply == b"OUT_OF_MEMORY\r\n":
+            break
+        n += 1
+        if n == 20:
+            full.append(True)  # the disk fills up from here on
+    assert h.send(c, b"peek %d\r\n" % (n + 1)) == b"NOT_FOUND\r\n"  # no half-made job
+    # Fill the current file's reserve with buries until updates cannot be logged.
+    replies = set()
+    for i in range(1, n + 1):
+        h.send(c, b"reserve-job %d\r\n" % i)
+        replies.add(h.send(c, b"bury %d 0\r\n" % i))
+    assert b"INTERNAL_ERROR\r\n" in replies
+    st = h.send(c, b"stats\r\n")
+    assert b"current-jobs-reserved: " in st
+    # Every job is still somewhere: buried, or still reserved by us.
+    for i in range(1, n + 1):
+        assert h.send(c, b"stats-job %d\r\n" % i).startswith(b"OK ")
+    for i in range(1, n + 1):  # and every delete can be logged
+        assert h.send(c, b"delete %d\r\n" % i) == b"DELETED\r\n"
+
+
+def test_release_with_delay_on_full_disk_keeps_the_job(tmp_path):
+    h, wal = with_binlog(tmp_path, filesize=4096)
+    c = h.conn()
+    h.send(c, b"put 0 0 60 1\r\nx\r\nreserve\r\n")
+    wal.reserve = lambda n: 0  # no more space anywhere
+    assert h.send(c, b"release 1 0 10\r\n") == b"OUT_OF_MEMORY\r\n"
+    assert b"state: reserved\n" in h.send(c, b"stats-job 1\r\n")
+    assert h.send(c, b"kick-job 1\r\n") == b"NOT_FOUND\r\n"
+    assert h.send(c, b"release 1 0 0\r\n") == b"RELEASED\r\n"  # no record needed
+
+
+def test_tail_is_synced_by_timer_without_further_writes(tmp_path):
+    """-f MS: the last writes of a burst are fsynced within MS, not left behind."""
+    from pybeanstalkd.server import Server, Syncer
+
+    h, wal = with_binlog(tmp_path)
+    c = h.conn()
+    h.send(c, b"put 0 0 60 1\r\nx\r\n")
+    loop = asyncio.new_event_loop()
+    try:
+        srv = Server(loop, h.e)
+        syncer = Syncer(loop, wal, srv, wantsync=True, rate_ns=50_000_000)
+        srv.syncer = syncer
+        syncer.last = time.monotonic_ns()  # as if a sync had just run: the next waits
+        srv.flush()
+        assert wal.written == wal.lsn > wal.synced  # written, not yet synced
+        loop.run_until_complete(asyncio.sleep(0.2))
+        assert wal.synced == wal.written
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("records", [1, 50])
+def test_file_field_and_stats(tmp_path, records):
+    h, wal = with_binlog(tmp_path, filesize=4096)
+    c = h.conn()
+    for _ in range(records):
+        h.send(c, b"put 0 0 60 100\r\n" + b"y" * 100 + b"\r\n")
+    st = h.send(c, b"stats\r\n")
+    cur = wal.cur.seq
+    assert b"binlog-current-index: %d\n" % cur in st
+    assert b"binlog-records-written: %d\n" % wal.nrec in st
+    assert b"file: %d\n" % cur in h.send(c, b"stats-job %d\r\n" % records)
