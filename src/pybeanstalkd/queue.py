@@ -277,6 +277,45 @@ class Queue:
         else:
             self._make_ready(j, now, log=True)
 
+    def load(self, jobs, now: int, wall_offset: int):
+        """Place jobs recovered from the binlog, in bulk: one heapify per heap.
+
+        Delayed jobs keep their wall-clock deadline; buried ones their bury
+        order, and their `buries` count is not incremented (beanstalkd #668)."""
+        buried = []
+        touched = set()
+        for j in jobs:
+            self.jobs[j.id] = j
+            t = j.tube
+            touched.add(t)
+            if j.state == BURIED:
+                buried.append(j)
+                continue
+            deadline = j.deadline - wall_offset
+            if j.state == DELAYED and deadline > now:
+                j.deadline = deadline
+                key = (deadline << SHIFT) | j.id
+                t.delayed.append(key)
+                self.delay_heap.append(key)
+                t.ndelayed += 1
+                self._timer(deadline)
+            else:
+                j.state = READY
+                t.ready.append((j.pri << SHIFT) | j.id)
+                t.nready += 1
+                if j.pri < URGENT_PRI:
+                    t.urgent += 1
+        for t in touched:
+            heapify(t.ready)
+            heapify(t.delayed)
+            self.ready_ct += t.nready
+            self.urgent_ct += t.urgent
+            self.delayed_ct += t.ndelayed
+        heapify(self.delay_heap)
+        buried.sort(key=lambda j: j.bury_pos)
+        for j in buried:
+            self._bury(j)
+
     def _make_ready(self, j: Job, now: int, log=False):
         j.state = READY
         t = j.tube

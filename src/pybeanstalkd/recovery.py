@@ -12,6 +12,7 @@ Unlike the reference, buried jobs come back in their bury order and their
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import time
 
@@ -49,12 +50,21 @@ def scan(dirname: str) -> list[int]:
 
 def recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
     """Load the binlog into queue q; returns the number of jobs recovered."""
+    gc.disable()  # a million long-lived objects: collections would only cost
+    try:
+        return _recover(wal, q, max_job_size, now, warn)
+    finally:
+        gc.enable()
+        gc.freeze()  # and later collections need not scan them
+
+
+def _recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
     seqs = scan(wal.dir)
     jobs: dict[int, Job] = {}  # in order of first appearance
     q.loading = {}
     err = False
-    ids = [0]  # the largest id with a full record: ids are not reused
     wall_offset = time.time_ns() - now
+    st = [0, True]  # the largest id with a full record (ids are not reused); ok
     if seqs:
         wal.next_seq = seqs[-1] + 1
         present = set(seqs)
@@ -79,15 +89,10 @@ def recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
             f = File(seq, path)
             f.refs = 1  # held while reading
             wal._add(f)
-            gen = F.read_records(data, version, max_job_size, path, warn, ids)
-            try:
-                while True:
-                    if not _apply(next(gen), f, jobs, q, wal, wall_offset, warn):
-                        err = True
-                        break
-            except StopIteration as stop:
-                if stop.value is False:
-                    err = True
+            st[1] = True
+            records = F.read_records(data, version, max_job_size, path, warn, st)
+            if not _load_file(records, f, jobs, q, wal, wall_offset, warn) or not st[1]:
+                err = True
             wal._decref(f)
     if err:
         warn("Errors reading one or more WAL files.")
@@ -95,46 +100,78 @@ def recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
     if not wal._make_next():
         raise RecoveryError("makenextfile: cannot create the next binlog file")
     wal.cur = wal.tail
-    q.next_id = max(q.next_id, ids[0] + 1)
-    _replay(jobs, q, wal, now, wall_offset)
+    q.next_id = max(q.next_id, st[0] + 1)
+    _reserve_deletes(jobs, wal)
+    q.loading = None
+    q.load(jobs.values(), now, wall_offset)
     return len(jobs)
 
 
-def _apply(r, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn) -> bool:
-    j = jobs.get(r.id)
-    if j is None and not r.name:
-        return True  # a short record whose job was deleted or moved
-    state = r.state
-    if state == F.INVALID:
-        if j is not None:
-            _forget(j, jobs, q, wal)
-        return True
-    if state == F.RESERVED:
-        state = F.READY
+def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn) -> bool:
+    tubes, loading, fjobs, new_job = q.tubes, q.loading, f.jobs, Job.__new__
+    alive = 0
+    for off, name, r, body in records:
+        id_ = r[0]
+        j = jobs.get(id_)
+        if j is None and name and r[14] != F.INVALID:
+            # The common case, kept fast: a new job's full record, every
+            # slot set once.
+            t = tubes.get(name) or q.tube(name)
+            j = jobs[id_] = new_job(Job)
+            j.id, j.tube, j.pri, j.delay, j.ttr, j.body = id_, t, r[1], r[3], r[4], body
+            j.created, j.deadline = r[7] - wall_offset, r[8]
+            j.reserves, j.timeouts, j.releases, j.buries, j.kicks, state = r[9:15]
+            j.owner, j.file, j.resv = None, f, 0
+            if state == F.BURIED:
+                j.state, j.bury_pos = state, F.bury_pos(r, f.seq, off)
+            else:
+                j.state, j.bury_pos = (F.READY if state == F.RESERVED else state), 0
+            j.used = used = 84 + len(name) + len(body)
+            alive += used
+            fjobs[id_] = j
+            f.refs += 1
+            loading[t] = loading.get(t, 0) + 1
+        elif not _apply(off, name, r, body, j, f, jobs, q, wal, wall_offset, warn):
+            wal.alive += alive
+            return False
+    wal.alive += alive
+    return True
+
+
+def _set_fields(j: Job, r: tuple, f: File, off: int):
+    j.deadline = r[8]  # wall clock until the queue loads it
+    j.reserves, j.timeouts, j.releases, j.buries, j.kicks, state = r[9:15]
+    j.state = F.READY if state == F.RESERVED else state
+    if state == F.BURIED:
+        j.bury_pos = F.bury_pos(r, f.seq, off)
+
+
+def _set_used(j: Job, name: bytes, body: bytes) -> int:
+    j.used = F.full_size(name, len(body))
+    return j.used
+
+
+def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn) -> bool:
+    """Any other record: a short one, or one for a job already seen."""
     if j is None:
-        t = q.tube(r.name)
-        j = Job(r.id, t, r.pri, r.delay, r.ttr, r.body, 0)
-        jobs[r.id] = j
-        q.loading[t] = q.loading.get(t, 0) + 1
-    elif r.name and len(r.body) != len(j.body):
-        warn(f"{f.path}:{r.offset}: job {r.id} size changed")
-        warn(f"{f.path}:{r.offset}: was {len(j.body)}, now {len(r.body)}")
+        return True  # a short record whose job was deleted or moved
+    if r[14] == F.INVALID:
+        _forget(j, jobs, q, wal)
+        return True
+    if name and len(body) != len(j.body):
+        warn(f"{f.path}:{off}: job {j.id} size changed")
+        warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
         _forget(j, jobs, q, wal)
         return False
-    j.pri, j.delay, j.ttr = r.pri, r.delay, r.ttr
-    j.created = r.created - wall_offset
-    j.deadline = r.deadline  # wall clock until replay
-    j.reserves, j.timeouts, j.releases = r.reserves, r.timeouts, r.releases
-    j.buries, j.kicks, j.state = r.buries, r.kicks, state
-    j.bury_pos = r.bury_pos if r.bury_pos is not None else (f.seq << 32 | r.offset)
-    if r.name:
-        j.body = r.body
+    j.pri, j.delay, j.ttr, j.created = r[1], r[3], r[4], r[7] - wall_offset
+    _set_fields(j, r, f, off)
+    if name:
+        j.body = body
         wal._drop(j)
         j.file = f
         f.jobs[j.id] = j
         f.refs += 1
-        j.used = F.full_size(r.name, len(r.body))
-        wal.alive += j.used
+        wal.alive += _set_used(j, name, body)
     return True
 
 
@@ -146,23 +183,15 @@ def _forget(j: Job, jobs: dict, q, wal: Wal):
     q.maybe_free(t)
 
 
-def _replay(jobs: dict, q, wal: Wal, now: int, wall_offset: int):
-    buried = []
-    for j in jobs.values():
-        n = wal.reserve(SHORT)  # room for each job's future delete
-        if not n:
-            raise RecoveryError("failed to replay log: cannot reserve binlog space")
-        j.resv += n
-        q.jobs[j.id] = j
-        if j.id >= q.next_id:
-            q.next_id = j.id + 1
-        if j.state == BURIED:
-            buried.append(j)
-        elif j.state == DELAYED and j.deadline - wall_offset > now:
-            q._make_delayed(j, j.deadline - wall_offset - now, now)
-        else:
-            q._make_ready(j, now)
-    buried.sort(key=lambda j: j.bury_pos)
-    for j in buried:
-        q._bury(j)
-    q.loading = None
+def _reserve_deletes(jobs: dict, wal: Wal):
+    """Room for every job's future delete, in bulk while the current file has it."""
+    cur = wal.cur
+    bulk = min(len(jobs), cur.free // SHORT)
+    cur.free -= bulk * SHORT
+    cur.resv += bulk * SHORT
+    wal.resv += bulk * SHORT
+    for i, j in enumerate(jobs.values()):
+        if i >= bulk and not wal.reserve(SHORT):
+            raise RecoveryError("prot.c:2323 in prot_replay: failed to reserve space",
+                                "serv.c:33 in srv_acquire_wal: failed to replay log")
+        j.resv = SHORT

@@ -30,14 +30,6 @@ assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
 
 
-class Rec:
-    """One decoded record."""
-
-    __slots__ = ("name", "id", "pri", "delay", "ttr", "size", "created", "deadline",
-                 "reserves", "timeouts", "releases", "buries", "kicks", "state",
-                 "bury_pos", "body", "offset")
-
-
 def full_size(name: bytes, body_size: int) -> int:
     return 4 + len(name) + JOBREC.size + body_size
 
@@ -60,112 +52,133 @@ def version_of(data: bytes, path: str, warn) -> int | None:
     return version
 
 
-def read_records(data: bytes, version: int, max_job_size: int, path: str, warn, ids):
-    """Yield the records of one file's bytes; warn and stop at the first error.
+def read_records(data: bytes, version: int, max_job_size: int, path: str, warn, st):
+    """Yield (offset, name, fields, body) for each record of one file's bytes.
 
-    Returns True at EOF or at trailing zeros; on a bad or torn record it calls
-    warn("<path>:<offset>: <reason>") and returns False. ids[0] is raised to
-    the largest id of a full record, torn ones included: like the reference,
-    such an id is used up."""
-    if version == VERSION:
-        return (yield from _read_v7(data, 4, max_job_size, path, warn, ids))
-    return (yield from _read_v5(data, 4, max_job_size, path, warn, ids))
+    `fields` is a JOBREC tuple (v5 records are converted to it). A short
+    record has an empty name and a body of None. Reading stops at EOF or at
+    trailing zeros; on a bad or torn record it warns "<path>:<offset>:
+    <reason>", sets st[1] = False and stops. st[0] is raised to the largest
+    id of a full record, torn ones included: like the reference, such an id
+    is used up."""
+    read = _read_v7 if version == VERSION else _read_v5
+    for rec in read(data, 4, max_job_size, path, warn, st):
+        if rec is None:
+            st[1] = False
+            return
+        yield rec
 
 
 def _eof(path, warn, pos, need, got, what):
     warn(f"{path}:{pos}: unexpected EOF reading {need} bytes (got {got}): {what}")
-    return False
 
 
-def _read_v7(data, pos, max_job_size, path, warn, ids):
+def _read_v7(data, pos, max_job_size, path, warn, st):
     n = len(data)
     unpack = JOBREC.unpack_from
+    unpack_len = FULL_HEAD.unpack_from
     while pos < n:
         start = pos
         if n - pos < 4:
-            return _eof(path, warn, pos, 4, n - pos, "namelen")
-        (namelen,) = FULL_HEAD.unpack_from(data, pos)
+            yield _eof(path, warn, pos, 4, n - pos, "namelen")
+            return
+        (namelen,) = unpack_len(data, pos)
         pos += 4
-        if namelen > MAX_NAME:
-            warn(f"{path}:{start}: namelen {namelen} exceeds maximum of {MAX_NAME}")
-            return False
-        if namelen < 0:
-            warn(f"{path}:{start}: namelen {namelen} is negative")
-            return False
-        name = data[pos:pos + namelen]
-        if len(name) < namelen:
-            return _eof(path, warn, pos, namelen, len(name), "tube name")
-        pos += namelen
-        if n - pos < JOBREC.size:
-            return _eof(path, warn, pos, JOBREC.size, n - pos, "job struct")
-        f = unpack(data, pos)
-        pos += JOBREC.size
-        if f[0] == 0:
-            return True  # trailing zeros of preallocation
-        r = Rec()
-        (r.id, r.pri, pad1, r.delay, r.ttr, r.size, pad2, r.created, r.deadline,
-         r.reserves, r.timeouts, r.releases, r.buries, r.kicks, r.state, pad3) = f
-        r.name = name
-        r.offset = start
-        r.bury_pos = (pad2 << 32 | pad1) if pad3 == MARK else None
-        r.body = None
-        if r.state > DELAYED:
-            warn(f"{path}:{start}: unknown job state: {r.state}")
-            return False
         if namelen:
-            if r.size < 2 or r.size - 2 > max_job_size:
-                warn(f"{path}:{start}: job {r.id} is too big ({r.size} > {max_job_size})")
-                return False
-            ids[0] = max(ids[0], r.id)
-            r.body = data[pos:pos + r.size]
-            if len(r.body) < r.size:
-                return _eof(path, warn, pos, r.size, len(r.body), "job body")
-            pos += r.size
-        yield r
-    return True
+            if namelen > MAX_NAME:
+                warn(f"{path}:{start}: namelen {namelen} exceeds maximum of {MAX_NAME}")
+                yield None
+                return
+            if namelen < 0:
+                warn(f"{path}:{start}: namelen {namelen} is negative")
+                yield None
+                return
+            name = data[pos:pos + namelen]
+            if len(name) < namelen:
+                yield _eof(path, warn, pos, namelen, len(name), "tube name")
+                return
+            pos += namelen
+        else:
+            name = b""
+        if n - pos < 80:
+            yield _eof(path, warn, pos, 80, n - pos, "job struct")
+            return
+        f = unpack(data, pos)
+        pos += 80
+        if f[0] == 0:
+            return  # trailing zeros of preallocation
+        if f[14] > DELAYED:
+            warn(f"{path}:{start}: unknown job state: {f[14]}")
+            yield None
+            return
+        body = None
+        if namelen:
+            size = f[5]
+            if size < 2 or size - 2 > max_job_size:
+                warn(f"{path}:{start}: job {f[0]} is too big ({size} > {max_job_size})")
+                yield None
+                return
+            if f[0] > st[0]:
+                st[0] = f[0]
+            body = data[pos:pos + size]
+            if len(body) < size:
+                yield _eof(path, warn, pos, size, len(body), "job body")
+                return
+            pos += size
+        yield start, name, f, body
 
 
-def _read_v5(data, pos, max_job_size, path, warn, ids):
+def _read_v5(data, pos, max_job_size, path, warn, st):
     n = len(data)
     while pos < n:
         start = pos
         if n - pos < 8:
-            return _eof(path, warn, pos, 8, n - pos, "v5 namelen")
+            yield _eof(path, warn, pos, 8, n - pos, "v5 namelen")
+            return
         namelen = int.from_bytes(data[pos:pos + 8], "little")
         pos += 8
         if namelen > MAX_NAME:
             warn(f"{path}:{start}: namelen {namelen} exceeds maximum of {MAX_NAME}")
-            return False
+            yield None
+            return
         name = data[pos:pos + namelen]
         if len(name) < namelen:
-            return _eof(path, warn, pos, namelen, len(name), "v5 tube name")
+            yield _eof(path, warn, pos, namelen, len(name), "v5 tube name")
+            return
         pos += namelen
         if n - pos < JOBREC5.size:
-            return _eof(path, warn, pos, JOBREC5.size, n - pos, "v5 job struct")
-        f = JOBREC5.unpack_from(data, pos)
+            yield _eof(path, warn, pos, JOBREC5.size, n - pos, "v5 job struct")
+            return
+        (id_, pri, delay, ttr, size, created, deadline, *counts, state) = (
+            JOBREC5.unpack_from(data, pos))
         pos += JOBREC5.size
-        if f[0] == 0:
-            return True
-        r = Rec()
-        (r.id, r.pri, delay, ttr, r.size, created, deadline,
-         r.reserves, r.timeouts, r.releases, r.buries, r.kicks, r.state) = f
-        r.delay, r.ttr = delay * 1000, ttr * 1000
-        r.created, r.deadline = created * 1000, deadline * 1000
-        r.name, r.offset, r.bury_pos, r.body = name, start, None, None
-        if r.state > DELAYED:
-            warn(f"{path}:{start}: unknown v5 job state: {r.state}")
-            return False
+        if id_ == 0:
+            return
+        if state > DELAYED:
+            warn(f"{path}:{start}: unknown v5 job state: {state}")
+            yield None
+            return
+        f = (id_, pri, 0, delay * 1000, ttr * 1000, size, 0, created * 1000,
+             deadline * 1000, *counts, state, b"\0\0\0")
+        body = None
         if namelen:
-            if r.size < 2 or r.size - 2 > max_job_size:
-                warn(f"{path}:{start}: job {r.id} is too big ({r.size} > {max_job_size})")
-                return False
-            ids[0] = max(ids[0], r.id)
-            r.body = data[pos:pos + r.size]
-            if len(r.body) < r.size:
-                return _eof(path, warn, pos, r.size, len(r.body), "v5 job body")
-            pos += r.size
-        yield r
-    return True
+            if size < 2 or size - 2 > max_job_size:
+                warn(f"{path}:{start}: job {id_} is too big ({size} > {max_job_size})")
+                yield None
+                return
+            if id_ > st[0]:
+                st[0] = id_
+            body = data[pos:pos + size]
+            if len(body) < size:
+                yield _eof(path, warn, pos, size, len(body), "v5 job body")
+                return
+            pos += size
+        yield start, name, f, body
+
+
+def bury_pos(f: tuple, seq: int, offset: int) -> int:
+    """Where the job was buried: stored by us, else this record's position."""
+    return (f[6] << 32 | f[2]) if f[15] == MARK else (seq << 32 | offset)
 
 
 def encode(j, full: bool, wall_offset: int) -> bytes:
