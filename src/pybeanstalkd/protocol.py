@@ -183,6 +183,20 @@ def match_prefix(line: bytes) -> tuple[str | None, int, bytes]:
     return None, 0, b""
 
 
+_SECONDS: dict[int, int] = {}
+
+
+def seconds(n: int) -> int:
+    """n seconds in ns, one shared int per value: every job keeps its ttr
+    and delay, and most jobs use the same few values."""
+    ns = _SECONDS.get(n)
+    if ns is None:
+        ns = n * NS
+        if len(_SECONDS) < 4096:
+            _SECONDS[n] = ns
+    return ns
+
+
 def parse(line: bytes):
     """Parse one command line (CRLF stripped) into a tuple (op, *args).
 
@@ -205,13 +219,13 @@ def parse(line: bytes):
         if len(parts) == 4 and all(map(bytes.isdigit, parts)):  # fast path
             pri, delay, ttr, size = map(int, parts)
             if pri <= U32_MAX and delay <= U32_MAX and ttr <= U32_MAX and size <= U32_MAX:
-                return (op, pri, delay * NS, ttr * NS, size, True)
+                return (op, pri, seconds(delay), seconds(ttr), size, True)
             raise Bad
         pri, pos = read_num(line, at, U32_MAX)
         delay, pos = read_num(line, pos, U32_MAX)
         ttr, pos = read_num(line, pos, U32_MAX)
         size, pos = read_num(line, pos, U32_MAX)
-        return (op, pri, delay * NS, ttr * NS, size, pos == len(line))
+        return (op, pri, seconds(delay), seconds(ttr), size, pos == len(line))
     if op in _ID_OPS:
         return (op, read_last(line, at, U64_MAX))
     if op in _NAME_OPS:

@@ -38,7 +38,7 @@ MASK = (1 << SHIFT) - 1
 class Job:
     __slots__ = ("id", "tube", "pri", "delay", "ttr", "body", "state", "created",
                  "deadline", "reserves", "timeouts", "releases", "buries", "kicks",
-                 "owner", "file", "resv", "used", "bury_pos")
+                 "owner", "file", "bury_pos")
 
     def __init__(self, id_, tube, pri, delay, ttr, body, created):
         self.id = id_
@@ -53,7 +53,6 @@ class Job:
         self.reserves = self.timeouts = self.releases = self.buries = self.kicks = 0
         self.owner = None  # the Conn holding the reservation
         self.file = None  # the binlog file holding the job's latest full record
-        self.resv = self.used = 0  # binlog bytes reserved for it / of its full record
         self.bury_pos = 0  # binlog position of the record that buried it
 
 

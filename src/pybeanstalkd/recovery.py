@@ -121,13 +121,12 @@ def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn
             j.id, j.tube, j.pri, j.delay, j.ttr, j.body = id_, t, r[1], r[3], r[4], body
             j.created, j.deadline = r[7] - wall_offset, r[8]
             j.reserves, j.timeouts, j.releases, j.buries, j.kicks, state = r[9:15]
-            j.owner, j.file, j.resv = None, f, 0
+            j.owner, j.file = None, f
             if state == F.BURIED:
                 j.state, j.bury_pos = state, F.bury_pos(r, f.seq, off)
             else:
                 j.state, j.bury_pos = (F.READY if state == F.RESERVED else state), 0
-            j.used = used = 84 + len(name) + len(body)
-            alive += used
+            alive += 84 + len(name) + len(body)
             fjobs[id_] = j
             f.refs += 1
             loading[t] = loading.get(t, 0) + 1
@@ -144,11 +143,6 @@ def _set_fields(j: Job, r: tuple, f: File, off: int):
     j.state = F.READY if state == F.RESERVED else state
     if state == F.BURIED:
         j.bury_pos = F.bury_pos(r, f.seq, off)
-
-
-def _set_used(j: Job, name: bytes, body: bytes) -> int:
-    j.used = F.full_size(name, len(body))
-    return j.used
 
 
 def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn) -> bool:
@@ -171,7 +165,7 @@ def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn)
         j.file = f
         f.jobs[j.id] = j
         f.refs += 1
-        wal.alive += _set_used(j, name, body)
+        wal.alive += F.full_size(name, len(body))
     return True
 
 
@@ -190,8 +184,7 @@ def _reserve_deletes(jobs: dict, wal: Wal):
     cur.free -= bulk * SHORT
     cur.resv += bulk * SHORT
     wal.resv += bulk * SHORT
-    for i, j in enumerate(jobs.values()):
-        if i >= bulk and not wal.reserve(SHORT):
+    for _ in range(len(jobs) - bulk):
+        if not wal.reserve(SHORT):
             raise RecoveryError("prot.c:2323 in prot_replay: failed to reserve space",
                                 "serv.c:33 in srv_acquire_wal: failed to replay log")
-        j.resv = SHORT

@@ -225,14 +225,10 @@ class Wal:
         return n
 
     def reserve_put(self, j) -> bool:
-        n = self.reserve(F.full_size(j.tube.name, len(j.body)) + SHORT)
-        j.resv += n
-        return n != 0
+        return self.reserve(F.full_size(j.tube.name, len(j.body)) + SHORT) != 0
 
     def reserve_update(self, j) -> bool:
-        n = self.reserve(SHORT)
-        j.resv += n
-        return n != 0
+        return self.reserve(SHORT) != 0
 
     # -- writing ----------------------------------------------------------
 
@@ -259,14 +255,12 @@ class Wal:
         self.lsn += n
         f.resv -= n
         self.resv -= n
-        j.resv -= n
         f.unsynced = True
         self.nrec += 1
         if full:
             j.file = f
             f.jobs[j.id] = j
             f.refs += 1
-            j.used = n
             self.alive += n
         elif j.state == F.INVALID:
             self._drop(j)
@@ -279,8 +273,7 @@ class Wal:
             return
         del f.jobs[j.id]
         j.file = None
-        self.alive -= j.used
-        j.used = 0
+        self.alive -= F.full_size(j.tube.name, len(j.body))
         self._decref(f)
 
     def _ratio(self) -> int:
@@ -296,7 +289,6 @@ class Wal:
             n = self.reserve(F.full_size(j.tube.name, len(j.body)))
             if not n:
                 return
-            j.resv += n
             self._drop(j)
             self.nmig += 1
             self._write(j)
