@@ -20,7 +20,7 @@ import os
 import shlex
 import statistics
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from time import monotonic
 
 from . import benchmodes as modes
@@ -93,8 +93,13 @@ def _ratio(a, b):
 
 
 def median_result(results):
+    """The round with the median rate, its latencies replaced by the medians
+    over all rounds (a p99 is noisier than a rate)."""
     by = sorted(results, key=lambda r: r.ops_s)
-    return by[(len(by) - 1) // 2]
+    mid = by[(len(by) - 1) // 2]
+    lat = {k: statistics.median(getattr(r, k) for r in results)
+           for k in ("p50_us", "p99_us", "max_us") if mid.p99_us is not None}
+    return replace(mid, **lat)
 
 
 def _cpu(r):

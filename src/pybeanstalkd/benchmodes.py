@@ -61,7 +61,7 @@ def workloads(servers, names, o: Options, rounds=1, progress=None, bsload=None) 
                 for suffix, tool in alternate(tools, r):
                     with mk() as s:
                         if progress:
-                            progress.prefix = f"{s.name}{suffix} r{r + 1} "
+                            progress.prefix = f"{s.name}{suffix} " + (f"r{r + 1} " if rounds > 1 else "")
                         if tool:
                             res = run_bsload(tool, s.addr, w, o, cpu=s.cpu)
                         else:

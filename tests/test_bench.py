@@ -1,0 +1,105 @@
+"""Smoke tests of pybeanstalkd-bench: tiny runs against our server. The
+numbers must add up; how fast anything is is never asserted."""
+import json
+
+import pytest
+
+from pybeanstalkd import bench, benchmodes
+from pybeanstalkd.benchcross import bsload_argv
+from pybeanstalkd.benchdrivers import BenchError
+from pybeanstalkd.benchserver import stats
+from pybeanstalkd.benchworkloads import WORKLOADS, Options, run_workload
+from support import REFERENCE, Server, ours_argv
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = Server(ours_argv())
+    yield s
+    s.stop()
+
+
+def small(**kw):
+    base = dict(conns=3, procs=2, pipeline=8, size=100, jobs=300, tube="smoke")
+    return Options(**(base | kw))
+
+
+def sane(r):
+    assert r.seconds > 0 and r.ops_s > 0
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_each_workload_counts_add_up(srv, workload):
+    r = run_workload(srv.address, workload, small(), cleanup=True)
+    sane(r)
+    assert r.ops == (900 if workload == "cycle" else 300)
+    if workload == "mixed":
+        assert r.produced == 300
+        assert 0 < r.p50_us <= r.p99_us <= r.max_us
+    else:
+        assert r.p99_us is None
+    assert stats(srv.address)["current-jobs-ready"] == "0"  # cleaned up
+
+
+@pytest.mark.parametrize("size", [0, 65535])
+def test_body_sizes(srv, size):
+    for w in ("put-pipelined", "reserve-pipelined"):
+        assert run_workload(srv.address, w, small(size=size, jobs=50), cleanup=True).ops == 50
+
+
+def test_one_connection_and_duration(srv):
+    r = run_workload(srv.address, "put", small(conns=1, procs=1, duration=0.3), cleanup=True)
+    sane(r)
+    assert 0.25 < r.seconds < 2
+    r = run_workload(srv.address, "mixed", small(conns=2, duration=0.3, rate=200), cleanup=True)
+    assert 0 < r.produced <= 200 and r.p99_us is not None
+
+
+def test_many_connections(srv):
+    assert run_workload(srv.address, "put", small(conns=200, jobs=400), cleanup=True).ops == 400
+
+
+def test_server_errors_are_reported(srv):
+    with pytest.raises(BenchError, match="JOB_TOO_BIG"):
+        run_workload(srv.address, "put-pipelined", small(size=65536, jobs=10))
+
+
+def test_cli_prints_table_and_json(srv, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert bench.main(["-p", str(srv.port), "-n", "200", "-c", "2", "-q", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    for w in WORKLOADS:
+        assert w in text
+    assert "ops/s" in text and "p99 us" in text
+    data = json.loads(out.read_text())
+    assert data["workloads"]["put"]["server"][0]["ops"] == 200
+
+
+def test_memory_idle_and_tubes_modes(srv, capsys):
+    servers = [lambda: benchmodes.Running(srv.address)]
+    mem = benchmodes.memory(servers, 2000, small())
+    assert mem[0]["stored"] >= 2000 and mem[0]["rss_after"] > 0
+    idle = benchmodes.idle_conns(servers, 50)
+    assert idle[0]["command_ok"] and idle[0]["rss_after"] > 0
+    curve = benchmodes.tubes_curve(servers, [1, 5], small(jobs=100), per_tube=3)
+    assert [r["tubes"] for r in curve] == [1, 5]
+    assert curve[1]["server"]["put_ops"] == 100 and curve[1]["server"]["reserve_ops"] == 100
+    assert bench.tube_counts("1000") == [1, 10, 100, 1000] and bench.tube_counts("3,7") == [3, 7]
+
+
+@pytest.mark.skipif(not REFERENCE, reason="reference beanstalkd is not installed")
+def test_compare_mode(capsys, tmp_path):
+    argv = ["--compare", "-n", "200", "-c", "2", "-w", "put,mixed", "-q",
+            "--server-args", "-b {tmpdir}", "--json", "-"]
+    assert bench.main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    for w in ("put", "mixed"):
+        assert set(data["workloads"][w]) == {"reference", "ours"}
+    assert data["workloads"]["put"]["reference"][0]["notes"]["dir_bytes"] > 0  # its binlog
+
+
+def test_bsload_arguments():
+    o = Options(conns=4, pipeline=64, size=100, jobs=1000, tube="t")
+    assert bsload_argv("bsload", 1, "put-pipelined", o)[-6:] == ["-m", "put", "-n", "1000", "-P", "64"]
+    assert bsload_argv("bsload", 1, "reserve", o)[-4:] == ["-m", "drain", "-P", "1"]
+    assert bsload_argv("bsload", 1, "mixed", o)[-4:] == ["-m", "mixed", "-d", "5"]
