@@ -372,3 +372,40 @@ def test_pause_tube_counted_before_name_check(h):
     assert h.send(c, b"pause-tube x\r\n") == b"BAD_FORMAT\r\n"  # not counted
     assert h.send(c, b"pause-tube nosuch 5\r\n") == b"NOT_FOUND\r\n"  # counted
     assert stat(h, c, b"stats\r\n")["cmd-pause-tube"] == "2"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_wide_watch_reserve_matches_a_full_scan(h, seed):
+    """A client watching many tubes (the tube index) gets exactly the job a
+    scan of every watched tube would give: min (pri, id), paused tubes skipped."""
+    import random
+
+    rnd = random.Random(seed)
+    names = [b"t%d" % i for i in range(40)]
+    p, w = h.conn(), h.conn()
+    for n in names[:30]:  # w watches 30 of the 40 tubes: the wide path
+        h.send(w, b"watch %s\r\n" % n)
+    q = h.e.q
+    for step in range(600):
+        op = rnd.random()
+        if op < 0.5:
+            h.send(p, b"use %s\r\n" % rnd.choice(names))
+            h.send(p, b"put %d 0 60 1\r\nx\r\n" % rnd.randrange(5))
+        elif op < 0.6 and q.jobs:
+            h.send(p, b"delete %d\r\n" % rnd.choice(list(q.jobs)))
+        elif op < 0.65:
+            h.send(p, b"pause-tube %s %d\r\n" % (rnd.choice(names), rnd.choice((0, 1000))))
+            h.advance(0.001)
+        else:
+            expect = None
+            for t in q.tubes.values():
+                if t.name in names[:30] and not q.paused(t, h.now):
+                    j = q.ready_top(t)
+                    if j is not None and (expect is None or (j.pri, j.id) < (expect.pri, expect.id)):
+                        expect = j
+            out = h.send(w, b"reserve-with-timeout 0\r\n")
+            if expect is None:
+                assert out == b"TIMED_OUT\r\n", step
+            else:
+                assert out.split(b"\r\n")[0] == b"RESERVED %d 1" % expect.id, step
+                h.send(w, b"delete %d\r\n" % expect.id)

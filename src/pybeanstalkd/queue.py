@@ -33,6 +33,7 @@ URGENT_PRI = 1024
 SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
 SHIFT = 64
 MASK = (1 << SHIFT) - 1
+WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
 
 
 class Job:
@@ -74,7 +75,7 @@ class NullStore:
 class Tube:
     __slots__ = ("name", "ready", "delayed", "buried", "waiting", "using", "watching",
                  "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
-                 "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive")
+                 "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq")
 
     def __init__(self, name: bytes):
         self.name = name
@@ -88,6 +89,8 @@ class Tube:
         self.pause = 0  # ns; 0 when not paused
         self.unpause_at = 0
         self.alive = True
+        self.ikey = None  # key of this tube's entry in Queue.index, if it has one
+        self.seq = 0
 
     def njobs(self) -> int:
         return self.nready + self.ndelayed + self.nreserved + len(self.buried)
@@ -169,6 +172,9 @@ class Queue:
         self.ttr_heap: list[int] = []  # every reserved job
         self.wait_heap: list[tuple] = []  # (due, seq, conn) for blocked reserves
         self.pause_heap: list[tuple] = []  # (unpause_at, seq, tube)
+        # Tubes with ready jobs, by a lower bound of their best job's key:
+        # (key, seq, tube). An entry is current while key == tube.ikey.
+        self.index: list[tuple] = []
         self.seq = 0
         self.ready_ct = self.urgent_ct = self.reserved_ct = 0
         self.delayed_ct = self.buried_ct = self.waiting_ct = 0
@@ -184,6 +190,8 @@ class Queue:
         t = self.tubes.get(name)
         if t is None:
             t = self.tubes[name] = Tube(name)
+            self.seq += 1
+            t.seq = self.seq
             self.tube_list.append(t)
         return t
 
@@ -307,6 +315,8 @@ class Queue:
         for t in touched:
             heapify(t.ready)
             heapify(t.delayed)
+            if t.ready:
+                self._index_push(t, t.ready[0])
             self.ready_ct += t.nready
             self.urgent_ct += t.urgent
             self.delayed_ct += t.ndelayed
@@ -318,7 +328,10 @@ class Queue:
     def _make_ready(self, j: Job, now: int, log=False):
         j.state = READY
         t = j.tube
-        heappush(t.ready, (j.pri << SHIFT) | j.id)
+        key = (j.pri << SHIFT) | j.id
+        heappush(t.ready, key)
+        if t.ikey is None or key < t.ikey:
+            self._index_push(t, key)
         t.nready += 1
         self.ready_ct += 1
         if j.pri < URGENT_PRI:
@@ -465,7 +478,42 @@ class Queue:
             c = next(iter(t.waiting))
             self._reserve(c, j, now)
 
+    def _index_push(self, t: Tube, key: int):
+        t.ikey = key
+        heappush(self.index, (key, t.seq, t))
+        if len(self.index) > 2 * len(self.tubes) + 64:
+            live = [e for e in self.index if e[2].alive and e[0] == e[2].ikey]
+            heapify(live)
+            self.index = live
+
+    def _best_ready_wide(self, c: Conn, now: int) -> Job | None:
+        """The best ready job among c's many watched tubes, walking the index
+        in key order: O(log T) when c watches the tubes that have jobs."""
+        index, watch, aside, best = self.index, c.watch, [], None
+        while index:
+            key, _, t = entry = heappop(index)
+            if not t.alive or key != t.ikey:
+                continue  # superseded
+            j = self.ready_top(t)
+            if j is None:
+                t.ikey = None
+                continue
+            top = (j.pri << SHIFT) | j.id
+            if top != key:  # the bound was low: refresh it
+                t.ikey = top
+                heappush(index, (top, t.seq, t))
+                continue
+            aside.append(entry)
+            if t in watch and not self.paused(t, now):
+                best = j
+                break
+        for entry in aside:
+            heappush(index, entry)
+        return best
+
     def _best_ready(self, c: Conn, now: int) -> Job | None:
+        if len(c.watch) > WIDE_WATCH:
+            return self._best_ready_wide(c, now)
         best = None
         for t in c.watch:
             if t.nready and not self.paused(t, now):
