@@ -262,7 +262,7 @@ class Syncer:
         self.wantsync = wantsync
         self.rate = rate_ns
         self.busy = None  # (target lsn, fds to close) while a sync runs
-        self.expect = 0  # clients released by the last sync: the next group's size
+        self.expect = 0  # clients the next fsync should cover (see _done)
         self.gather_until = 0
         self.gathering = False
         self.timer = None
@@ -330,7 +330,10 @@ class Syncer:
         for fd in close:
             os.close(fd)
         self.wal.synced = max(self.wal.synced, target)
-        self.expect = self.srv.release_held(self.wal.synced)
+        released = self.srv.release_held(self.wal.synced)
+        # Clients still held wrote during this sync; with those just released,
+        # that is the group the next fsync should cover.
+        self.expect = len(self.srv.held) + released
         self.gather_until = monotonic_ns() + 200_000
         self.srv.flush()  # records written meanwhile go out and their sync starts
 
