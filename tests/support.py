@@ -27,6 +27,35 @@ def ours_argv() -> list[str]:
     return [sys.executable, "-m", "pybeanstalkd"]
 
 
+TARGET = os.environ.get("PYBEANSTALKD_TEST_TARGET", "ours")
+
+
+def target_argv() -> list[str]:
+    """The server the client/e2e tests drive: ours, or the reference to check
+    the tests themselves (PYBEANSTALKD_TEST_TARGET=reference)."""
+    if TARGET == "reference":
+        return [require_reference()]
+    if TARGET == "ours":
+        return ours_argv()
+    raise RuntimeError(f"PYBEANSTALKD_TEST_TARGET must be 'ours' or 'reference', not {TARGET!r}")
+
+
+def drain_pipes(proc):
+    """Keep the server's stdout/stderr pipes empty so logging can never block it."""
+    import threading
+
+    def pump(f):
+        try:
+            while f.read(65536):
+                pass
+        except (OSError, ValueError):
+            pass
+
+    for f in (proc.stdout, proc.stderr):
+        if f is not None:
+            threading.Thread(target=pump, args=(f,), daemon=True).start()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

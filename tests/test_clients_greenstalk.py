@@ -18,17 +18,10 @@ from contextlib import contextmanager
 import greenstalk
 import pytest
 
-from support import Server, ours_argv, require_reference
-
-TARGET = os.environ.get("PYBEANSTALKD_TEST_TARGET", "ours")
+from support import Server, target_argv
 
 
-def server_argv() -> list[str]:
-    if TARGET == "reference":
-        return [require_reference()]
-    if TARGET == "ours":
-        return ours_argv()
-    raise RuntimeError(f"PYBEANSTALKD_TEST_TARGET must be 'ours' or 'reference', not {TARGET!r}")
+
 
 
 def sock_path(tmp_path) -> str:
@@ -40,7 +33,7 @@ def sock_path(tmp_path) -> str:
 
 
 def start(tmp_path=None, unix=False, extra=()) -> Server:
-    srv = Server(server_argv(), extra=extra, unix_path=sock_path(tmp_path) if unix else None)
+    srv = Server(target_argv(), extra=extra, unix_path=sock_path(tmp_path) if unix else None)
     # Server() probes with one connection; give the server a moment to see it
     # close so that connection counters are settled for the stats tests.
     time.sleep(0.05)

@@ -9,7 +9,6 @@ Target selection: PYBEANSTALKD_TEST_TARGET=ours (default) or =reference.
 """
 from __future__ import annotations
 
-import os
 import random
 import string
 import time
@@ -17,24 +16,17 @@ import time
 import pytest
 from pystalk import BeanstalkClient, BeanstalkError, ProductionPool
 
-from support import Server, ours_argv, require_reference
-
-TARGET = os.environ.get("PYBEANSTALKD_TEST_TARGET", "ours")
+from support import Server, target_argv
 
 
-def server_argv() -> list[str]:
-    if TARGET == "reference":
-        return [require_reference()]
-    if TARGET == "ours":
-        return ours_argv()
-    raise RuntimeError(f"PYBEANSTALKD_TEST_TARGET must be 'ours' or 'reference', not {TARGET!r}")
+
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """One server for the module, started the way pystalk's suite starts it."""
     wal = tmp_path_factory.mktemp("wal")
-    srv = Server(server_argv(), extra=["-b", str(wal)])
+    srv = Server(target_argv(), extra=["-b", str(wal)])
     yield srv
     srv.stop()
 
@@ -507,7 +499,7 @@ def test_fresh_server_with_binlog_dir(tmp_path):
     """A private server started with -b, as pystalk's conftest does."""
     wal = tmp_path / "wal"
     wal.mkdir()
-    srv = Server(server_argv(), extra=["-b", str(wal)])
+    srv = Server(target_argv(), extra=["-b", str(wal)])
     try:
         c = BeanstalkClient("127.0.0.1", srv.port, socket_timeout=5)
         ids = [inserted(c.put_job(f"j{i}")) for i in range(3)]

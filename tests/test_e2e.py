@@ -15,37 +15,17 @@ import time
 
 import pytest
 
-from support import Client, Server, free_port, ours_argv, recv_exactly, require_reference
-
-TARGET = os.environ.get("PYBEANSTALKD_TEST_TARGET", "ours")
+from support import Client, Server, TARGET, drain_pipes, free_port, recv_exactly, target_argv
 
 
-def server_argv() -> list[str]:
-    if TARGET == "reference":
-        return [require_reference()]
-    if TARGET == "ours":
-        return ours_argv()
-    raise RuntimeError(f"PYBEANSTALKD_TEST_TARGET must be 'ours' or 'reference', not {TARGET!r}")
 
 
-def _drain_pipes(proc):
-    """Keep the server's stdout/stderr pipes empty so logging can never block it."""
 
-    def pump(f):
-        try:
-            while f.read(65536):
-                pass
-        except (OSError, ValueError):
-            pass
-
-    for f in (proc.stdout, proc.stderr):
-        if f is not None:
-            threading.Thread(target=pump, args=(f,), daemon=True).start()
 
 
 def start(extra=(), unix_path=None) -> Server:
-    srv = Server(server_argv(), extra=extra, unix_path=unix_path)
-    _drain_pipes(srv.proc)
+    srv = Server(target_argv(), extra=extra, unix_path=unix_path)
+    drain_pipes(srv.proc)
     return srv
 
 
@@ -308,7 +288,7 @@ def test_sigterm_exits_promptly(srv):
 
 def test_accepts_connections_soon_after_spawn():
     port = free_port()
-    argv = server_argv() + ["-l", "127.0.0.1", "-p", str(port)]
+    argv = target_argv() + ["-l", "127.0.0.1", "-p", str(port)]
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -14,20 +14,17 @@ Target selection: PYBEANSTALKD_TEST_TARGET=ours (default) or =reference.
 """
 from __future__ import annotations
 
-import os
 import re
 import socket
 import struct
-import threading
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from support import Client, Server, ours_argv, require_reference
+from support import Client, Server, drain_pipes, target_argv
 
-TARGET = os.environ.get("PYBEANSTALKD_TEST_TARGET", "ours")
 
 WITNESS_TUBE = "witness-7f3a"
 
@@ -42,33 +39,14 @@ FUZZ_SETTINGS = settings(
 )
 
 
-def server_argv() -> list[str]:
-    if TARGET == "reference":
-        return [require_reference()]
-    if TARGET == "ours":
-        return ours_argv()
-    raise RuntimeError(f"PYBEANSTALKD_TEST_TARGET must be 'ours' or 'reference', not {TARGET!r}")
 
 
-def _drain_pipes(proc):
-    """Keep the server's stdout/stderr pipes empty so logging can never block it."""
-
-    def pump(f):
-        try:
-            while f.read(65536):
-                pass
-        except (OSError, ValueError):
-            pass
-
-    for f in (proc.stdout, proc.stderr):
-        if f is not None:
-            threading.Thread(target=pump, args=(f,), daemon=True).start()
 
 
 @pytest.fixture(scope="module")
 def server():
-    srv = Server(server_argv())
-    _drain_pipes(srv.proc)
+    srv = Server(target_argv())
+    drain_pipes(srv.proc)
     yield srv
     srv.stop()
 

@@ -17,7 +17,7 @@ import os
 import time
 
 from . import walfile as F
-from .queue import BURIED, DELAYED, Job
+from .queue import Job
 from .wal import SHORT, File, Wal
 
 

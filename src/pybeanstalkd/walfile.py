@@ -34,12 +34,6 @@ def full_size(name: bytes, body_size: int) -> int:
     return 4 + len(name) + JOBREC.size + body_size
 
 
-class ReadError(Exception):
-    def __init__(self, offset: int, msg: str):
-        super().__init__(msg)
-        self.offset = offset
-
-
 def version_of(data: bytes, path: str, warn) -> int | None:
     """The file's format version, or None (with a warning) if we cannot read it."""
     if len(data) < 4:
