@@ -141,3 +141,25 @@ def test_file_field_and_stats(tmp_path, records):
     assert b"binlog-current-index: %d\n" % cur in st
     assert b"binlog-records-written: %d\n" % wal.nrec in st
     assert b"file: %d\n" % cur in h.send(c, b"stats-job %d\r\n" % records)
+
+
+def test_group_commit_answers_a_client_that_half_closed(tmp_path):
+    """-f0 holds a put's reply until its fsync; a client that already shut
+    down its sending side must still get it (and the rest it pipelined)."""
+    import socket
+
+    from support import Server, ours_argv
+
+    srv = Server(ours_argv(), extra=["-b", str(tmp_path), "-f0"])
+    try:
+        for _ in range(10):
+            s = srv.connect()
+            s.sendall(b"put 0 0 60 1\r\nx\r\nlist-tube-used\r\n")
+            s.shutdown(socket.SHUT_WR)
+            out = b""
+            while chunk := s.recv(100):
+                out += chunk
+            s.close()
+            assert out.startswith(b"INSERTED ") and out.endswith(b"USING default\r\n"), out
+    finally:
+        srv.stop()

@@ -50,7 +50,9 @@ class Client(asyncio.Protocol):
         srv = self.srv
         srv.engine.eof(self.s, monotonic_ns())
         srv.flush()
-        return False  # the transport closes itself after the writes drain
+        # Replies held for an fsync (-f0) still go out: the transport stays
+        # open until they are sent (Server._send closes it then).
+        return self.s in srv.held
 
     def connection_lost(self, exc):
         srv = self.srv
