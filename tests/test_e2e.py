@@ -315,3 +315,43 @@ def test_accepts_connections_soon_after_spawn():
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def test_client_blocked_in_reserve_that_keeps_sending_is_not_buffered():
+    """A blocked reserver's pipelined bytes meet TCP backpressure, not our memory;
+    once its reserve ends, every command it sent is answered in order."""
+    srv = Server(target_argv())
+    drain_pipes(srv.proc)
+    try:
+        a, b = srv.connect(timeout=30), srv.connect()
+        a.sendall(b"reserve\r\n")
+        time.sleep(0.2)
+        before = _rss(srv.proc.pid)
+        n = 1_000_000
+        flood = b"list-tube-used\r\n" * n  # 16 MB, sent without reading
+        sender = threading.Thread(target=a.sendall, args=(flood,), daemon=True)
+        sender.start()
+        time.sleep(1.0)
+        grown = _rss(srv.proc.pid) - before
+        assert grown < 8 * 1024 * 1024, f"server buffered {grown} bytes"
+        b.sendall(b"put 0 0 60 1\r\nx\r\n")
+        assert b.recv(100).startswith(b"INSERTED")
+        want = len(b"RESERVED 1 1\r\nx\r\n") + n * len(b"USING default\r\n")
+        got = bytearray()
+        while len(got) < want:
+            chunk = a.recv(1 << 20)
+            assert chunk, "connection closed early"
+            got += chunk
+        sender.join(30)
+        assert bytes(got[:17]) == b"RESERVED 1 1\r\nx\r\n"
+        assert got.count(b"USING default\r\n") == n
+    finally:
+        srv.stop()

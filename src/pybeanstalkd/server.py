@@ -16,6 +16,9 @@ from .engine import Engine
 from .wal import Wal
 
 
+PENDING_LIMIT = 1 << 20  # bytes buffered from a client blocked in reserve
+
+
 class Client(asyncio.Protocol):
     __slots__ = ("srv", "transport", "s")
 
@@ -41,9 +44,15 @@ class Client(asyncio.Protocol):
         now = monotonic_ns()
         if srv.timer_at is not None and now >= srv.timer_at:
             srv.on_timer(now)  # timers first, as the reference's loop does
-        srv.engine.data(self.s, data, now)
+        s = self.s
+        srv.engine.data(s, data, now)
+        if s.waiting and s.plen > PENDING_LIMIT:
+            # Blocked in reserve: stop reading, as the reference does, so a
+            # client that keeps sending meets TCP backpressure, not our memory.
+            self.transport.pause_reading()
+            srv.paused.add(s)
         srv.flush()
-        if self.s.closing and self.s not in srv.held:
+        if s.closing and s not in srv.held:
             self.transport.close()
 
     def eof_received(self):
@@ -58,6 +67,7 @@ class Client(asyncio.Protocol):
         srv = self.srv
         s = self.s
         del srv.clients[s]
+        srv.paused.discard(s)
         if srv.verbose:
             srv.log("close %d" % s.fd)
         srv.engine.close(s, monotonic_ns())
@@ -80,6 +90,7 @@ class Server:
         self.timer = None
         self.timer_at = None
         self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
+        self.paused: set = set()  # sessions not read while blocked in reserve
         self.syncer: Syncer | None = None
 
     @staticmethod
@@ -102,6 +113,12 @@ class Server:
             dirty.clear()
         if syncer is not None:
             syncer.kick()
+        if self.paused:
+            for s in [s for s in self.paused if not s.waiting]:
+                self.paused.discard(s)
+                c = self.clients.get(s)
+                if c is not None and not c.transport.is_closing():
+                    c.transport.resume_reading()
         due = engine.q.due
         if due is not None:
             engine.q.due = None
