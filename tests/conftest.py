@@ -1,5 +1,6 @@
 import pytest
 
+from binlogtools import launch, start
 from support import Server, ours_argv, require_reference
 
 
@@ -15,3 +16,26 @@ def reference():
     srv = Server([require_reference()])
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def servers():
+    """Binlog tests start servers through this so that every one is killed at teardown."""
+    started = []
+
+    def _start(kind, wal_dir, *extra, may_exit=False):
+        srv = (launch if may_exit else start)(kind, wal_dir, *extra)
+        started.append(srv)
+        return srv
+
+    yield _start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def wal(tmp_path):
+    """An empty binlog directory."""
+    d = tmp_path / "wal"
+    d.mkdir()
+    return str(d)

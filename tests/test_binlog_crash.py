@@ -25,40 +25,17 @@ from binlogtools import (
     binlog_files,
     full_record,
     job_state,
-    launch,
     normalize_prog,
     parse_binlog,
     parse_dir,
     replay,
     run_load,
-    start,
     write_binlog,
 )
 
 pair = pytest.mark.parametrize("writer,reader", PAIRS, ids=PAIR_IDS)
 
 SUMMARY = "PROG: Errors reading one or more WAL files.\nPROG: Continuing. You may be missing data.\n"
-
-
-@pytest.fixture
-def servers():
-    started = []
-
-    def _start(kind, wal_dir, *extra, may_exit=False):
-        srv = (launch if may_exit else start)(kind, wal_dir, *extra)
-        started.append(srv)
-        return srv
-
-    yield _start
-    for s in started:
-        s.stop()
-
-
-@pytest.fixture
-def wal(tmp_path):
-    d = tmp_path / "wal"
-    d.mkdir()
-    return str(d)
 
 
 def no_traceback(text: str):

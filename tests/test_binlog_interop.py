@@ -26,7 +26,6 @@ from binlogtools import (
     binlog_files,
     full_record,
     job_state,
-    launch,
     next_id_after_replay,
     normalize_prog,
     parse_binlog,
@@ -34,7 +33,6 @@ from binlogtools import (
     replay,
     short_record,
     snapshot,
-    start,
     tube_counts,
     write_binlog,
 )
@@ -50,28 +48,6 @@ pair = pytest.mark.parametrize("writer,reader", PAIRS, ids=PAIR_IDS)
 STOPS = [("reference", "kill"), ("ours", "kill"), ("ours", "term")]
 STOP_CASES = [(w, s, r) for (w, s) in STOPS for r in KINDS]
 STOP_IDS = [f"{w}-{s}-then-{r}" for (w, s, r) in STOP_CASES]
-
-
-@pytest.fixture
-def servers():
-    """Start servers through this so that every one is killed at teardown."""
-    started = []
-
-    def _start(kind, wal_dir, *extra, may_exit=False):
-        srv = (launch if may_exit else start)(kind, wal_dir, *extra)
-        started.append(srv)
-        return srv
-
-    yield _start
-    for s in started:
-        s.stop()
-
-
-@pytest.fixture
-def wal(tmp_path):
-    d = tmp_path / "wal"
-    d.mkdir()
-    return str(d)
 
 
 def stop_writer(srv, how: str):
