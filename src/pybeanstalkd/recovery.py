@@ -179,11 +179,9 @@ def _forget(j: Job, jobs: dict, q, wal: Wal):
 
 def _reserve_deletes(jobs: dict, wal: Wal):
     """Room for every job's future delete, in bulk while the current file has it."""
-    cur = wal.cur
-    bulk = min(len(jobs), cur.free // SHORT)
-    cur.free -= bulk * SHORT
-    cur.resv += bulk * SHORT
-    wal.resv += bulk * SHORT
+    bulk = min(len(jobs), wal.cur.free // SHORT)
+    if bulk:
+        wal.reserve(bulk * SHORT)  # fits the current file: reserve's fast path
     for _ in range(len(jobs) - bulk):
         if not wal.reserve(SHORT):
             raise RecoveryError("prot.c:2323 in prot_replay: failed to reserve space",
