@@ -100,8 +100,10 @@ class Server:
     def flush(self):
         engine = self.engine
         syncer = self.syncer
-        if syncer is not None:
-            syncer.wal.flush()  # records reach the kernel before any reply goes out
+        if syncer is not None and not engine.hold_writes:
+            # Records reach the kernel before any reply goes out. With -f0
+            # replies wait for the fsync anyway: one write per group (_start).
+            syncer.wal.flush()
         dirty = engine.dirty
         if dirty:
             synced = 0 if syncer is None else (syncer.wal.synced if syncer.wal.use else 1 << 62)
@@ -304,9 +306,11 @@ class Syncer:
 
     def kick(self):
         wal = self.wal
-        if not wal.use and self.srv.held:  # the binlog failed: nothing to wait for
-            self.srv.release_held(1 << 62)
-        if self.busy or not self.wantsync or (wal.synced >= wal.written and not wal.retired):
+        if not wal.use:  # the binlog failed: nothing to wait for
+            if self.srv.held:
+                self.srv.release_held(1 << 62)
+            return
+        if self.busy or not self.wantsync or (wal.synced >= wal.lsn and not wal.retired):
             return
         now = monotonic_ns()
         if self.rate == 0 and len(self.srv.held) < self.expect and now < self.gather_until:
@@ -332,6 +336,7 @@ class Syncer:
 
     def _start(self, now: int):
         self.last = now
+        self.wal.flush()
         fds, dirfd, close = self.wal.sync_targets()
         self.busy = (self.wal.written, close)
         self.jobs.put((fds, dirfd))
