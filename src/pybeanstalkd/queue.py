@@ -7,10 +7,14 @@ Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
 cost one small object per entry. Entries are removed lazily: an entry is live
 while the job it names is still in that state with that key. Heaps are
 rebuilt when stale entries outnumber live ones, so memory stays O(live).
+
+A tube's freshly put jobs of one priority arrive in id order, which is ready
+order: they queue in a deque of ids (`Tube.run`, 8 bytes a job) instead of
+the heap (56). A run entry is live while its job has never been reserved.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from heapq import heapify, heappop, heappush
 
 from .protocol import (
@@ -33,13 +37,35 @@ URGENT_PRI = 1024
 SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
 SHIFT = 64
 MASK = (1 << SHIFT) - 1
+M32 = 0xFFFFFFFF
+# Job.counts packs the five per-job counters as uint32 fields (they wrap, as
+# the reference's do). A job never reserved has counts 0: a shared small int.
+RESERVES, TIMEOUTS, RELEASES, BURIES, KICKS = 0, 32, 64, 96, 128
+UNPLACED = -1  # Job.deadline of a buried job the binlog has not positioned
+
+
+def bump(counts: int, field: int) -> int:
+    """counts with the uint32 counter at bit `field` incremented, wrapping."""
+    if (counts >> field) & M32 == M32:
+        return counts & ~(M32 << field)
+    return counts + (1 << field)
+
+
+def counters(j) -> tuple[int, int, int, int, int]:
+    """(reserves, timeouts, releases, buries, kicks)"""
+    c = j.counts
+    return c & M32, c >> 32 & M32, c >> 64 & M32, c >> 96 & M32, c >> 128
 WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
 
 
+def pack_counters(reserves: int, timeouts: int, releases: int, buries: int, kicks: int) -> int:
+    return reserves | timeouts << 32 | releases << 64 | buries << 96 | kicks << 128
+
+
 class Job:
+    # 12 slots: with the GC and object headers, 128 bytes (a pymalloc class).
     __slots__ = ("id", "tube", "pri", "delay", "ttr", "body", "state", "created",
-                 "deadline", "reserves", "timeouts", "releases", "buries", "kicks",
-                 "owner", "file", "bury_pos")
+                 "deadline", "counts", "owner", "file")
 
     def __init__(self, id_, tube, pri, delay, ttr, body, created):
         self.id = id_
@@ -50,11 +76,13 @@ class Job:
         self.body = body  # bytes, with the trailing CRLF
         self.state = INVALID
         self.created = created
-        self.deadline = 0  # ns: when reserved, TTR expiry; when delayed, ready time
-        self.reserves = self.timeouts = self.releases = self.buries = self.kicks = 0
+        # ns: when reserved, TTR expiry; when delayed, ready time. When buried:
+        # the binlog position of the record that buried it (or UNPLACED).
+        # 0 only until the job is first reserved (see Queue._run_live).
+        self.deadline = 0
+        self.counts = 0  # see pack_counters
         self.owner = None  # the Conn holding the reservation
         self.file = None  # the binlog file holding the job's latest full record
-        self.bury_pos = 0  # binlog position of the record that buried it
 
 
 class NullStore:
@@ -73,13 +101,16 @@ class NullStore:
 
 
 class Tube:
-    __slots__ = ("name", "ready", "delayed", "buried", "waiting", "using", "watching",
+    __slots__ = ("name", "ready", "run", "run_pri", "delayed", "buried", "waiting",
+                 "using", "watching",
                  "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
                  "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq")
 
     def __init__(self, name: bytes):
         self.name = name
         self.ready: list[int] = []  # pri << 64 | id
+        self.run: deque[int] | None = None  # ids of fresh jobs of priority run_pri
+        self.run_pri = 0
         self.delayed: list[int] = []  # deadline << 64 | id
         self.buried: OrderedDict[int, Job] = OrderedDict()  # FIFO, O(1) removal by id
         self.waiting: OrderedDict[Conn, None] = OrderedDict()  # FIFO of reservers
@@ -282,7 +313,7 @@ class Queue:
         if j.delay:
             self._make_delayed(j, j.delay, now, log=True)
         else:
-            self._make_ready(j, now, log=True)
+            self._make_ready(j, now, log=True, fresh=True)
 
     def load(self, jobs, now: int, wall_offset: int):
         """Place jobs recovered from the binlog, in bulk: one heapify per heap.
@@ -321,15 +352,24 @@ class Queue:
             self.urgent_ct += t.urgent
             self.delayed_ct += t.ndelayed
         heapify(self.delay_heap)
-        buried.sort(key=lambda j: j.bury_pos)
+        buried.sort(key=lambda j: j.deadline)  # the bury position
         for j in buried:
             self._bury(j)
 
-    def _make_ready(self, j: Job, now: int, log=False):
+    def _make_ready(self, j: Job, now: int, log=False, fresh=False):
         j.state = READY
         t = j.tube
         key = (j.pri << SHIFT) | j.id
-        heappush(t.ready, key)
+        run = t.run
+        if fresh and (not run or (j.pri == t.run_pri and j.id > run[-1])):
+            # (a put whose body came late has a lower id than the run's last)
+            if run is None:
+                run = t.run = deque()
+            if not run:
+                t.run_pri = j.pri
+            run.append(j.id)
+        else:
+            heappush(t.ready, key)
         if t.ikey is None or key < t.ikey:
             self._index_push(t, key)
         t.nready += 1
@@ -341,8 +381,10 @@ class Queue:
             self.store.write(j)
         if t.waiting and not self.paused(t, now):
             self._match(t, now)
-        elif len(t.ready) > 2 * t.nready + 64:
+        elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
             t.ready = self._compact(t.ready, self._ready_live)
+            if run:
+                t.run = deque(i for i in run if self._run_live(i))
 
     def _leave_ready(self, j: Job):
         t = j.tube
@@ -384,12 +426,11 @@ class Queue:
         del j.tube.buried[j.id]
         self.buried_ct -= 1
         j.state = INVALID
-        j.bury_pos = 0
 
     def _reserve(self, c: Conn, j: Job, now: int):
         j.state = RESERVED
         j.owner = c
-        j.reserves += 1
+        j.counts = bump(j.counts, RESERVES)
         j.deadline = now + j.ttr
         j.tube.nreserved += 1
         self.reserved_ct += 1
@@ -432,6 +473,13 @@ class Queue:
         j = self.jobs.get(key & MASK)
         return j is not None and j.state == READY and j.pri == key >> SHIFT
 
+    def _run_live(self, id_: int) -> bool:
+        # A job leaves ready only by being reserved (or deleted), which sets
+        # its deadline and reserves for good: a later return to ready goes
+        # to the heap, and this entry stays stale.
+        j = self.jobs.get(id_)
+        return j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32
+
     def _delayed_live(self, key: int) -> bool:
         j = self.jobs.get(key & MASK)
         return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
@@ -456,7 +504,32 @@ class Queue:
         return None
 
     def ready_top(self, t: Tube) -> Job | None:
-        return self._top(t.ready, self._ready_live)
+        run = t.run
+        j = None
+        if run:
+            jobs = self.jobs
+            while run:
+                j = jobs.get(run[0])
+                if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
+                    break
+                run.popleft()
+                j = None
+        if t.ready:
+            h = self._top(t.ready, self._ready_live)
+            if h is not None and (j is None or h.pri < j.pri or (h.pri == j.pri and h.id < j.id)):
+                return h
+        return j
+
+    def _pop_ready(self, t: Tube) -> Job:
+        """Take the tube's best ready job (it has one) out of its run or heap."""
+        j = self.ready_top(t)
+        run = t.run
+        if run and run[0] == j.id:
+            run.popleft()
+        else:
+            heappop(t.ready)
+        self._leave_ready(j)
+        return j
 
     def delayed_top(self, t: Tube) -> Job | None:
         return self._top(t.delayed, self._delayed_live)
@@ -472,9 +545,7 @@ class Queue:
         Invariant: no unpaused tube has both ready jobs and waiters, so the
         best job in t is the best job for each of its waiters."""
         while t.waiting and t.nready:
-            j = self.ready_top(t)
-            heappop(t.ready)
-            self._leave_ready(j)
+            j = self._pop_ready(t)
             c = next(iter(t.waiting))
             self._reserve(c, j, now)
 
@@ -616,7 +687,7 @@ class Queue:
         self._unreserve(j)
         j.pri = pri
         j.delay = delay
-        j.releases += 1
+        j.counts = bump(j.counts, RELEASES)
         if delay:
             self._make_delayed(j, delay, now, log=True)
         else:
@@ -631,7 +702,8 @@ class Queue:
             return INTERNAL_ERROR  # the job stays reserved: nothing is lost
         self._unreserve(j)
         j.pri = pri
-        j.buries += 1
+        j.counts = bump(j.counts, BURIES)
+        j.deadline = UNPLACED  # the binlog records where, for the buried order
         self._bury(j)
         self.store.write(j)
         return BURIED_REPLY
@@ -660,7 +732,7 @@ class Queue:
             if j is None or not self.store.reserve_update(j):
                 break  # on a full disk the job stays where it is
             self._remove(j)
-            j.kicks += 1
+            j.counts = bump(j.counts, KICKS)
             self._make_ready(j, now, log=True)
             n += 1
         return n
@@ -670,7 +742,7 @@ class Queue:
         if j is None or j.state not in (BURIED, DELAYED) or not self.store.reserve_update(j):
             return False
         self._remove(j)
-        j.kicks += 1
+        j.counts = bump(j.counts, KICKS)
         self._make_ready(j, now, log=True)
         return True
 
@@ -716,7 +788,7 @@ class Queue:
             key = heappop(heap)
             if self._reserved_live(key):
                 j = self.jobs[key & MASK]
-                j.timeouts += 1
+                j.counts = bump(j.counts, TIMEOUTS)
                 self.timeouts_ct += 1
                 self._unreserve(j)
                 self._make_ready(j, now)

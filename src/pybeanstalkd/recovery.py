@@ -17,7 +17,7 @@ import os
 import time
 
 from . import walfile as F
-from .queue import Job
+from .queue import Job, pack_counters
 from .wal import SHORT, File, Wal
 
 
@@ -119,13 +119,14 @@ def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn
             t = tubes.get(name) or q.tube(name)
             j = jobs[id_] = new_job(Job)
             j.id, j.tube, j.pri, j.delay, j.ttr, j.body = id_, t, r[1], r[3], r[4], body
-            j.created, j.deadline = r[7] - wall_offset, r[8]
-            j.reserves, j.timeouts, j.releases, j.buries, j.kicks, state = r[9:15]
+            j.created = r[7] - wall_offset
+            j.counts = _counts(r)
             j.owner, j.file = None, f
+            state = r[14]
             if state == F.BURIED:
-                j.state, j.bury_pos = state, F.bury_pos(r, f.seq, off)
+                j.state, j.deadline = state, F.bury_pos(r, f.seq, off)
             else:
-                j.state, j.bury_pos = (F.READY if state == F.RESERVED else state), 0
+                j.state, j.deadline = (F.READY if state == F.RESERVED else state), r[8]
             alive += 84 + len(name) + len(body)
             fjobs[id_] = j
             f.refs += 1
@@ -137,12 +138,18 @@ def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn
     return True
 
 
+def _counts(r: tuple) -> int:
+    # r[9:14]: reserve, timeout, release, bury and kick counts
+    return pack_counters(*r[9:14]) if r[9] or r[10] or r[11] or r[12] or r[13] else 0
+
+
 def _set_fields(j: Job, r: tuple, f: File, off: int):
     j.deadline = r[8]  # wall clock until the queue loads it
-    j.reserves, j.timeouts, j.releases, j.buries, j.kicks, state = r[9:15]
+    j.counts = _counts(r)
+    state = r[14]
     j.state = F.READY if state == F.RESERVED else state
     if state == F.BURIED:
-        j.bury_pos = F.bury_pos(r, f.seq, off)
+        j.deadline = F.bury_pos(r, f.seq, off)
 
 
 def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn) -> bool:

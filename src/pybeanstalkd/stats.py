@@ -6,7 +6,7 @@ values (version, hostname, os, platform, name, tube) are double-quoted.
 from __future__ import annotations
 
 from .protocol import NS
-from .queue import STATE_NAMES, DELAYED, RESERVED
+from .queue import DELAYED, RESERVED, STATE_NAMES, counters
 
 # The cmd-* keys of `stats`, in order; the op names are the parser's.
 CMD_KEYS = (
@@ -96,9 +96,5 @@ def job_stats(j, now: int) -> bytes:
         b"ttr: %d\n" % _secs(j.ttr),
         b"time-left: %d\n" % left,
         b"file: %d\n" % (j.file.seq if j.file is not None else 0),
-        b"reserves: %d\n" % j.reserves,
-        b"timeouts: %d\n" % j.timeouts,
-        b"releases: %d\n" % j.releases,
-        b"buries: %d\n" % j.buries,
-        b"kicks: %d\n" % j.kicks,
+        b"reserves: %d\ntimeouts: %d\nreleases: %d\nburies: %d\nkicks: %d\n" % counters(j),
     ))

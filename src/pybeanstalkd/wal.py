@@ -247,8 +247,8 @@ class Wal:
             return False
         f = self.cur
         full = j.file is None
-        if j.state == F.BURIED and j.bury_pos == 0:
-            j.bury_pos = (f.seq << 32) | (self.filesize - f.free - f.resv)
+        if j.state == F.BURIED and j.deadline < 0:  # UNPLACED: just buried
+            j.deadline = (f.seq << 32) | (self.filesize - f.free - f.resv)
         rec = F.encode(j, full, self.wall_offset)
         n = len(rec)
         self.buf.append(rec)

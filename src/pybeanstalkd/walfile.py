@@ -28,6 +28,7 @@ MARK = b"pyb"  # in the last padding bytes: the two 32-bit pads hold a bury posi
 assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 
 INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
+M32 = 0xFFFFFFFF  # Job.counts holds five uint32 counters (queue.pack_counters)
 
 
 def full_size(name: bytes, body_size: int) -> int:
@@ -179,10 +180,11 @@ def encode(j, full: bool, wall_offset: int) -> bytes:
     """A record for job j in its current state (times converted to wall clock)."""
     state = j.state
     deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
-    pos = j.bury_pos if state == BURIED else 0
+    pos = j.deadline if state == BURIED else 0  # the bury position, see wal.py
+    c = j.counts
     fields = (j.id, j.pri, pos & 0xFFFFFFFF, j.delay, j.ttr, len(j.body), pos >> 32,
-              j.created + wall_offset, deadline, j.reserves, j.timeouts, j.releases,
-              j.buries, j.kicks, state, MARK)
+              j.created + wall_offset, deadline, c & M32, c >> 32 & M32, c >> 64 & M32,
+              c >> 96 & M32, c >> 128, state, MARK)
     if not full:
         return SHORT.pack(0, *fields)
     name = j.tube.name
