@@ -31,8 +31,11 @@ INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
 M32 = 0xFFFFFFFF  # Job.counts holds five uint32 counters (queue.pack_counters)
 
 
+FULL_FIXED = 4 + JOBREC.size  # a full record, less its tube name and body
+
+
 def full_size(name: bytes, body_size: int) -> int:
-    return 4 + len(name) + JOBREC.size + body_size
+    return FULL_FIXED + len(name) + body_size
 
 
 def version_of(data: bytes, path: str, warn) -> int | None:
@@ -188,4 +191,10 @@ def encode(j, full: bool, wall_offset: int) -> bytes:
     if not full:
         return SHORT.pack(0, *fields)
     name = j.tube.name
-    return b"".join((FULL_HEAD.pack(len(name)), name, JOBREC.pack(*fields), j.body))
+    head = _FULL.get(len(name))
+    if head is None:
+        head = _FULL[len(name)] = struct.Struct("<i%ds" % len(name) + JOBREC.format[1:])
+    return head.pack(len(name), name, *fields) + j.body
+
+
+_FULL: dict[int, struct.Struct] = {}  # a full record's head, by tube name length
