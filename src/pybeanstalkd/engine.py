@@ -70,6 +70,7 @@ class Engine:
         self.verbose = verbose
         self.log = log
         self.filesize = filesize
+        self.q.store.filesize = filesize  # shown by stats even without -b
         self.counts = dict.fromkeys(CMD_KEYS, 0)
         for op in ("reserve-job", "kick-job", "quit"):  # counted, never shown
             self.counts[op] = 0
@@ -381,5 +382,4 @@ class Engine:
                      for t in (r.ru_utime, r.ru_stime))
 
     def wal_stats(self):
-        store = self.q.store
-        return store.stats() if hasattr(store, "stats") else (0, 0, 0, 0, self.filesize)
+        return self.q.store.stats()

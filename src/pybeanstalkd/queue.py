@@ -89,6 +89,11 @@ class NullStore:
     """No binlog: every reservation succeeds and nothing is written."""
 
     lsn = 0
+    filesize = 10485760  # the -s value, for stats
+
+    def stats(self) -> tuple:
+        """(oldest index, current index, migrations, records written, max size)"""
+        return (0, 0, 0, 0, self.filesize)
 
     def reserve_put(self, j) -> bool:
         return True

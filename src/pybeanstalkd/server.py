@@ -13,6 +13,7 @@ import sys
 from time import monotonic_ns
 
 from .engine import Engine
+from .net import default_warn as warn
 from .wal import Wal
 
 
@@ -183,10 +184,6 @@ def serve(sock: socket.socket, opts) -> int:
         return loop.run_until_complete(_serve(loop, sock, opts))
     finally:
         sys.stdout.flush()
-
-
-def warn(msg: str):
-    print("pybeanstalkd: " + msg, file=sys.stderr, flush=True)
 
 
 def open_binlog(engine: Engine, opts) -> Wal:
