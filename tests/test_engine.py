@@ -409,3 +409,21 @@ def test_wide_watch_reserve_matches_a_full_scan(h, seed):
             else:
                 assert out.split(b"\r\n")[0] == b"RESERVED %d 1" % expect.id, step
                 h.send(w, b"delete %d\r\n" % expect.id)
+
+
+@pytest.mark.parametrize("cuts", [(1,), (25, 40000), (30, 30 + 4097, 60000), (65000,)])
+def test_big_body_split_across_feeds(h, cuts):
+    """A 64 KiB put arriving in pieces is stored byte for byte, and the
+    commands after it still parse. When a read holds the header and a big
+    part of the body, that part is kept as a view (no copy until the join)."""
+    body = (bytes(range(256)) * 256)[:65535]
+    data = b"put 0 0 60 %d\r\n%s\r\nstats-job 1\r\n" % (len(body), body)
+    c = h.conn()
+    out = h.send(c, data[:cuts[0]])
+    if cuts[0] > 4096 + 20:
+        assert type(c.pending[0]) is memoryview
+    for a, b in zip(cuts, (*cuts[1:], len(data))):
+        out += h.send(c, data[a:b])
+    assert out.startswith(b"INSERTED 1\r\nOK ")
+    assert not c.pending
+    assert h.send(c, b"reserve-with-timeout 0\r\n") == b"RESERVED 1 65535\r\n" + body + b"\r\n"

@@ -15,6 +15,7 @@ from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 
 LINE, SKIP, BODY, BITBUCKET = 0, 1, 2, 3
+BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 
 
 class Session(Conn):
@@ -154,8 +155,17 @@ class Engine:
 
     def _run(self, s: Session, now: int):
         buf = s.pending[0] if len(s.pending) == 1 else b"".join(s.pending)
+        if type(buf) is not bytes:  # a lone view kept below (rare)
+            buf = bytes(buf)
         pos = self._process(s, buf, now)
-        rest = buf[pos:] if pos else buf
+        if not pos:
+            rest = buf
+        elif s.state == BODY and len(buf) - pos > BIG_REST:
+            # The start of a big body: keep a view, so that the join that
+            # completes it is the body's only copy.
+            rest = memoryview(buf)[pos:]
+        else:
+            rest = buf[pos:]
         s.pending = [rest] if rest else []
         s.plen = len(rest)
         if self.resume:
