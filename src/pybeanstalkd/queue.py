@@ -62,17 +62,31 @@ def pack_counters(reserves: int, timeouts: int, releases: int, buries: int, kick
     return reserves | timeouts << 32 | releases << 64 | buries << 96 | kicks << 128
 
 
+_TIMES: dict[tuple[int, int], tuple[int, int]] = {}
+
+
+def times(delay: int, ttr: int) -> tuple[int, int]:
+    """(delay, ttr), one shared tuple per pair: most jobs use a few pairs."""
+    pair = (delay, ttr)
+    shared = _TIMES.get(pair)
+    if shared is None:
+        shared = pair
+        if len(_TIMES) < 4096:
+            _TIMES[pair] = pair
+    return shared
+
+
 class Job:
-    # 12 slots: with the GC and object headers, 128 bytes (a pymalloc class).
-    __slots__ = ("id", "tube", "pri", "delay", "ttr", "body", "state", "created",
-                 "deadline", "counts", "owner", "file")
+    # 10 slots: with the GC and object headers, 112 bytes (a pymalloc class).
+    # The reserving connection is Queue.owner_of[id], not a slot.
+    __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
+                 "deadline", "counts", "file")
 
     def __init__(self, id_, tube, pri, delay, ttr, body, created):
         self.id = id_
         self.tube = tube
         self.pri = pri
-        self.delay = delay  # ns; the last put or release delay
-        self.ttr = ttr  # ns
+        self.times = times(delay, ttr)  # ns: the last put or release delay, and ttr
         self.body = body  # bytes, with the trailing CRLF
         self.state = INVALID
         self.created = created
@@ -81,8 +95,15 @@ class Job:
         # 0 only until the job is first reserved (see Queue._run_live).
         self.deadline = 0
         self.counts = 0  # see pack_counters
-        self.owner = None  # the Conn holding the reservation
         self.file = None  # the binlog file holding the job's latest full record
+
+    @property
+    def delay(self) -> int:
+        return self.times[0]
+
+    @property
+    def ttr(self) -> int:
+        return self.times[1]
 
 
 class NullStore:
@@ -206,6 +227,7 @@ class Queue:
         self.next_id = 1
         self.delay_heap: list[int] = []  # every tube's delayed jobs
         self.ttr_heap: list[int] = []  # every reserved job
+        self.owner_of: dict[int, Conn] = {}  # reserved job id -> its connection
         self.wait_heap: list[tuple] = []  # (due, seq, conn) for blocked reserves
         self.pause_heap: list[tuple] = []  # (unpause_at, seq, tube)
         # Tubes with ready jobs, by a lower bound of their best job's key:
@@ -315,8 +337,9 @@ class Queue:
         t = j.tube
         t.total_jobs += 1
         self.total_jobs += 1
-        if j.delay:
-            self._make_delayed(j, j.delay, now, log=True)
+        delay = j.times[0]
+        if delay:
+            self._make_delayed(j, delay, now, log=True)
         else:
             self._make_ready(j, now, log=True, fresh=True)
 
@@ -434,9 +457,9 @@ class Queue:
 
     def _reserve(self, c: Conn, j: Job, now: int):
         j.state = RESERVED
-        j.owner = c
+        self.owner_of[j.id] = c
         j.counts = bump(j.counts, RESERVES)
-        j.deadline = now + j.ttr
+        j.deadline = now + j.times[1]
         j.tube.nreserved += 1
         self.reserved_ct += 1
         c.reserved[j.id] = j
@@ -452,13 +475,12 @@ class Queue:
         c.send_job(b"RESERVED", j)
 
     def _unreserve(self, j: Job):
-        c = j.owner
+        c = self.owner_of.pop(j.id)
         del c.reserved[j.id]
         if not c.reserved:
             c.deadlines = []
         elif len(c.deadlines) > 2 * len(c.reserved) + 16:
             c.deadlines = self._compact(c.deadlines, self._reserved_live)
-        j.owner = None
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
         j.state = INVALID
@@ -605,7 +627,7 @@ class Queue:
     def _owned_live(self, c: Conn):
         def live(key: int) -> bool:
             j = self.jobs.get(key & MASK)
-            return (j is not None and j.state == RESERVED and j.owner is c
+            return (j is not None and j.state == RESERVED and c.reserved.get(j.id) is j
                     and j.deadline == key >> SHIFT)
         return live
 
@@ -672,7 +694,7 @@ class Queue:
         if j is None:
             return NOT_FOUND
         if j.state == RESERVED:
-            if j.owner is not c:
+            if c.reserved.get(id_) is not j:
                 return NOT_FOUND
             self._unreserve(j)
         else:
@@ -691,7 +713,7 @@ class Queue:
             return OUT_OF_MEMORY  # the job stays reserved: nothing is lost
         self._unreserve(j)
         j.pri = pri
-        j.delay = delay
+        j.times = times(delay, j.times[1])
         j.counts = bump(j.counts, RELEASES)
         if delay:
             self._make_delayed(j, delay, now, log=True)
@@ -717,7 +739,7 @@ class Queue:
         j = c.reserved.get(id_)
         if j is None:
             return False
-        j.deadline = now + j.ttr
+        j.deadline = now + j.times[1]
         key = (j.deadline << SHIFT) | j.id
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)

@@ -17,7 +17,7 @@ import os
 import time
 
 from . import walfile as F
-from .queue import Job, pack_counters
+from .queue import Job, pack_counters, times
 from .wal import SHORT, File, Wal
 
 
@@ -118,10 +118,10 @@ def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn
             # slot set once.
             t = tubes.get(name) or q.tube(name)
             j = jobs[id_] = new_job(Job)
-            j.id, j.tube, j.pri, j.delay, j.ttr, j.body = id_, t, r[1], r[3], r[4], body
+            j.id, j.tube, j.pri, j.times, j.body = id_, t, r[1], times(r[3], r[4]), body
             j.created = r[7] - wall_offset
             j.counts = _counts(r)
-            j.owner, j.file = None, f
+            j.file = f
             state = r[14]
             if state == F.BURIED:
                 j.state, j.deadline = state, F.bury_pos(r, f.seq, off)
@@ -164,7 +164,7 @@ def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn)
         warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
         _forget(j, jobs, q, wal)
         return False
-    j.pri, j.delay, j.ttr, j.created = r[1], r[3], r[4], r[7] - wall_offset
+    j.pri, j.times, j.created = r[1], times(r[3], r[4]), r[7] - wall_offset
     _set_fields(j, r, f, off)
     if name:
         j.body = body

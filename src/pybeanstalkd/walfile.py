@@ -185,7 +185,8 @@ def encode(j, full: bool, wall_offset: int) -> bytes:
     deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see wal.py
     c = j.counts
-    fields = (j.id, j.pri, pos & 0xFFFFFFFF, j.delay, j.ttr, len(j.body), pos >> 32,
+    delay, ttr = j.times
+    fields = (j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body), pos >> 32,
               j.created + wall_offset, deadline, c & M32, c >> 32 & M32, c >> 64 & M32,
               c >> 96 & M32, c >> 128, state, MARK)
     if not full:
