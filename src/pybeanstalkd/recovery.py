@@ -17,7 +17,7 @@ import os
 import time
 
 from . import walfile as F
-from .queue import Job, pack_counters, times
+from .job import Job, pack_counters, times
 from .wal import SHORT, File, Wal
 
 

@@ -6,7 +6,7 @@ values (version, hostname, os, platform, name, tube) are double-quoted.
 from __future__ import annotations
 
 from .protocol import NS
-from .queue import DELAYED, RESERVED, STATE_NAMES, counters
+from .job import DELAYED, RESERVED, STATE_NAMES, counters
 
 # The cmd-* keys of `stats`, in order; the op names are the parser's.
 CMD_KEYS = (

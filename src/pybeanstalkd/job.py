@@ -1,0 +1,77 @@
+"""A job: its fields, its packed counters, and the shared (delay, ttr) pairs.
+
+Kept small because a server may hold millions: 10 slots (112 bytes with the
+object headers), counters packed into one int, the (delay, ttr) pair shared
+between jobs, and the bury position stored where a buried job has no deadline.
+"""
+from __future__ import annotations
+
+INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4  # the binlog's values
+STATE_NAMES = {READY: b"ready", RESERVED: b"reserved", BURIED: b"buried",
+               DELAYED: b"delayed", INVALID: b"invalid"}
+M32 = 0xFFFFFFFF
+# Job.counts packs the five per-job counters as uint32 fields (they wrap, as
+# the reference's do). A job never reserved has counts 0: a shared small int.
+RESERVES, TIMEOUTS, RELEASES, BURIES, KICKS = 0, 32, 64, 96, 128
+UNPLACED = -1  # Job.deadline of a buried job the binlog has not positioned
+
+
+def bump(counts: int, field: int) -> int:
+    """counts with the uint32 counter at bit `field` incremented, wrapping."""
+    if (counts >> field) & M32 == M32:
+        return counts & ~(M32 << field)
+    return counts + (1 << field)
+
+
+def counters(j) -> tuple[int, int, int, int, int]:
+    """(reserves, timeouts, releases, buries, kicks)"""
+    c = j.counts
+    return c & M32, c >> 32 & M32, c >> 64 & M32, c >> 96 & M32, c >> 128
+
+
+def pack_counters(reserves: int, timeouts: int, releases: int, buries: int, kicks: int) -> int:
+    return reserves | timeouts << 32 | releases << 64 | buries << 96 | kicks << 128
+
+
+_TIMES: dict[tuple[int, int], tuple[int, int]] = {}
+
+
+def times(delay: int, ttr: int) -> tuple[int, int]:
+    """(delay, ttr), one shared tuple per pair: most jobs use a few pairs."""
+    pair = (delay, ttr)
+    shared = _TIMES.get(pair)
+    if shared is None:
+        shared = pair
+        if len(_TIMES) < 4096:
+            _TIMES[pair] = pair
+    return shared
+
+
+class Job:
+    # 10 slots: with the GC and object headers, 112 bytes (a pymalloc class).
+    # The reserving connection is Queue.owner_of[id], not a slot.
+    __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
+                 "deadline", "counts", "file")
+
+    def __init__(self, id_, tube, pri, delay, ttr, body, created):
+        self.id = id_
+        self.tube = tube
+        self.pri = pri
+        self.times = times(delay, ttr)  # ns: the last put or release delay, and ttr
+        self.body = body  # bytes, with the trailing CRLF
+        self.state = INVALID
+        self.created = created
+        # ns: when reserved, TTR expiry; when delayed, ready time. When buried:
+        # the binlog position of the record that buried it (or UNPLACED).
+        # 0 only until the job is first reserved (see Queue._run_live).
+        self.deadline = 0
+        self.counts = 0  # see pack_counters
+        self.file = None  # the binlog file holding the job's latest full record
+
+    @property
+    def delay(self) -> int:
+        return self.times[0]
+
+    @property
+    def ttr(self) -> int:
+        return self.times[1]
