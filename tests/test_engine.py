@@ -427,3 +427,29 @@ def test_big_body_split_across_feeds(h, cuts):
     assert out.startswith(b"INSERTED 1\r\nOK ")
     assert not c.pending
     assert h.send(c, b"reserve-with-timeout 0\r\n") == b"RESERVED 1 65535\r\n" + body + b"\r\n"
+
+
+def test_young_collection_survivors_are_frozen_and_still_freed():
+    """server.py's GC policy: what survives a young collection moves to the
+    permanent generation (later collections never rescan it), and is still
+    freed by reference counting when the queue lets go of it."""
+    import gc
+    import weakref
+
+    from pybeanstalkd.server import _freeze_survivors
+
+    class Held:
+        pass
+
+    gc.callbacks.append(_freeze_survivors)
+    try:
+        before = gc.get_freeze_count()
+        held = [Held() for _ in range(1000)]
+        gc.collect(0)
+        assert gc.get_freeze_count() >= before + 1000
+        ref = weakref.ref(held[0])
+        del held
+        assert ref() is None
+    finally:
+        gc.callbacks.remove(_freeze_survivors)
+        gc.unfreeze()
