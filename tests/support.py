@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 
@@ -54,6 +55,14 @@ def drain_pipes(proc):
     for f in (proc.stdout, proc.stderr):
         if f is not None:
             threading.Thread(target=pump, args=(f,), daemon=True).start()
+
+
+def sock_path(tmp_path) -> str:
+    """A unix socket path short enough for sun_path (108 bytes)."""
+    p = str(tmp_path / "s")
+    if len(p) < 100:
+        return p
+    return os.path.join(tempfile.mkdtemp(prefix="pbs"), "s")
 
 
 def free_port() -> int:

@@ -9,27 +9,17 @@ runs the very same tests against the installed C beanstalkd.
 """
 from __future__ import annotations
 
-import os
 import signal
-import tempfile
 import time
 from contextlib import contextmanager
 
 import greenstalk
 import pytest
 
-from support import Server, target_argv
+from support import Server, sock_path, target_argv
 
 
 
-
-
-def sock_path(tmp_path) -> str:
-    """A unix socket path short enough for sun_path (108 bytes)."""
-    p = str(tmp_path / "s")
-    if len(p) < 100:
-        return p
-    return os.path.join(tempfile.mkdtemp(prefix="pbs"), "s")
 
 
 def start(tmp_path=None, unix=False, extra=()) -> Server:

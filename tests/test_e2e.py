@@ -4,18 +4,17 @@ Target selection: PYBEANSTALKD_TEST_TARGET=ours (default) or =reference.
 """
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 
-from support import Client, Server, TARGET, drain_pipes, free_port, recv_exactly, target_argv
+from support import (Client, Server, TARGET, drain_pipes, free_port, recv_exactly, sock_path,
+                     target_argv)
 
 
 
@@ -34,13 +33,6 @@ def srv():
     s = start()
     yield s
     s.stop()
-
-
-def sock_path(tmp_path) -> str:
-    p = str(tmp_path / "s")
-    if len(p) < 100:
-        return p
-    return os.path.join(tempfile.mkdtemp(prefix="pbs"), "s")
 
 
 def stats(c: Client) -> dict:
