@@ -70,7 +70,6 @@ class Engine:
         self.max_job_size = max_job_size
         self.verbose = verbose
         self.log = log
-        self.filesize = filesize
         self.q.store.filesize = filesize  # shown by stats even without -b
         self.counts = dict.fromkeys(CMD_KEYS, 0)
         for op in ("reserve-job", "kick-job", "quit"):  # counted, never shown

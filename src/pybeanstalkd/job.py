@@ -63,7 +63,7 @@ class Job:
         self.created = created
         # ns: when reserved, TTR expiry; when delayed, ready time. When buried:
         # the binlog position of the record that buried it (or UNPLACED).
-        # 0 only until the job is first reserved (see Queue._run_live).
+        # 0 only until the job is first reserved (see Queue._run_job).
         self.deadline = 0
         self.counts = 0  # see pack_counters
         self.file = None  # the binlog file holding the job's latest full record

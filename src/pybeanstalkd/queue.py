@@ -361,7 +361,7 @@ class Queue:
         elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
             t.ready = self._compact(t.ready, self._ready_live)
             if run:
-                t.run = deque(i for i in run if self._run_live(i))
+                t.run = deque(i for i in run if self._run_job(i) is not None)
 
     def _leave_ready(self, j: Job):
         t = j.tube
@@ -449,12 +449,16 @@ class Queue:
         j = self.jobs.get(key & MASK)
         return j is not None and j.state == READY and j.pri == key >> SHIFT
 
-    def _run_live(self, id_: int) -> bool:
-        # A job leaves ready only by being reserved (or deleted), which sets
-        # its deadline and reserves for good: a later return to ready goes
-        # to the heap, and this entry stays stale.
+    def _run_job(self, id_: int) -> Job | None:
+        """The job a run entry names, if the entry is live.
+
+        A job leaves ready only by being reserved (or deleted), which sets
+        its deadline and reserves for good: a later return to ready goes to
+        the heap, and this entry stays stale."""
         j = self.jobs.get(id_)
-        return j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32
+        if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
+            return j
+        return None
 
     def _delayed_live(self, key: int) -> bool:
         j = self.jobs.get(key & MASK)
@@ -482,14 +486,11 @@ class Queue:
     def ready_top(self, t: Tube) -> Job | None:
         run = t.run
         j = None
-        if run:
-            jobs = self.jobs
-            while run:
-                j = jobs.get(run[0])  # _run_live, inline: once per reserve
-                if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
-                    break
-                run.popleft()
-                j = None
+        while run:
+            j = self._run_job(run[0])
+            if j is not None:
+                break
+            run.popleft()
         if t.ready:
             h = self._top(t.ready, self._ready_live)
             if h is not None and (j is None or h.pri < j.pri or (h.pri == j.pri and h.id < j.id)):

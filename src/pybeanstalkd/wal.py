@@ -226,14 +226,7 @@ class Wal:
 
     def reserve_put(self, j) -> bool:
         # its full record, and the short record of its future delete
-        n = F.FULL_FIXED + len(j.tube.name) + len(j.body) + SHORT
-        cur = self.cur
-        if self.use and cur.free >= n:  # reserve()'s fast path, inline: every put
-            cur.free -= n
-            cur.resv += n
-            self.resv += n
-            return True
-        return self.reserve(n) != 0
+        return self.reserve(F.full_size(j.tube.name, len(j.body)) + SHORT) != 0
 
     def reserve_update(self, j) -> bool:
         return self.reserve(SHORT) != 0

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import struct
 
+from .job import counters
+
 VERSION = 7
 VERSION5 = 5
 MAX_NAME = 200
@@ -28,14 +30,10 @@ MARK = b"pyb"  # in the last padding bytes: the two 32-bit pads hold a bury posi
 assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 
 INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
-M32 = 0xFFFFFFFF  # Job.counts holds five uint32 counters (queue.pack_counters)
-
-
-FULL_FIXED = 4 + JOBREC.size  # a full record, less its tube name and body
 
 
 def full_size(name: bytes, body_size: int) -> int:
-    return FULL_FIXED + len(name) + body_size
+    return 4 + len(name) + JOBREC.size + body_size
 
 
 def version_of(data: bytes, path: str, warn) -> int | None:
@@ -184,11 +182,9 @@ def encode(j, full: bool, wall_offset: int) -> bytes:
     state = j.state
     deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see wal.py
-    c = j.counts
     delay, ttr = j.times
     fields = (j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body), pos >> 32,
-              j.created + wall_offset, deadline, c & M32, c >> 32 & M32, c >> 64 & M32,
-              c >> 96 & M32, c >> 128, state, MARK)
+              j.created + wall_offset, deadline, *counters(j), state, MARK)
     if not full:
         return SHORT.pack(0, *fields)
     name = j.tube.name
