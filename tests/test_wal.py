@@ -163,3 +163,25 @@ def test_group_commit_answers_a_client_that_half_closed(tmp_path):
             assert out.startswith(b"INSERTED ") and out.endswith(b"USING default\r\n"), out
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("name", [b"default", b"t", b"x" * 200])
+def test_fresh_record_bytes_match_the_format(name):
+    # encode packs a never-reserved ready job with its zero fields left out;
+    # the bytes must be the version-7 record all the same.
+    from binlogtools import full_record
+    from pybeanstalkd import walfile
+    from pybeanstalkd.job import READY, Job
+    from pybeanstalkd.queue import Tube
+
+    wall = 1_700_000_000 * 10**9
+    j = Job(42, Tube(name), 7, 0, 60 * 10**9, b"hello\r\n", 123)
+    j.state = READY
+    got = walfile.encode(j, True, wall)
+    want = bytearray(full_record(7, name.decode(), b"hello", id=42, pri=7, ttr=60 * 10**9,
+                                 created_at=123 + wall))
+    want[-7 - 3:-7] = walfile.MARK
+    assert got == bytes(want)
+    j.counts = 1  # reserved once: the general path, which writes the counter
+    want[4 + len(name) + 56:4 + len(name) + 60] = (1).to_bytes(4, "little")
+    assert walfile.encode(j, True, wall) == bytes(want)

@@ -180,6 +180,16 @@ def bury_pos(f: tuple, seq: int, offset: int) -> int:
 def encode(j, full: bool, wall_offset: int) -> bytes:
     """A record for job j in its current state (times converted to wall clock)."""
     state = j.state
+    if full and state == READY and not j.counts:
+        # A put's record (or one compaction moves): no deadline, no bury
+        # position, counters zero. Fewer fields to pack; the same bytes.
+        name = j.tube.name
+        head = _FRESH.get(len(name))
+        if head is None:
+            head = _FRESH[len(name)] = struct.Struct("<i%dsQI4xqqi4xq28xB3s" % len(name))
+        delay, ttr = j.times
+        return head.pack(len(name), name, j.id, j.pri, delay, ttr, len(j.body),
+                         j.created + wall_offset, READY, MARK) + j.body
     deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see wal.py
     delay, ttr = j.times
@@ -195,3 +205,4 @@ def encode(j, full: bool, wall_offset: int) -> bytes:
 
 
 _FULL: dict[int, struct.Struct] = {}  # a full record's head, by tube name length
+_FRESH: dict[int, struct.Struct] = {}  # the same, zero fields left out (see encode)
