@@ -103,3 +103,25 @@ def test_bsload_arguments():
     assert bsload_argv("bsload", 1, "put-pipelined", o)[-6:] == ["-m", "put", "-n", "1000", "-P", "64"]
     assert bsload_argv("bsload", 1, "reserve", o)[-4:] == ["-m", "drain", "-P", "1"]
     assert bsload_argv("bsload", 1, "mixed", o)[-4:] == ["-m", "mixed", "-d", "5"]
+
+
+def test_recovery_mode_counts_every_job():
+    rows = benchmodes.recovery(("ours", ours_argv()), [("a", ours_argv()), ("b", ours_argv())],
+                               500, small(), rounds=2)
+    assert [r["server"] for r in rows] == ["a", "b"]
+    for r in rows:
+        assert r["jobs"] == 500 and len(r["runs_s"]) == 2
+        assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"]
+
+
+@pytest.mark.skipif(not REFERENCE, reason="reference beanstalkd is not installed")
+def test_compare_recovery_on_a_reference_binlog(capsys):
+    assert bench.main(["--compare", "--recovery", "300", "-q", "--json", "-"]) == 0
+    rows = json.loads(capsys.readouterr().out)["recovery"]
+    assert [(r["server"], r["writer"], r["jobs"]) for r in rows] == [
+        ("reference", "reference", 300), ("ours", "reference", 300)]
+
+
+def test_recovery_needs_compare():
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--recovery", "10"])

@@ -6,6 +6,7 @@
     pybeanstalkd-bench --compare --memory 1000000   RSS per stored job
     pybeanstalkd-bench --compare --idle-conns 10000
     pybeanstalkd-bench --compare --tubes 10000      put/reserve as tubes grow
+    pybeanstalkd-bench --compare --recovery 1000000 restart time on a reference binlog
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 benchworkloads.py (the workloads), benchmodes.py (memory, idle connections,
@@ -190,6 +191,9 @@ def parse_args(argv):
     a("--idle-conns", type=int, metavar="N", help="RSS with N idle connections; a command still works?")
     a("--tubes", metavar="N|LIST", help="put/reserve rate with 1, 10, ... N tubes (or a list)")
     a("--tube-jobs", type=int, default=10, help="jobs in each tube for --tubes (default 10)")
+    a("--recovery", type=int, nargs="?", const=1_000_000, metavar="JOBS",
+      help="with --compare: exec to first reply on a binlog of JOBS jobs the reference "
+           "wrote (default 1,000,000)")
     args = p.parse_args(argv)
     if not 1 <= args.conns <= 1000:
         p.error("--conns must be 1..1000")
@@ -198,6 +202,8 @@ def parse_args(argv):
     if args.pipeline < 1 or args.procs < 1 or args.jobs < 1 or args.rounds < 1:
         p.error("--pipeline, --procs, --jobs and --rounds must be at least 1")
     bad = set(args.workloads.split(",")) - set(WORKLOADS) if args.workloads else ()
+    if args.recovery and not args.compare:
+        p.error("--recovery needs --compare (it starts the servers itself)")
     if bad:
         p.error(f"unknown workload {', '.join(sorted(bad))}; known: {', '.join(WORKLOADS)}")
     return args
@@ -226,10 +232,11 @@ def main(argv=None) -> int:
         servers = [lambda: Spawned("reference", ref, args.server_args),
                    lambda: Spawned("ours", ours, args.server_args)]
         names = ["reference", "ours"]
+        argvs = [("reference", ref), ("ours", ours)]
     else:
         servers = [lambda: modes.Running((args.host, args.port))]
         names = ["server"]
-    special = args.memory or args.idle_conns or args.tubes
+    special = args.memory or args.idle_conns or args.tubes or args.recovery
     out = {"options": vars(args), "servers": names}
     t0 = monotonic()
     try:
@@ -268,6 +275,13 @@ def main(argv=None) -> int:
             say(f"\ntubes curve: N tubes of {args.tube_jobs} jobs; then {amount} of pipelined put "
                 f"(connection i uses tube i mod N), then {amount} of reserve+delete watching all N")
             say(tubes_table(rows, names))
+        if args.recovery:
+            rows = out["recovery"] = modes.recovery(argvs[0], argvs, args.recovery, o,
+                                                    args.rounds, progress)
+            say(f"\nrecovery: {args.recovery:,} jobs of {o.size} bytes written by the reference "
+                f"(-F), exec to the first stats reply, {args.rounds} round(s)")
+            say(pair_table(rows, names, ["median_s", "min_s", "max_s"],
+                           ["median s", "min s", "max s"], ["median_s", "min_s", "max_s"]))
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)

@@ -10,14 +10,17 @@ several servers, runs alternate between them, the order flipping each round.
 from __future__ import annotations
 
 import resource
+import shutil
 import socket
+import statistics
+import tempfile
 import time
 from dataclasses import replace
 
 from .benchclient import Group, run_phase
 from .benchcross import run_bsload
 from .benchdrivers import UNLIMITED, BenchError, Put, ReserveDelete, put_command
-from .benchserver import cpu_seconds, exchange, rss_bytes, stats
+from .benchserver import Spawned, cpu_seconds, exchange, rss_bytes, stats
 from .benchworkloads import Options, drain, fill, run_workload, split
 
 
@@ -187,3 +190,41 @@ def tubes_curve(servers, counts, o: Options, per_tube=10, progress=None) -> list
 def _spread(drivers, procs):
     procs = max(1, min(procs, len(drivers)))
     return [Group("load", drivers[i::procs]) for i in range(procs)]
+
+
+def recovery(writer, servers, jobs: int, o: Options, rounds=1, progress=None) -> list[dict]:
+    """Seconds from exec to the first `stats` reply for servers restarting on
+    a binlog of `jobs` jobs that `writer` wrote (-F, the jobs left ready).
+
+    writer and servers are (name, argv); each run gets its own copy of the
+    directory, so every server reads the same files, fresh in the page cache."""
+    base = tempfile.mkdtemp(prefix="bench-recovery-")
+    try:
+        src = f"{base}/written"
+        with Spawned(writer[0], writer[1], "-F -b {tmpdir}") as w:
+            if progress:
+                progress.prefix = f"{w.name} writes "
+            fill(w.addr, o, jobs, progress=progress and progress.labelled("binlog fill"))
+            shutil.copytree(w.tmpdir, src)
+        runs: dict[str, list[float]] = {}
+        for r in range(rounds):
+            for name, argv in alternate(servers, r):
+                if progress:
+                    progress.line(f"{name} r{r + 1}: recovering {jobs:,} jobs")
+                copy = f"{base}/{name}-{r}"
+                shutil.copytree(src, copy)
+                t0 = time.monotonic()
+                with Spawned(name, argv, f"-b {copy}") as s:
+                    ready = int(stats(s.addr)["current-jobs-ready"])
+                    took = time.monotonic() - t0
+                if ready != jobs:
+                    raise BenchError(f"{name} recovered {ready:,} of {jobs:,} jobs")
+                runs.setdefault(name, []).append(took)
+                shutil.rmtree(copy, ignore_errors=True)
+        if progress:
+            progress.clear()
+        return [{"server": name, "jobs": jobs, "writer": writer[0],
+                 "median_s": statistics.median(t), "min_s": min(t), "max_s": max(t), "runs_s": t}
+                for name, t in runs.items()]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
