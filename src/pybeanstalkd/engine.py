@@ -22,7 +22,7 @@ class Session(Conn):
     """One client connection: framing state plus what the queue tracks."""
 
     __slots__ = ("engine", "state", "need", "pending", "plen", "in_job",
-                 "skip_reply", "closing", "hup", "fd", "hold")
+                 "skip_reply", "closing", "hup", "fd", "hold", "transport")
 
     def __init__(self, engine: Engine):
         super().__init__(engine.dirty)
@@ -37,6 +37,7 @@ class Session(Conn):
         self.hup = False  # the peer half-closed: blocking reserves time out at once
         self.hold = 0  # with -f0: replies wait until the binlog is synced this far
         self.fd = -1
+        self.transport = None  # the I/O layer's, while the connection is open
 
     def woken(self):
         self.engine.resume.append(self)

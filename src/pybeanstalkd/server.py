@@ -31,6 +31,7 @@ class Client(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         s = self.s = self.srv.engine.connect()
         s.fd = sock.fileno() if sock is not None else -1
+        s.transport = transport
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -68,6 +69,7 @@ class Client(asyncio.Protocol):
         srv = self.srv
         s = self.s
         del srv.clients[s]
+        s.transport = None
         srv.paused.discard(s)
         if srv.verbose:
             srv.log("close %d" % s.fd)
@@ -128,14 +130,16 @@ class Server:
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
 
-    def _send(self, s):
-        c = self.clients.get(s)
+    @staticmethod
+    def _send(s):
         out = s.out
-        s.out = []
-        if c is not None and not c.transport.is_closing():
-            c.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        t = s.transport
+        if t is not None and not t.is_closing():
+            t.write(data)
             if s.closing:
-                c.transport.close()
+                t.close()
 
     def release_held(self, synced: int) -> int:
         ready = [s for s in self.held if s.hold <= synced]
@@ -315,8 +319,9 @@ class Syncer:
             if self.srv.held:
                 self.srv.release_held(1 << 62)
             return
-        if self.busy or not self.wantsync or (wal.synced >= wal.lsn and not wal.retired):
-            return
+        if (self.busy or self.timer is not None or not self.wantsync
+                or (wal.synced >= wal.lsn and not wal.retired)):
+            return  # a sync runs, or the timer will start one
         now = monotonic_ns()
         if self.rate == 0 and len(self.srv.held) < self.expect and now < self.gather_until:
             # The clients just answered are likely sending their next write:
@@ -327,7 +332,7 @@ class Syncer:
             return
         if now >= self.last + self.rate:
             self._start(now)
-        elif self.timer is None:
+        else:
             self.timer = self.loop.call_later((self.last + self.rate - now) / 1e9, self._due)
 
     def _gather(self):
