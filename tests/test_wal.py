@@ -185,3 +185,31 @@ def test_fresh_record_bytes_match_the_format(name):
     j.counts = 1  # reserved once: the general path, which writes the counter
     want[4 + len(name) + 56:4 + len(name) + 60] = (1).to_bytes(4, "little")
     assert walfile.encode(j, True, wall) == bytes(want)
+
+
+@pytest.mark.parametrize("state", [0, 2, 3, 4])
+def test_record_fields_in_every_state(state):
+    # Counters (each a uint32, the largest too), deadline and bury position
+    # land where the version-7 Jobrec has them, in short and full records.
+    from binlogtools import JOBREC7
+    from pybeanstalkd import walfile
+    from pybeanstalkd.job import Job, pack_counters
+    from pybeanstalkd.queue import Tube
+
+    wall = 1_700_000_000 * 10**9
+    j = Job(2**63 + 5, Tube(b"tube"), 2**32 - 1, 3 * 10**9, 60 * 10**9, b"ab\r\n", 1000)
+    j.state = state
+    j.counts = pack_counters(1, 2, 3, 2**32 - 1, 5)
+    j.deadline = (7 << 32 | 1234) if state == 3 else 5000
+    deadline = 5000 + wall if state in (2, 4) else 0
+    want = JOBREC7.pack(2**63 + 5, 2**32 - 1, 3 * 10**9, 60 * 10**9, 4, 1000 + wall, deadline,
+                        1, 2, 3, 2**32 - 1, 5, state)
+    short = walfile.encode(j, False, wall)
+    assert short[:4] == b"\0\0\0\0" and len(short) == walfile.SHORT_SIZE
+    rec = short[4:]
+    if state == 3:  # the bury position, in the two padding words
+        assert rec[12:16] == (1234).to_bytes(4, "little") and rec[36:40] == (7).to_bytes(4, "little")
+        rec = rec[:12] + bytes(4) + rec[16:36] + bytes(4) + rec[40:]
+    assert rec[:77] == want[:77] and rec[77:] == walfile.MARK
+    full = walfile.encode(j, True, wall)
+    assert full[:8] == b"\4\0\0\0tube" and full[8:88] == short[4:] and full[88:] == b"ab\r\n"

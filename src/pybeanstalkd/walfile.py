@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 
-from .job import counters
 
 VERSION = 7
 VERSION5 = 5
@@ -193,16 +192,22 @@ def encode(j, full: bool, wall_offset: int) -> bytes:
     deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see wal.py
     delay, ttr = j.times
-    fields = (j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body), pos >> 32,
-              j.created + wall_offset, deadline, *counters(j), state, MARK)
+    # Job.counts packs the five uint32 counters in Jobrec order: its 20
+    # little-endian bytes are the record's counter fields.
+    counts = j.counts.to_bytes(20, "little")
     if not full:
-        return SHORT.pack(0, *fields)
+        return _SHORT_OUT.pack(0, j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body),
+                               pos >> 32, j.created + wall_offset, deadline, counts, state, MARK)
     name = j.tube.name
     head = _FULL.get(len(name))
     if head is None:
-        head = _FULL[len(name)] = struct.Struct("<i%ds" % len(name) + JOBREC.format[1:])
-    return head.pack(len(name), name, *fields) + j.body
+        head = _FULL[len(name)] = struct.Struct("<i%ds%s" % (len(name), _OUT[1:]))
+    return head.pack(len(name), name, j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body),
+                     pos >> 32, j.created + wall_offset, deadline, counts, state, MARK) + j.body
 
 
+_OUT = "<QIIqqiIqq20sB3s"  # JOBREC with the counters as one 20-byte field
+_SHORT_OUT = struct.Struct("<i" + _OUT[1:])
+assert _SHORT_OUT.size == SHORT_SIZE
 _FULL: dict[int, struct.Struct] = {}  # a full record's head, by tube name length
 _FRESH: dict[int, struct.Struct] = {}  # the same, zero fields left out (see encode)
