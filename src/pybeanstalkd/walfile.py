@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 
-
 VERSION = 7
 VERSION5 = 5
 MAX_NAME = 200
