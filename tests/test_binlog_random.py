@@ -21,12 +21,12 @@ TUBES = ("default", "a", "b-2", "c.d")
 OPS = 500
 
 
-def run_random_workload(srv, rnd: random.Random) -> int:
-    """Drive srv with random commands; returns the highest id put. Replies are
-    not checked here (a command on a job in another state is allowed to fail);
-    that the two readers agree afterwards is the test."""
+def run_random_workload(srv, rnd: random.Random, ids=()) -> int:
+    """Drive srv with random commands on new jobs and on `ids`; returns the
+    highest id. Replies are not checked here (a command on a job in another
+    state is allowed to fail); that the two readers agree afterwards is the test."""
     conns = [srv.client(), srv.client()]  # the second holds reservations too
-    ids: list[int] = []
+    ids = list(ids)
     for _ in range(OPS):
         c = rnd.choice(conns)
         op = rnd.random()
@@ -60,17 +60,38 @@ def run_random_workload(srv, rnd: random.Random) -> int:
     return max(ids)
 
 
+def write_then_kill(servers, kind, d, rnd, ids=()) -> int:
+    w = servers(kind, str(d), "-s", "4096", "-f0")
+    top = run_random_workload(w, rnd, ids)
+    ex = w.kill9()
+    assert b"Traceback" not in ex.stderr
+    return top
+
+
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("writer", KINDS)
 def test_both_readers_recover_the_same_jobs(servers, tmp_path, writer, seed):
     written = tmp_path / "written"
     written.mkdir()
-    w = servers(writer, str(written), "-s", "4096", "-f0")
-    top = run_random_workload(w, random.Random(f"{writer}-{seed}"))
-    ex = w.kill9()
-    assert b"Traceback" not in ex.stderr
+    top = write_then_kill(servers, writer, written, random.Random(f"{writer}-{seed}"))
     assert len(list(written.glob("binlog.*"))) > 1  # it did roll over
+    check_readers_agree(servers, tmp_path, written, top)
 
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("first,second", [("reference", "ours"), ("ours", "reference")])
+def test_a_directory_moved_between_servers(servers, tmp_path, first, second, seed):
+    # A user moves to the other server and keeps writing into the same
+    # directory: its files, compaction and collection continue the first's.
+    written = tmp_path / "written"
+    written.mkdir()
+    rnd = random.Random(f"{first}-{second}-{seed}")
+    top = write_then_kill(servers, first, written, rnd)
+    top = write_then_kill(servers, second, written, rnd, range(1, top + 1))
+    check_readers_agree(servers, tmp_path, written, top)
+
+
+def check_readers_agree(servers, tmp_path, written, top):
     shots, next_ids = {}, {}
     for reader in KINDS:
         d = tmp_path / reader
