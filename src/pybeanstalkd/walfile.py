@@ -67,6 +67,37 @@ def _eof(path, warn, pos, need, got, what):
     warn(f"{path}:{pos}: unexpected EOF reading {need} bytes (got {got}): {what}")
 
 
+def _take(data, pos, size, path, warn, what):
+    """data[pos:pos + size], or None (warned) if the file ends first."""
+    got = data[pos:pos + size]
+    if len(got) < size:
+        _eof(path, warn, pos, size, len(got), what)
+        return None
+    return got
+
+
+def _name(data, pos, namelen, start, path, warn, what):
+    """A full record's tube name, or None (warned)."""
+    if namelen > MAX_NAME:
+        warn(f"{path}:{start}: namelen {namelen} exceeds maximum of {MAX_NAME}")
+        return None
+    if namelen < 0:
+        warn(f"{path}:{start}: namelen {namelen} is negative")
+        return None
+    return _take(data, pos, namelen, path, warn, what)
+
+
+def _body(data, pos, id_, size, start, max_job_size, path, warn, st, what):
+    """A full record's body, or None (warned). Its id is used up even if the
+    body is torn (st[0], see read_records)."""
+    if size < 2 or size - 2 > max_job_size:
+        warn(f"{path}:{start}: job {id_} is too big ({size} > {max_job_size})")
+        return None
+    if id_ > st[0]:
+        st[0] = id_
+    return _take(data, pos, size, path, warn, what)
+
+
 def _read_v7(data, pos, max_job_size, path, warn, st):
     n = len(data)
     unpack = JOBREC.unpack_from
@@ -78,22 +109,13 @@ def _read_v7(data, pos, max_job_size, path, warn, st):
             return
         (namelen,) = unpack_len(data, pos)
         pos += 4
+        name = b""
         if namelen:
-            if namelen > MAX_NAME:
-                warn(f"{path}:{start}: namelen {namelen} exceeds maximum of {MAX_NAME}")
+            name = _name(data, pos, namelen, start, path, warn, "tube name")
+            if name is None:
                 yield None
-                return
-            if namelen < 0:
-                warn(f"{path}:{start}: namelen {namelen} is negative")
-                yield None
-                return
-            name = data[pos:pos + namelen]
-            if len(name) < namelen:
-                yield _eof(path, warn, pos, namelen, len(name), "tube name")
                 return
             pos += namelen
-        else:
-            name = b""
         if n - pos < 80:
             yield _eof(path, warn, pos, 80, n - pos, "job struct")
             return
@@ -107,18 +129,11 @@ def _read_v7(data, pos, max_job_size, path, warn, st):
             return
         body = None
         if namelen:
-            size = f[5]
-            if size < 2 or size - 2 > max_job_size:
-                warn(f"{path}:{start}: job {f[0]} is too big ({size} > {max_job_size})")
+            body = _body(data, pos, f[0], f[5], start, max_job_size, path, warn, st, "job body")
+            if body is None:
                 yield None
                 return
-            if f[0] > st[0]:
-                st[0] = f[0]
-            body = data[pos:pos + size]
-            if len(body) < size:
-                yield _eof(path, warn, pos, size, len(body), "job body")
-                return
-            pos += size
+            pos += f[5]
         yield start, name, f, body
 
 
@@ -131,13 +146,9 @@ def _read_v5(data, pos, max_job_size, path, warn, st):
             return
         namelen = int.from_bytes(data[pos:pos + 8], "little")
         pos += 8
-        if namelen > MAX_NAME:
-            warn(f"{path}:{start}: namelen {namelen} exceeds maximum of {MAX_NAME}")
+        name = _name(data, pos, namelen, start, path, warn, "v5 tube name")
+        if name is None:
             yield None
-            return
-        name = data[pos:pos + namelen]
-        if len(name) < namelen:
-            yield _eof(path, warn, pos, namelen, len(name), "v5 tube name")
             return
         pos += namelen
         if n - pos < JOBREC5.size:
@@ -156,15 +167,9 @@ def _read_v5(data, pos, max_job_size, path, warn, st):
              deadline * 1000, *counts, state, b"\0\0\0")
         body = None
         if namelen:
-            if size < 2 or size - 2 > max_job_size:
-                warn(f"{path}:{start}: job {id_} is too big ({size} > {max_job_size})")
+            body = _body(data, pos, id_, size, start, max_job_size, path, warn, st, "v5 job body")
+            if body is None:
                 yield None
-                return
-            if id_ > st[0]:
-                st[0] = id_
-            body = data[pos:pos + size]
-            if len(body) < size:
-                yield _eof(path, warn, pos, size, len(body), "v5 job body")
                 return
             pos += size
         yield start, name, f, body
