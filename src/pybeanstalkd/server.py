@@ -121,9 +121,9 @@ class Server:
         if self.paused:
             for s in [s for s in self.paused if not s.waiting]:
                 self.paused.discard(s)
-                c = self.clients.get(s)
-                if c is not None and not c.transport.is_closing():
-                    c.transport.resume_reading()
+                t = s.transport
+                if t is not None and not t.is_closing():
+                    t.resume_reading()
         due = engine.q.due
         if due is not None:
             engine.q.due = None
