@@ -110,6 +110,7 @@ def _recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
 def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn) -> bool:
     tubes, loading, fjobs, new_job = q.tubes, q.loading, f.jobs, Job.__new__
     alive = 0
+    fixed = F.full_size(b"", 0)  # a full record's bytes besides name and body
     for off, name, r, body in records:
         id_ = r[0]
         j = jobs.get(id_)
@@ -127,7 +128,7 @@ def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn
                 j.state, j.deadline = state, F.bury_pos(r, f.seq, off)
             else:
                 j.state, j.deadline = (F.READY if state == F.RESERVED else state), r[8]
-            alive += 84 + len(name) + len(body)
+            alive += fixed + len(name) + len(body)
             fjobs[id_] = j
             f.refs += 1
             loading[t] = loading.get(t, 0) + 1
