@@ -1,8 +1,8 @@
 """Drive the pure Engine with a fake clock: no sockets, no sleeping."""
 from __future__ import annotations
 
-from pybeanstalkd.engine import Engine
-from pybeanstalkd.protocol import NS
+from pybeanstalkd.core.engine import Engine
+from pybeanstalkd.core.protocol import NS
 
 
 class Harness:

@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from pybeanstalkd import bench, benchmodes
-from pybeanstalkd.benchcross import bsload_argv
-from pybeanstalkd.benchdrivers import BenchError
-from pybeanstalkd.benchserver import stats
-from pybeanstalkd.benchworkloads import WORKLOADS, Options, run_workload
+from pybeanstalkd.bench import main as bench, modes as benchmodes
+from pybeanstalkd.bench.cross import bsload_argv
+from pybeanstalkd.bench.drivers import BenchError
+from pybeanstalkd.bench.spawn import stats
+from pybeanstalkd.bench.workloads import WORKLOADS, Options, run_workload
 from support import REFERENCE, Server, ours_argv
 
 

@@ -1,11 +1,11 @@
-"""Command line (cli.py) and listening socket (net.py).
+"""Command line (cli.py) and listening socket (server/listen.py).
 
 Flag parsing mirrors beanstalkd's testutil.c; messages and exit codes are
-compared with the reference binary where it can be run; net.py is checked for
+compared with the reference binary where it can be run; listen.py is checked for
 socket options, UNIX socket handling and systemd socket activation.
 
 None of these tests needs the real server: where main() gets as far as
-serving, a stub ``pybeanstalkd.server`` module stands in for it.
+serving, a stub ``pybeanstalkd.server.loop`` module stands in for it.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import types
 
 import pytest
 
-from pybeanstalkd import BEANSTALKD_VERSION, __version__, cli, net
+from pybeanstalkd import BEANSTALKD_VERSION, __version__, cli, diag
+from pybeanstalkd.server import listen as net
 from pybeanstalkd.cli import Options, parse_args
 from support import REFERENCE, free_port, require_reference
 
@@ -53,17 +54,17 @@ def parse(argv, capsys=None):
     return opts, code, out, err
 
 
-# A stand-in for pybeanstalkd.server, for runs of main() in a child process.
+# A stand-in for pybeanstalkd.server.loop, for runs of main() in a child process.
 STUB_MAIN = r"""
 import os, sys, types
-mod = types.ModuleType("pybeanstalkd.server")
+mod = types.ModuleType("pybeanstalkd.server.loop")
 def serve(sock, opts):
     print("SERVE", sock.fileno(), repr(sock.getsockname()), sock.getblocking(), os.getuid(),
           os.environ.get("LISTEN_PID"), os.environ.get("LISTEN_FDS"),
           os.environ.get("LISTEN_FDNAMES"), flush=True)
     return 7
 mod.serve = serve
-sys.modules["pybeanstalkd.server"] = mod
+sys.modules["pybeanstalkd.server.loop"] = mod
 from pybeanstalkd.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -392,10 +393,10 @@ def stub_server(monkeypatch):
         calls.append((sock, opts))
         return 42
 
-    mod = types.ModuleType("pybeanstalkd.server")
+    mod = types.ModuleType("pybeanstalkd.server.loop")
     mod.serve = serve
-    monkeypatch.setitem(sys.modules, "pybeanstalkd.server", mod)
-    monkeypatch.setattr(net, "program_name", lambda: PROG)
+    monkeypatch.setitem(sys.modules, "pybeanstalkd.server.loop", mod)
+    monkeypatch.setattr(diag, "program_name", lambda: PROG)
     monkeypatch.setattr(cli, "program_name", lambda: PROG)
     yield calls
     for sock, _ in calls:
@@ -572,7 +573,8 @@ def test_not_a_socket_matches_reference(tmp_path):
 
 def test_cli_import_is_light():
     code = ("import sys, pybeanstalkd.cli;"
-            " bad = [m for m in ('asyncio', 'uvloop', 'pybeanstalkd.server') if m in sys.modules];"
+            " bad = [m for m in ('asyncio', 'uvloop', 'pybeanstalkd.server.loop',"
+            " 'pybeanstalkd.server.transport', 'pybeanstalkd.core.engine') if m in sys.modules];"
             " print(bad)")
     res = run([sys.executable, "-c", code])
     assert res.returncode == 0, res.stderr

@@ -2,7 +2,7 @@
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd.protocol import NS
+from pybeanstalkd.core.protocol import NS
 
 
 @pytest.fixture
@@ -351,11 +351,13 @@ def test_server_reads_only_the_monotonic_clock():
     """Wall-clock jumps cannot move timers: the I/O layer's only clock is monotonic."""
     import time
 
-    from pybeanstalkd import server
+    from pybeanstalkd.binlog import sync
+    from pybeanstalkd.server import loop, transport
 
-    assert server.monotonic_ns is time.monotonic_ns
-    src = open(server.__file__).read()
-    assert "time.time" not in src and "time_ns" not in src.replace("monotonic_ns", "")
+    for mod in (transport, loop, sync):
+        assert mod.monotonic_ns is time.monotonic_ns
+        src = open(mod.__file__).read()
+        assert "time.time" not in src and "time_ns" not in src.replace("monotonic_ns", "")
 
 
 def test_half_close_still_answers_pipelined_commands(h):
@@ -436,7 +438,7 @@ def test_young_collection_survivors_are_frozen_and_still_freed():
     import gc
     import weakref
 
-    from pybeanstalkd.server import _freeze_survivors
+    from pybeanstalkd.server.loop import _freeze_survivors
 
     class Held:
         pass

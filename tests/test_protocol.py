@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pybeanstalkd.protocol import (
+from pybeanstalkd.core.protocol import (
     NS, Bad, find_line_end, match_prefix, name_ok, parse, read_num, read_strtoul,
 )
 

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd.recovery import recover
-from pybeanstalkd.wal import Wal, _falloc
+from pybeanstalkd.binlog.recovery import recover
+from pybeanstalkd.binlog.files import Wal, _falloc
 
 
 def with_binlog(tmp_path, filesize=10485760, falloc=_falloc):
@@ -111,7 +111,8 @@ def test_release_with_delay_on_full_disk_keeps_the_job(tmp_path):
 
 def test_tail_is_synced_by_timer_without_further_writes(tmp_path):
     """-f MS: the last writes of a burst are fsynced within MS, not left behind."""
-    from pybeanstalkd.server import Server, Syncer
+    from pybeanstalkd.binlog.sync import Syncer
+    from pybeanstalkd.server.transport import Server
 
     h, wal = with_binlog(tmp_path)
     c = h.conn()
@@ -170,9 +171,9 @@ def test_fresh_record_bytes_match_the_format(name):
     # encode packs a never-reserved ready job with its zero fields left out;
     # the bytes must be the version-7 record all the same.
     from binlogtools import full_record
-    from pybeanstalkd import walfile
-    from pybeanstalkd.job import READY, Job
-    from pybeanstalkd.queue import Tube
+    from pybeanstalkd.binlog import format as walfile
+    from pybeanstalkd.core.job import READY, Job
+    from pybeanstalkd.core.queue import Tube
 
     wall = 1_700_000_000 * 10**9
     j = Job(42, Tube(name), 7, 0, 60 * 10**9, b"hello\r\n", 123)
@@ -192,9 +193,9 @@ def test_record_fields_in_every_state(state):
     # Counters (each a uint32, the largest too), deadline and bury position
     # land where the version-7 Jobrec has them, in short and full records.
     from binlogtools import JOBREC7
-    from pybeanstalkd import walfile
-    from pybeanstalkd.job import Job, pack_counters
-    from pybeanstalkd.queue import Tube
+    from pybeanstalkd.binlog import format as walfile
+    from pybeanstalkd.core.job import Job, pack_counters
+    from pybeanstalkd.core.queue import Tube
 
     wall = 1_700_000_000 * 10**9
     j = Job(2**63 + 5, Tube(b"tube"), 2**32 - 1, 3 * 10**9, 60 * 10**9, b"ab\r\n", 1000)

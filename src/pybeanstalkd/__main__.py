@@ -1,3 +1,4 @@
+"""`python -m pybeanstalkd`: the same as the pybeanstalkd command."""
 import sys
 
 from pybeanstalkd.cli import main

@@ -15,13 +15,8 @@ import sys
 from dataclasses import dataclass
 
 from pybeanstalkd import BEANSTALKD_VERSION, __version__
-from pybeanstalkd.net import (
-    ListenError,
-    inherited_listen_fds,
-    make_listener,
-    program_name,
-    write_line,
-)
+from pybeanstalkd.diag import program_name, write_line
+from pybeanstalkd.server.listen import ListenError, inherited_listen_fds, make_listener
 
 JOB_DATA_SIZE_LIMIT_DEFAULT = 65535
 JOB_DATA_SIZE_LIMIT_MAX = 1073741824
@@ -277,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         # Listening now, so the heavy imports can happen. They happen before
         # the user switch (the reference also initialises its state before
         # su()): the new user may not be able to read the interpreter's files.
-        from pybeanstalkd.server import serve
+        from pybeanstalkd.server.loop import serve
 
         if opts.user is not None:
             _switch_user(opts.user, diag)

@@ -1,5 +1,5 @@
 """Load processes for pybeanstalkd-bench: a workload becomes groups of
-Drivers (benchdrivers.py), each group is driven by one forked process.
+Drivers (drivers.py), each group is driven by one forked process.
 
 A process opens its connections (blocking), runs their setup commands
 (use/watch), waits at a barrier so that all processes start together, then
@@ -20,7 +20,7 @@ from array import array
 from dataclasses import dataclass, field
 from time import monotonic, monotonic_ns
 
-from .benchdrivers import BenchError, Pacer
+from .drivers import BenchError, Pacer
 
 RECV_SIZE = 65536  # below malloc's mmap threshold: no mmap per recv
 SOCK_BUF = 1 << 20

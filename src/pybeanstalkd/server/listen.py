@@ -15,6 +15,8 @@ import socket
 import stat
 import sys
 
+from ..diag import default_warn
+
 # Diagnostic locations exactly as the reference prints them.
 _AT_SD_LISTEN_FDS = "net.c:225 in make_server_socket"
 _AT_SD_MANY = "net.c:230 in make_server_socket"
@@ -48,42 +50,6 @@ _C_SPACE = " \t\n\v\f\r"
 class ListenError(Exception):
     """No listening socket could be made. The diagnostics were already printed
     through ``warn``; the message is the last one of them."""
-
-
-def program_name() -> str:
-    """Basename of argv[0], as the prefix for diagnostics."""
-    arg0 = sys.argv[0] if sys.argv else ""
-    name = os.path.basename(arg0)
-    if not name or name in ("__main__.py", "-c", "-m") or name.endswith(".py"):
-        return "pybeanstalkd"
-    return name
-
-
-def write_line(stream, text: str) -> None:
-    """Write one line to ``stream`` and flush it. Arguments that came from argv
-    may hold undecodable bytes (as surrogate escapes); they go out unchanged."""
-    if stream is None:
-        return
-    data = (text + "\n").encode(sys.getfilesystemencoding(), "surrogateescape")
-    buf = getattr(stream, "buffer", None)
-    try:
-        if buf is not None:
-            stream.flush()
-            buf.write(data)
-            buf.flush()
-        else:
-            stream.write(data.decode("utf-8", "replace"))
-            stream.flush()
-    except (OSError, ValueError):
-        pass
-
-
-def default_warn(msg: str) -> None:
-    write_line(sys.stderr, f"{program_name()}: {msg}")
-
-
-def _print_out(msg: str) -> None:
-    write_line(sys.stdout, msg)
 
 
 # --- systemd socket activation (sd_listen_fds semantics) ---------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import subprocess
 
-from .benchdrivers import BenchError
-from .benchworkloads import Options, Result, fill
+from .drivers import BenchError
+from .workloads import Options, Result, fill
 
 
 def bsload_argv(path, port, workload: str, o: Options) -> list[str]:

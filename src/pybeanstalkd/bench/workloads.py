@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .benchclient import Group, run_phase
-from .benchdrivers import UNLIMITED, Consumer, Cycle, Pacer, Producer, Put, ReserveDelete
+from .client import Group, run_phase
+from .drivers import UNLIMITED, Consumer, Cycle, Pacer, Producer, Put, ReserveDelete
 
 WORKLOADS = ["put-pipelined", "reserve-pipelined", "put", "reserve", "cycle", "mixed"]
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from .benchdrivers import BenchError
+from .drivers import BenchError
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 
 A Driver is handed everything its connection has received so far and answers
 with (bytes consumed, bytes to send next). It never touches the socket; the
-worker loop in benchclient.py does that. Commands are built once and sliced,
+worker loop in client.py does that. Commands are built once and sliced,
 and replies are parsed with bytes.find/count/startswith, never line by line
 through a file object.
 

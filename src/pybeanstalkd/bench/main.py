@@ -9,9 +9,9 @@
     pybeanstalkd-bench --compare --recovery 1000000 restart time on a reference binlog
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
-benchworkloads.py (the workloads), benchmodes.py (memory, idle connections,
-tubes curve), benchcross.py (bsload cross-check), benchclient.py (load processes), benchdrivers.py (per-connection
-protocol state machines), benchserver.py (starting servers, RSS).
+workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
+recovery), cross.py (bsload cross-check), client.py (load processes), drivers.py
+(per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ import sys
 from dataclasses import asdict, replace
 from time import monotonic
 
-from . import benchmodes as modes
-from . import benchworkloads
-from .benchdrivers import BenchError
-from .benchserver import Spawned, default_ours, default_reference
-from .benchworkloads import WORKLOADS, Options
+from . import modes
+from . import workloads as workloads_mod
+from .drivers import BenchError
+from .spawn import Spawned, default_ours, default_reference
+from .workloads import WORKLOADS, Options
 
 
 class Progress:
@@ -165,7 +165,7 @@ def tubes_table(rows, names) -> str:
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="pybeanstalkd-bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="workloads:\n" + benchworkloads.__doc__.split("\n\n", 1)[1])
+                                epilog="workloads:\n" + workloads_mod.__doc__.split("\n\n", 1)[1])
     a = p.add_argument
     a("-H", "--host", default="127.0.0.1")
     a("-p", "--port", type=int, default=11300)

@@ -17,14 +17,14 @@ pinning its file forever (#622); buried jobs carry their bury position; old
 files and the directory are fsynced too.
 
 Records are buffered and written with one write() per event; fsync runs in a
-thread driven by the server (see server.py's Syncer).
+thread driven by the server (sync.py's Syncer).
 """
 from __future__ import annotations
 
 import os
 import time
 
-from . import walfile as F
+from . import format as F
 
 SHORT = F.SHORT_SIZE
 BLOCK = 4096

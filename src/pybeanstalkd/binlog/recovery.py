@@ -16,9 +16,9 @@ import gc
 import os
 import time
 
-from . import walfile as F
-from .job import Job, pack_counters, times
-from .wal import SHORT, File, Wal
+from . import format as F
+from ..core.job import Job, pack_counters, times
+from .files import SHORT, File, Wal
 
 
 class RecoveryError(Exception):

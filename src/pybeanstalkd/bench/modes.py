@@ -3,7 +3,7 @@ throughput workloads, memory per stored job, idle connections, and the
 throughput curve as the number of tubes grows.
 
 A server is a factory returning a context manager with .name, .addr and
-.rss(): Spawned (benchserver.py; fresh for every run, as --compare does) or
+.rss(): Spawned (spawn.py; fresh for every run, as --compare does) or
 Running (the server at --host/--port, whose pid comes from `stats`). With
 several servers, runs alternate between them, the order flipping each round.
 """
@@ -17,11 +17,11 @@ import tempfile
 import time
 from dataclasses import replace
 
-from .benchclient import Group, run_phase
-from .benchcross import run_bsload
-from .benchdrivers import UNLIMITED, BenchError, Put, ReserveDelete, put_command
-from .benchserver import Spawned, cpu_seconds, exchange, rss_bytes, stats
-from .benchworkloads import Options, drain, fill, run_workload, split
+from .client import Group, run_phase
+from .cross import run_bsload
+from .drivers import UNLIMITED, BenchError, Put, ReserveDelete, put_command
+from .spawn import Spawned, cpu_seconds, exchange, rss_bytes, stats
+from .workloads import Options, drain, fill, run_workload, split
 
 
 class Running:

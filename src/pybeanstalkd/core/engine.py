@@ -6,9 +6,7 @@ connection once. Time is always passed in.
 """
 from __future__ import annotations
 
-import os
-
-from . import BEANSTALKD_VERSION
+from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from .protocol import LINE_BUF_SIZE, NS, Bad, find_line_end, name_ok, parse
 from .queue import Conn, Queue
@@ -62,9 +60,23 @@ class VerboseSession(Session):
         log(">%d job %d" % (self.fd, job.id))
 
 
+class Host:
+    """What `stats` says of the process and the machine. The server passes one
+    read from the OS; the pure layer's default is fixed values."""
+
+    pid = 0
+    instance_id = b"0000000000000000"
+    hostname = os = platform = b""
+
+    @staticmethod
+    def rusage() -> tuple[float, float]:
+        """(user, system) CPU seconds."""
+        return 0.0, 0.0
+
+
 class Engine:
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
-                 filesize: int = 10485760, log=print):
+                 filesize: int = 10485760, log=print, host: Host = Host()):
         self.q = Queue(now)
         self.now = now
         self.start = now
@@ -80,12 +92,11 @@ class Engine:
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
         self.draining = False
         self.hold_writes = False  # -f0: a command that wrote is answered after fsync
-        self.pid = os.getpid()
+        self.host = host
+        self.pid = host.pid
         self.version = BEANSTALKD_VERSION.encode()
-        self.instance_id = os.urandom(8).hex().encode()
-        u = os.uname()
-        self.hostname, self.os, self.platform = (
-            x.encode() for x in (u.nodename, u.version, u.machine))
+        self.instance_id = host.instance_id
+        self.hostname, self.os, self.platform = host.hostname, host.os, host.platform
         self.handlers = {
             "put": self.c_put, "peek": self.c_peek, "peek-ready": self.c_peek_ready,
             "peek-delayed": self.c_peek_delayed, "peek-buried": self.c_peek_buried,
@@ -383,13 +394,9 @@ class Engine:
     def uptime(self) -> int:
         return (self.now - self.start) // NS
 
-    @staticmethod
-    def rusage():
-        import resource
-
-        r = resource.getrusage(resource.RUSAGE_SELF)
+    def rusage(self):
         return tuple(b"%d.%06d" % divmod(round(t * 1e6), 1000000)
-                     for t in (r.ru_utime, r.ru_stime))
+                     for t in self.host.rusage())
 
     def wal_stats(self):
         return self.q.store.stats()

@@ -194,7 +194,7 @@ def encode(j, full: bool, wall_offset: int) -> bytes:
         return head.pack(len(name), name, j.id, j.pri, delay, ttr, len(j.body),
                          j.created + wall_offset, READY, MARK) + j.body
     deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
-    pos = j.deadline if state == BURIED else 0  # the bury position, see wal.py
+    pos = j.deadline if state == BURIED else 0  # the bury position, see files.py
     delay, ttr = j.times
     # Job.counts packs the five uint32 counters in Jobrec order: its 20
     # little-endian bytes are the record's counter fields.

@@ -1,0 +1,162 @@
+"""asyncio/uvloop transport: feeds the Engine bytes and the monotonic clock.
+
+One write per connection per event, however many replies a read produced.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+from time import monotonic_ns
+
+from ..core.engine import Engine
+
+
+PENDING_LIMIT = 1 << 20  # bytes buffered from a client blocked in reserve
+
+
+class Client(asyncio.Protocol):
+    __slots__ = ("srv", "transport", "s")
+
+    def __init__(self, srv: Server):
+        self.srv = srv
+
+    def connection_made(self, transport):
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        s = self.s = self.srv.engine.connect()
+        s.fd = sock.fileno() if sock is not None else -1
+        s.transport = transport
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.srv.clients[s] = self
+        if self.srv.verbose:
+            self.srv.log("accept %d" % s.fd)
+
+    def data_received(self, data):
+        srv = self.srv
+        now = monotonic_ns()
+        if srv.timer_at is not None and now >= srv.timer_at:
+            srv.on_timer(now)  # timers first, as the reference's loop does
+        s = self.s
+        srv.engine.data(s, data, now)
+        if s.waiting and s.plen > PENDING_LIMIT:
+            # Blocked in reserve: stop reading, as the reference does, so a
+            # client that keeps sending meets TCP backpressure, not our memory.
+            self.transport.pause_reading()
+            srv.paused.add(s)
+        srv.flush()
+        if s.closing and s not in srv.held:
+            self.transport.close()
+
+    def eof_received(self):
+        srv = self.srv
+        srv.engine.eof(self.s, monotonic_ns())
+        srv.flush()
+        # Replies held for an fsync (-f0) still go out: the transport stays
+        # open until they are sent (Server._send closes it then).
+        return self.s in srv.held
+
+    def connection_lost(self, exc):
+        srv = self.srv
+        s = self.s
+        del srv.clients[s]
+        s.transport = None
+        srv.paused.discard(s)
+        if srv.verbose:
+            srv.log("close %d" % s.fd)
+        srv.engine.close(s, monotonic_ns())
+        srv.flush()
+
+    # A client that does not read its replies stops being read (as the reference).
+    def pause_writing(self):
+        self.transport.pause_reading()
+
+    def resume_writing(self):
+        self.transport.resume_reading()
+
+
+class Server:
+    def __init__(self, loop, engine: Engine, verbose: int = 0):
+        self.loop = loop
+        self.engine = engine
+        self.verbose = verbose
+        self.clients: dict = {}  # Session -> Client
+        self.timer = None
+        self.timer_at = None
+        self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
+        self.paused: set = set()  # sessions not read while blocked in reserve
+        self.syncer: Syncer | None = None
+
+    @staticmethod
+    def log(msg: str):
+        print(msg, flush=True)
+
+    def flush(self):
+        engine = self.engine
+        syncer = self.syncer
+        if syncer is not None and not engine.hold_writes:
+            # Records reach the kernel before any reply goes out. With -f0
+            # replies wait for the fsync anyway: one write per group (_start).
+            syncer.wal.flush()
+        dirty = engine.dirty
+        if dirty:
+            synced = 0 if syncer is None else (syncer.wal.synced if syncer.wal.use else 1 << 62)
+            for s in dirty:
+                if s.hold > synced:
+                    self.held.add(s)
+                else:
+                    self._send(s)
+            dirty.clear()
+        if syncer is not None:
+            syncer.kick()
+        if self.paused:
+            for s in [s for s in self.paused if not s.waiting]:
+                self.paused.discard(s)
+                t = s.transport
+                if t is not None and not t.is_closing():
+                    t.resume_reading()
+        due = engine.q.due
+        if due is not None:
+            engine.q.due = None
+            if self.timer_at is None or due < self.timer_at:
+                self.arm(due)
+
+    @staticmethod
+    def _send(s):
+        out = s.out
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        t = s.transport
+        if t is not None and not t.is_closing():
+            t.write(data)
+            if s.closing:
+                t.close()
+
+    def release_held(self, synced: int) -> int:
+        ready = [s for s in self.held if s.hold <= synced]
+        for s in ready:
+            self.held.discard(s)
+            self._send(s)
+        return len(ready)
+
+    def arm(self, due: int):
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer_at = due
+        delay = (due - monotonic_ns()) / 1e9
+        self.timer = self.loop.call_later(delay if delay > 0 else 0, self.on_timer)
+
+    def on_timer(self, now=None):
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.timer_at = None
+        engine = self.engine
+        engine.tick(monotonic_ns() if now is None else now)
+        engine.q.due = None
+        self.flush()
+        due = engine.next_due()
+        if due is not None and (self.timer_at is None or due < self.timer_at):
+            self.arm(due)

@@ -1,0 +1,146 @@
+"""The package layout's rules, read from the imports (ast), lazy ones included.
+
+- core/ is pure: it imports nothing that does I/O, reads the clock or starts
+  threads, calls no open/print/input, and imports no other package of ours.
+- binlog/ never imports server/ (nor ops/, cluster/, bench/, cli).
+- bench/ talks to servers over sockets only: it imports nothing of ours
+  outside bench/.
+- nothing but cli.py and server/ imports server/; nothing imports bench/ from outside.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PKG = pathlib.Path(__file__).resolve().parent.parent / "src" / "pybeanstalkd"
+
+# I/O, clocks, threads, processes, and ways around an import check.
+IMPURE = {
+    "asyncio", "socket", "selectors", "select", "ssl", "time", "threading", "os",
+    "io", "subprocess", "signal", "resource", "fcntl", "multiprocessing",
+    "concurrent", "shutil", "tempfile", "pathlib", "datetime", "random", "secrets",
+    "sys", "mmap", "uvloop", "importlib", "builtins", "logging", "ctypes",
+}
+IMPURE_CALLS = {"open", "print", "input", "__import__", "exec", "eval"}
+PACKAGE_CONSTANTS = {"pybeanstalkd", "pybeanstalkd.BEANSTALKD_VERSION", "pybeanstalkd.__version__"}
+
+
+def module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(modname: str, source: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """Every module a source imports, absolute, with its line; relative imports resolved."""
+    out = []
+    package = modname if is_package else modname.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            # `from . import x` may import a submodule x: count both.
+            out.append((node.lineno, target))
+            out += [(node.lineno, f"{target}.{a.name}") for a in node.names]
+    return out
+
+
+def calls(source: str) -> list[tuple[int, str]]:
+    return [(n.lineno, n.func.id) for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+
+
+def ours(name: str) -> bool:
+    return name == "pybeanstalkd" or name.startswith("pybeanstalkd.")
+
+
+def room(name: str) -> str:
+    """The subpackage (or top-level module) a module of ours lives in."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def violations(modname: str, source: str, is_package: bool = False) -> list[str]:
+    here = room(modname)
+    bad = []
+    for line, name in imports(modname, source, is_package):
+        where = f"{modname}:{line} imports {name}"
+        top = name.split(".")[0]
+        if here == "core":
+            if top in IMPURE:
+                bad.append(f"{where}: core/ does no I/O and reads no clock")
+            if ours(name) and room(name) != "core" and name not in PACKAGE_CONSTANTS:
+                bad.append(f"{where}: core/ imports only core/ (and the package's constants)")
+        if here == "binlog" and ours(name) and room(name) in ("server", "ops", "cluster", "bench", "cli"):
+            bad.append(f"{where}: binlog/ never imports {room(name)}/")
+        if here == "bench" and ours(name) and room(name) != "bench" and name != "pybeanstalkd":
+            bad.append(f"{where}: bench/ imports nothing of the server's packages")
+        if here != "bench" and ours(name) and room(name) == "bench":
+            bad.append(f"{where}: only bench/ imports bench/")
+        if here not in ("server", "cli", "cluster") and ours(name) and room(name) == "server":
+            bad.append(f"{where}: only cli.py, server/ and cluster/ import server/")
+    if here == "core":
+        bad += [f"{modname}:{line} calls {fn}(): core/ does no I/O"
+                for line, fn in calls(source) if fn in IMPURE_CALLS]
+    return bad
+
+
+def sources():
+    for path in sorted(PKG.rglob("*.py")):
+        yield module_name(path), path.read_text(), path.name == "__init__.py"
+
+
+def test_the_tree_keeps_its_rules():
+    found = [v for m, src, pkg in sources() for v in violations(m, src, pkg)]
+    assert found == []
+
+
+def test_every_room_exists_and_has_a_docstring():
+    for pkg in ("core", "binlog", "server", "bench"):
+        assert (PKG / pkg / "__init__.py").exists()
+    for m, src, _ in sources():
+        assert ast.get_docstring(ast.parse(src)), f"{m} has no docstring saying what it is for"
+
+
+# The checker itself must catch each kind of break.
+@pytest.mark.parametrize("mod, src", [
+    ("pybeanstalkd.core.queue", "import time\n"),
+    ("pybeanstalkd.core.queue", "from time import monotonic\n"),
+    ("pybeanstalkd.core.queue", "def f():\n    import socket\n"),
+    ("pybeanstalkd.core.engine", "import os\n"),
+    ("pybeanstalkd.core.engine", "import threading\n"),
+    ("pybeanstalkd.core.engine", "import asyncio.events\n"),
+    ("pybeanstalkd.core.engine", "from ..server import transport\n"),
+    ("pybeanstalkd.core.engine", "from ..binlog.files import Wal\n"),
+    ("pybeanstalkd.core.engine", "from .. import diag\n"),
+    ("pybeanstalkd.core.stats", "def f():\n    return open('x').read()\n"),
+    ("pybeanstalkd.core.stats", "print('x')\n"),
+    ("pybeanstalkd.binlog.files", "from ..server.loop import serve\n"),
+    ("pybeanstalkd.binlog.sync", "from pybeanstalkd.server import transport\n"),
+    ("pybeanstalkd.bench.modes", "from ..core.queue import Queue\n"),
+    ("pybeanstalkd.bench.modes", "import pybeanstalkd.binlog.format\n"),
+    ("pybeanstalkd.core.queue", "from ..bench import spawn\n"),
+])
+def test_the_checker_catches(mod, src):
+    assert violations(mod, src)
+
+
+@pytest.mark.parametrize("mod, src", [
+    ("pybeanstalkd.core.queue", "from heapq import heappush\nfrom .job import Job\n"),
+    ("pybeanstalkd.core.engine", "from .. import BEANSTALKD_VERSION\nfrom . import protocol as P\n"),
+    ("pybeanstalkd.binlog.recovery", "import os, time\nfrom ..core.job import Job\n"),
+    ("pybeanstalkd.server.loop", "from ..binlog.sync import Syncer\nimport asyncio\n"),
+    ("pybeanstalkd.bench.main", "import socket\nfrom .spawn import Spawned\n"),
+])
+def test_the_checker_lets_allowed_imports_pass(mod, src):
+    assert violations(mod, src) == []
