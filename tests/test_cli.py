@@ -971,3 +971,38 @@ def test_sd_listen_fds_hex_and_octal(monkeypatch):
         assert os.get_inheritable(3) is False  # made close-on-exec, like sd_listen_fds
     finally:
         os.set_inheritable(3, inheritable)
+
+
+# Long options (ours only)
+
+def test_long_options_parse(capsys):
+    opts = parse(["--max-memory", "64M", "--max-connections=100", "-p", "1",
+                  "--tls-cert", "c.pem", "--tls-key=k.pem", "--tls-client-ca", "ca.pem"], capsys)[0]
+    assert opts.max_memory == 64 << 20
+    assert opts.max_connections == 100
+    assert (opts.tls_cert, opts.tls_key, opts.tls_client_ca) == ("c.pem", "k.pem", "ca.pem")
+    assert opts.port == "1"
+    assert parse(["--max-memory=1g"], capsys)[0].max_memory == 1 << 30
+    assert parse(["--max-memory=4096"], capsys)[0].max_memory == 4096
+    assert parse([], capsys)[0].max_memory is None
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--max-memory", "lots"], "PROG: invalid value for --max-memory: 'lots'"),
+    (["--max-memory=-5"], "PROG: invalid value for --max-memory: '-5'"),
+    (["--max-connections", "0"], "PROG: invalid value for --max-connections: '0'"),
+    (["--max-connections"], "PROG: flag requires an argument: --max-connections"),
+    (["--tls-cert", "c.pem"], "PROG: --tls-cert and --tls-key go together"),
+    (["--tls-client-ca", "ca.pem"], "PROG: --tls-client-ca needs --tls-cert and --tls-key"),
+    (["--no-such"], "PROG: unknown flag: --no-such"),
+])
+def test_long_option_errors(argv, msg, capsys):
+    _, code, _, err = parse(argv, capsys)
+    assert code == 5
+    assert err.split("\n")[0].startswith(msg)
+
+
+def test_long_help_lists_long_options(capsys):
+    _, code, _, err = parse(["--help"], capsys)
+    assert code == 0
+    assert "--max-memory BYTES" in err and err.startswith("Use: PROG [OPTIONS]")

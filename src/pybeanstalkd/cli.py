@@ -68,6 +68,12 @@ class Options:
     syncrate_ms: int = DEFAULT_FSYNC_MS
     user: str | None = None
     verbose: int = 0
+    # Our long options; each is off unless given.
+    max_memory: int | None = None
+    max_connections: int | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
 
 
 def usage_text(prog: str) -> str:
@@ -79,6 +85,46 @@ def usage_text(prog: str) -> str:
         zmax=JOB_DATA_SIZE_LIMIT_MAX,
         sdef=DEFAULT_FILESIZE,
     )
+
+
+LONG_USAGE = (
+    "\n"
+    "Long options (pybeanstalkd only):\n"
+    " --max-memory BYTES      refuse puts with OUT_OF_MEMORY once jobs use BYTES\n"
+    "                         (suffixes K, M, G; default: no cap)\n"
+    " --max-connections N     stop accepting while N clients are connected\n"
+    " --tls-cert FILE         serve TLS with this certificate chain (PEM)\n"
+    " --tls-key FILE          ... and this private key (PEM)\n"
+    " --tls-client-ca FILE    require client certificates signed by this CA\n"
+    " --help                  this text"
+)
+
+
+def _parse_bytes(text: str) -> int | None:
+    """A byte count with an optional K, M or G suffix (powers of 1024)."""
+    t = text.strip()
+    mult = 1
+    if t[-1:].upper() in ("K", "M", "G"):
+        mult = 1024 ** ("KMG".index(t[-1].upper()) + 1)
+        t = t[:-1]
+    if not t.isdigit() or not t.isascii():
+        return None
+    return int(t) * mult
+
+
+def _parse_count(text: str) -> int | None:
+    t = text.strip()
+    return int(t) if t.isdigit() and t.isascii() and int(t) > 0 else None
+
+
+# name -> (Options field, parser returning None on a bad value, what it takes)
+LONG_OPTIONS = {
+    "max-memory": ("max_memory", _parse_bytes, "a byte count (K, M, G suffixes)"),
+    "max-connections": ("max_connections", _parse_count, "a positive count"),
+    "tls-cert": ("tls_cert", str, "a file"),
+    "tls-key": ("tls_key", str, "a file"),
+    "tls-client-ca": ("tls_client_ca", str, "a file"),
+}
 
 
 def version_line() -> str:
@@ -145,6 +191,9 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
     while i < len(args):
         word = args[i]
         i += 1
+        if word.startswith("--") and word != "--":
+            i = _long_option(word, args, i, opts, diag)
+            continue
         if not word.startswith("-") or word == "-":
             diag.warn(f"unknown argument: {word}")
             diag.usage(EXIT_USAGE)
@@ -203,7 +252,37 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
                 # "-x" for "-x", but "Vx" for "-Vx".
                 diag.warn(f"unknown flag: {word[pos - 2:]}")
                 diag.usage(EXIT_USAGE)
+    if (opts.tls_cert is None) != (opts.tls_key is None):
+        diag.warn("--tls-cert and --tls-key go together")
+        diag.usage(EXIT_USAGE)
+    if opts.tls_client_ca is not None and opts.tls_cert is None:
+        diag.warn("--tls-client-ca needs --tls-cert and --tls-key")
+        diag.usage(EXIT_USAGE)
     return opts
+
+
+def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag) -> int:
+    """--name VALUE or --name=VALUE; returns the index of the next word. An
+    unknown name gets the reference's message for an unknown flag."""
+    name, eq, val = word[2:].partition("=")
+    if name == "help" and not eq:
+        write_line(sys.stderr, usage_text(diag.prog) + LONG_USAGE)
+        raise SystemExit(0)
+    if name not in LONG_OPTIONS:
+        diag.warn(f"unknown flag: {word}")
+        diag.usage(EXIT_USAGE)
+    field, parse, what = LONG_OPTIONS[name]
+    if not eq:
+        if i >= len(args):
+            diag.warn(f"flag requires an argument: --{name}")
+            diag.usage(EXIT_USAGE)
+        val, i = args[i], i + 1
+    parsed = parse(val) if val else None
+    if parsed is None:
+        diag.warn(f"invalid value for --{name}: {val!r} (expected {what})")
+        diag.usage(EXIT_USAGE)
+    setattr(opts, field, parsed)
+    return i
 
 
 def _switch_user(user: str, diag: _Diag) -> None:
