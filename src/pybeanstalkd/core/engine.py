@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from .protocol import LINE_BUF_SIZE, NS, Bad, find_line_end, name_ok, parse
+from .job import JOB_OVERHEAD
 from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 
@@ -91,6 +92,8 @@ class Engine:
         self.resume: list[Session] = []  # connections whose blocking reserve ended
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
         self.draining = False
+        self.max_memory = None  # --max-memory: bytes that stored jobs may use
+        self.at_cap = False
         self.hold_writes = False  # -f0: a command that wrote is answered after fsync
         self.host = host
         self.pid = host.pid
@@ -267,6 +270,13 @@ class Engine:
         if not s.producer:
             s.producer = True
             self.producer_ct += 1
+        if self.max_memory is not None and self._over_cap(size + 2):
+            # As the reference when it cannot allocate a job: the body is
+            # skipped, the reply is OUT_OF_MEMORY and no id is used up.
+            s.state = BITBUCKET
+            s.need = size + 2
+            s.skip_reply = P.OUT_OF_MEMORY
+            return
         s.in_job = self.q.new_job(s.use, pri, delay, max(ttr, NS), now)
         s.state = BODY
         s.need = size + 2
@@ -388,6 +398,21 @@ class Engine:
         else:
             self.q.pause_tube(t, delay, now)
             s.send(P.PAUSED)
+
+    # -- the memory cap -----------------------------------------------------
+
+    def _over_cap(self, body_size: int) -> bool:
+        over = self.q.memory_used() + body_size + JOB_OVERHEAD > self.max_memory
+        if over != self.at_cap:
+            self.at_cap = over
+            if self.verbose:
+                self.log(self.memory_line("puts refused" if over else "puts accepted again"))
+        return over
+
+    def memory_line(self, what: str = "memory") -> str:
+        """The -V line for the cap and its usage."""
+        return "%s: %d of %d bytes used by %d jobs" % (
+            what, self.q.memory_used(), self.max_memory, len(self.q.jobs))
 
     # -- for stats ----------------------------------------------------------
 

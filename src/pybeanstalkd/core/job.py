@@ -14,6 +14,12 @@ M32 = 0xFFFFFFFF
 # the reference's do). A job never reserved has counts 0: a shared small int.
 RESERVES, TIMEOUTS, RELEASES, BURIES, KICKS = 0, 32, 64, 96, 128
 UNPLACED = -1  # Job.deadline of a buried job the binlog has not positioned
+# What a stored job costs beyond its body's bytes, for --max-memory: the Job,
+# its id map and heap or run entries, the body's bytes-object header and
+# allocator rounding; a reservation adds its TTR heap entry and two dict
+# entries. Measured as RSS growth per job (docs/PERFORMANCE.md, memory cap).
+JOB_OVERHEAD = 400
+RESERVED_OVERHEAD = 224
 
 
 def bump(counts: int, field: int) -> int:

@@ -23,11 +23,13 @@ from .job import (
     BURIES,
     DELAYED,
     INVALID,
+    JOB_OVERHEAD,
     KICKS,
     M32,
     READY,
     RELEASES,
     RESERVED,
+    RESERVED_OVERHEAD,
     RESERVES,
     TIMEOUTS,
     UNPLACED,
@@ -186,6 +188,7 @@ class Queue:
         self.ready_ct = self.urgent_ct = self.reserved_ct = 0
         self.delayed_ct = self.buried_ct = self.waiting_ct = 0
         self.timeouts_ct = self.total_jobs = 0
+        self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.due = None  # earliest timer pushed since the engine last looked
         self.store = NullStore()
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
@@ -272,6 +275,11 @@ class Queue:
             t.watching -= 1
             self.maybe_free(t)
 
+    def memory_used(self) -> int:
+        """What stored jobs cost, as --max-memory counts it."""
+        return (self.body_bytes + len(self.jobs) * JOB_OVERHEAD
+                + self.reserved_ct * RESERVED_OVERHEAD)
+
     # -- job state changes -------------------------------------------------
 
     def new_job(self, t: Tube, pri: int, delay: int, ttr: int, now: int) -> Job:
@@ -283,6 +291,7 @@ class Queue:
     def insert(self, j: Job, now: int):
         """A put's job, body received and binlog space reserved."""
         self.jobs[j.id] = j
+        self.body_bytes += len(j.body)
         t = j.tube
         t.total_jobs += 1
         self.total_jobs += 1
@@ -301,6 +310,7 @@ class Queue:
         touched = set()
         for j in jobs:
             self.jobs[j.id] = j
+            self.body_bytes += len(j.body)
             t = j.tube
             touched.add(t)
             if j.state == BURIED:
@@ -650,6 +660,7 @@ class Queue:
         else:
             self._remove(j)
         del self.jobs[id_]
+        self.body_bytes -= len(j.body)
         j.tube.cmd_delete += 1
         ok = self.store.write(j)  # state INVALID: a delete record
         self.maybe_free(j.tube)

@@ -94,6 +94,10 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
     if opts.wal_dir is not None:
         wal = open_binlog(engine, opts)
         srv.syncer = Syncer(loop, wal, srv, opts.wantsync, opts.syncrate_ms * 1_000_000)
+    if opts.max_memory is not None:
+        engine.max_memory = opts.max_memory
+        if opts.verbose:
+            Server.log(engine.memory_line("max-memory"))
     stop = loop.create_future()
 
     def drain():
