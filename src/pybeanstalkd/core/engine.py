@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from .protocol import LINE_BUF_SIZE, NS, Bad, find_line_end, name_ok, parse
-from .job import JOB_OVERHEAD
+from .job import JOB_OVERHEAD, RESERVED_OVERHEAD
 from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 
@@ -270,13 +270,20 @@ class Engine:
         if not s.producer:
             s.producer = True
             self.producer_ct += 1
-        if self.max_memory is not None and self._over_cap(size + 2):
-            # As the reference when it cannot allocate a job: the body is
-            # skipped, the reply is OUT_OF_MEMORY and no id is used up.
-            s.state = BITBUCKET
-            s.need = size + 2
-            s.skip_reply = P.OUT_OF_MEMORY
-            return
+        cap = self.max_memory
+        if cap is not None:  # inline: this is every put's path
+            q = self.q
+            over = (q.body_bytes + size + 2 + (len(q.jobs) + 1) * JOB_OVERHEAD
+                    + q.reserved_ct * RESERVED_OVERHEAD > cap)
+            if over is not self.at_cap:
+                self._cap_crossed(over)
+            if over:
+                # As the reference when it cannot allocate a job: the body is
+                # skipped, the reply is OUT_OF_MEMORY and no id is used up.
+                s.state = BITBUCKET
+                s.need = size + 2
+                s.skip_reply = P.OUT_OF_MEMORY
+                return
         s.in_job = self.q.new_job(s.use, pri, delay, max(ttr, NS), now)
         s.state = BODY
         s.need = size + 2
@@ -401,13 +408,10 @@ class Engine:
 
     # -- the memory cap -----------------------------------------------------
 
-    def _over_cap(self, body_size: int) -> bool:
-        over = self.q.memory_used() + body_size + JOB_OVERHEAD > self.max_memory
-        if over != self.at_cap:
-            self.at_cap = over
-            if self.verbose:
-                self.log(self.memory_line("puts refused" if over else "puts accepted again"))
-        return over
+    def _cap_crossed(self, over: bool):
+        self.at_cap = over
+        if self.verbose:
+            self.log(self.memory_line("puts refused" if over else "puts accepted again"))
 
     def memory_line(self, what: str = "memory") -> str:
         """The -V line for the cap and its usage."""
