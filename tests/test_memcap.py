@@ -3,6 +3,7 @@ skipped, every other command keeps working, and deleting frees room again."""
 import pytest
 
 from fakeclock import Harness
+from pybeanstalkd.core.protocol import NS
 from pybeanstalkd.core.job import JOB_OVERHEAD, RESERVED_OVERHEAD
 
 BODY = b"b" * 98  # 100 bytes with its CRLF
@@ -149,3 +150,22 @@ def test_without_a_reached_cap_replies_are_unchanged(cap):
     assert put(h, c) == b"INSERTED 1\r\n"
     assert h.send(c, b"put 0 0 1 1\r\nxyz") == b"EXPECTED_CRLF\r\n"
     assert put(h, c) == b"INSERTED 3\r\n"
+
+
+def test_jobs_recovered_from_the_binlog_count_toward_the_cap():
+    from pybeanstalkd.core.job import Job
+    from pybeanstalkd.core.queue import Queue
+
+    q = Queue(0)
+    t = q.tube(b"t")
+    jobs = [Job(i, t, 0, 0, NS, b"x" * 10 + b"\r\n", 0) for i in (1, 2, 3)]
+    q.load(jobs, 0, 0)
+    q.next_id = 4  # as recovery sets it
+    assert q.memory_used() == 3 * (12 + JOB_OVERHEAD)
+    h = Harness()
+    h.e.q = q
+    h.e.max_memory = 4 * (12 + JOB_OVERHEAD) - 1
+    c = h.conn()
+    assert put(h, c, b"x" * 10) == b"OUT_OF_MEMORY\r\n"
+    assert h.send(c, b"use t\r\ndelete 1\r\n") == b"USING t\r\nDELETED\r\n"
+    assert put(h, c, b"x" * 10) == b"INSERTED 4\r\n"
