@@ -1,6 +1,9 @@
 """asyncio/uvloop transport: feeds the Engine bytes and the monotonic clock.
 
 One write per connection per event, however many replies a read produced.
+Background work (a big kick, a close with many reservations...) runs one
+slice per pass of the loop (call_soon), so other connections are served
+in between.
 """
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import asyncio
 import socket
 from time import monotonic_ns
 
-from ..core.engine import Engine
+from ..core.engine import BUSY, Engine
 
 
 PENDING_LIMIT = 1 << 20  # bytes buffered from a client blocked in reserve
@@ -42,9 +45,10 @@ class Client(asyncio.Protocol):
             srv.on_timer(now)  # timers first, as the reference's loop does
         s = self.s
         srv.engine.data(s, data, now)
-        if s.waiting and s.plen > PENDING_LIMIT:
-            # Blocked in reserve: stop reading, as the reference does, so a
-            # client that keeps sending meets TCP backpressure, not our memory.
+        if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY):
+            # Blocked in reserve (or in a command still running in slices):
+            # stop reading, as the reference does, so a client that keeps
+            # sending meets TCP backpressure, not our memory.
             self.transport.pause_reading()
             srv.paused.add(s)
         srv.flush()
@@ -55,9 +59,10 @@ class Client(asyncio.Protocol):
         srv = self.srv
         srv.engine.eof(self.s, monotonic_ns())
         srv.flush()
-        # Replies held for an fsync (-f0) still go out: the transport stays
-        # open until they are sent (Server._send closes it then).
-        return self.s in srv.held
+        # Replies held for an fsync (-f0), or due when a command's last slice
+        # runs, still go out: the transport stays open until they are sent
+        # (Server._send closes it then).
+        return self.s in srv.held or self.s.state == BUSY
 
     def connection_lost(self, exc):
         srv = self.srv
@@ -89,6 +94,7 @@ class Server:
         self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
         self.paused: set = set()  # sessions not read while blocked in reserve
         self.syncer: Syncer | None = None
+        self.stepping = False  # a slice of background work is scheduled
 
     @staticmethod
     def log(msg: str):
@@ -112,8 +118,11 @@ class Server:
             dirty.clear()
         if syncer is not None:
             syncer.kick()
+        if engine.q.work and not self.stepping:
+            self.stepping = True
+            self.loop.call_soon(self.step)
         if self.paused:
-            for s in [s for s in self.paused if not s.waiting]:
+            for s in [s for s in self.paused if not s.waiting and s.state != BUSY]:
                 self.paused.discard(s)
                 t = s.transport
                 if t is not None and not t.is_closing():
@@ -123,6 +132,12 @@ class Server:
             engine.q.due = None
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
+
+    def step(self):
+        """One slice of background work; the next one after other events."""
+        self.stepping = False
+        self.engine.step(monotonic_ns())
+        self.flush()
 
     @staticmethod
     def _send(s):
