@@ -628,6 +628,7 @@ class Queue:
                         _siftdown(heap, 0, i)
                     else:
                         _siftup(heap, i)
+                    continue  # what moved into i is looked at next
             i -= 1
         self.sweeping.discard(id(heap))
         if over():
