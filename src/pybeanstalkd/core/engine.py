@@ -140,7 +140,7 @@ class Engine:
         self.now = now
         s.hup = True
         if s.state == BUSY:
-            return  # the command's last slice comes back here (_finish)
+            return  # the command's last slice comes back here (_in_slices)
         if s.waiting:
             self.q.hangup(s)
             if s.plen:
