@@ -47,38 +47,14 @@ class Client(asyncio.Protocol):
             self.srv.log("accept %d" % s.fd)
 
     def data_received(self, data):
-        if self.rest is not None:  # (reading is paused meanwhile; in case)
-            self.rest = memoryview(bytes(self.rest) + data)
-            return
-        if len(data) > CHUNK:
+        if self.rest is not None or len(data) > CHUNK:
+            if self.rest is not None:  # (reading is paused meanwhile; in case)
+                self.rest = memoryview(bytes(self.rest) + data)
+                return
             self.transport.pause_reading()
             self.rest = memoryview(data)[CHUNK:]
             self.srv.loop.call_soon(self._next_chunk)
             data = data[:CHUNK]
-        self._feed(data)
-
-    def _next_chunk(self):
-        rest = self.rest
-        if self.s.transport is None:
-            self.rest = None
-            return
-        data = bytes(rest[:CHUNK])
-        rest = rest[CHUNK:]
-        if rest:
-            self.rest = rest
-            self.srv.loop.call_soon(self._next_chunk)
-        else:
-            self.rest = None
-        self._feed(data)
-        if not rest:
-            t = self.transport
-            if self.eof_late:
-                if not t.is_closing() and not self.eof_received():
-                    t.close()
-            elif not (t.is_closing() or self.wpaused or self.s in self.srv.paused):
-                t.resume_reading()
-
-    def _feed(self, data):
         srv = self.srv
         now = monotonic_ns()
         if srv.timer_at is not None and now >= srv.timer_at:
@@ -94,6 +70,24 @@ class Client(asyncio.Protocol):
         srv.flush()
         if s.closing and s not in srv.held:
             self.transport.close()
+
+    def _next_chunk(self):
+        rest, self.rest = self.rest, None
+        t = self.transport
+        if t.is_closing():
+            return
+        self.data_received(bytes(rest[:CHUNK]))
+        rest = rest[CHUNK:]
+        if t.is_closing():
+            return
+        if rest:
+            self.rest = rest
+            self.srv.loop.call_soon(self._next_chunk)
+        elif self.eof_late:
+            if not self.eof_received():
+                t.close()
+        elif not (self.wpaused or self.s in self.srv.paused):
+            t.resume_reading()
 
     def eof_received(self):
         if self.rest is not None:
