@@ -354,7 +354,8 @@ def test_a_stale_run_is_drained_to_the_heap_in_order(h):
     assert q.work
     steps = drain(h)
     assert steps >= 2
-    assert len(q.default.run) <= 1
+    t = q.default
+    assert len(t.run) <= t.nready + 33 and len(t.ready) + len(t.run) <= 2 * t.nready + 64
     got = [reserve_id(h, a) for _ in range(n // 4 + 1)]
     assert got == [i for i in range(4, n + 1, 4)] + [n + 1]
 
@@ -373,3 +374,24 @@ def test_heap_removal_keeps_the_heap_property():
         for _ in gen:
             assert_heap(heap)
         assert sorted(heap) == want
+
+
+def test_deletes_by_id_start_the_sweeps(h):
+    a = h.conn()
+    n = 3 * SMALL_HEAP
+    for _ in range(n):
+        put(h, a, delay=100)
+    for _ in range(n):
+        put(h, a)
+    q = h.e.q
+    for i in range(1, n):  # all delayed jobs but the last, then ready ones
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    for i in range(n + 1, n + 3 * n // 4):  # the front of the run
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert q.work
+    drain(h)
+    assert len(q.delay_heap) <= 1024 + 2 and len(q.default.delayed) <= 64 + 2
+    run = q.default.run
+    assert not q.default.ready and len(run) == q.default.nready  # none moved
+    assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n
+    assert reserve_id(h, a) == n + 3 * n // 4

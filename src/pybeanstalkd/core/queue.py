@@ -454,8 +454,9 @@ class Queue:
             self.spawn(self._drain_run(t, run))
 
     def _drain_run(self, t: Tube, run: deque):
-        """Move a stale-ridden run's live entries to the heap, from the front
-        (so the run stays in id order while new puts append to it)."""
+        """Drop a stale-ridden run's stale entries, from the front (so the
+        run stays in id order while new puts append to it); while it still
+        holds too many, its live entries move to the heap."""
         yield
         last = run[-1] if run else 0
         k = SLICE
@@ -464,9 +465,14 @@ class Queue:
                 yield
                 k = SLICE
             k -= 1
-            i = run.popleft()
-            if self._run_job(i) is not None:
+            i = run[0]
+            if self._run_job(i) is None:
+                run.popleft()
+            elif len(run) > t.nready + 32:
+                run.popleft()
                 heappush(t.ready, (t.run_pri << SHIFT) | i)
+            else:
+                break
         self.sweeping.discard(id(run))
 
     def _leave_ready(self, j: Job):
@@ -496,6 +502,20 @@ class Queue:
             self._sweep(self.delay_heap, self._delayed_live,
                         lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
         self._timer(j.deadline)
+
+    def _tidy_after_delete(self, t: Tube, was: int):
+        """A delete by id leaves a stale entry that no push may come to sweep."""
+        if was == READY:
+            run = t.run
+            if len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
+                self._tidy_ready(t)
+        else:
+            if len(t.delayed) > 2 * t.ndelayed + 64:
+                self._sweep(t.delayed, self._delayed_live,
+                            lambda: len(t.delayed) > 2 * t.ndelayed + 64)
+            if len(self.delay_heap) > 2 * self.delayed_ct + 1024:
+                self._sweep(self.delay_heap, self._delayed_live,
+                            lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
 
     def _leave_delayed(self, j: Job):
         j.tube.ndelayed -= 1
@@ -852,7 +872,10 @@ class Queue:
                 return NOT_FOUND
             self._unreserve(j)
         else:
+            was = j.state
             self._remove(j)
+            if was != BURIED:
+                self._tidy_after_delete(j.tube, was)
         del b[id_]
         if len(b) <= THIN:
             drop(self.blocks, b, id_, self.next_id)
