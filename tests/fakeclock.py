@@ -6,9 +6,22 @@ from pybeanstalkd.core.protocol import NS
 
 
 class Harness:
-    def __init__(self, **kw):
+    """auto: after each event, run background work to the end, as an idle
+    server would; tests of the slices turn it off and call step()."""
+
+    def __init__(self, auto=True, **kw):
         self.now = 1_000_000 * NS  # arbitrary monotonic origin
         self.e = Engine(self.now, log=lambda m: None, **kw)
+        self.auto = auto
+
+    def step(self) -> bool:
+        """One slice of background work; True while more remains."""
+        return self.e.step(self.now)
+
+    def idle(self):
+        if self.auto:
+            while self.e.step(self.now):
+                pass
 
     def conn(self):
         return self.e.connect()
@@ -20,6 +33,7 @@ class Harness:
 
     def send(self, s, data: bytes) -> bytes:
         self.e.data(s, data, self.now)
+        self.idle()
         return self.take(s)
 
     def advance(self, seconds: float):
@@ -31,7 +45,9 @@ class Harness:
                 break
             self.now = max(self.now, due)
             self.e.tick(self.now)
+            self.idle()
         self.now = target
 
     def close(self, s):
         self.e.close(s, self.now)
+        self.idle()

@@ -14,6 +14,7 @@ from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 
 LINE, SKIP, BODY, BITBUCKET = 0, 1, 2, 3
+BUSY = 4  # a command runs in background slices; later input waits for its reply
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 
 
@@ -127,7 +128,9 @@ class Engine:
         self.now = now
         s.pending.append(data)
         s.plen += len(data)
-        if s.waiting or s.closing or (s.state == BODY and s.plen < s.need):
+        state = s.state
+        if s.waiting or s.closing or (state and (
+                state == BUSY or (state == BODY and s.plen < s.need))):
             return
         self._run(s, now)
 
@@ -136,6 +139,8 @@ class Engine:
         already received are still answered, and then the connection closes."""
         self.now = now
         s.hup = True
+        if s.state == BUSY:
+            return  # the command's last slice comes back here (_in_slices)
         if s.waiting:
             self.q.hangup(s)
             if s.plen:
@@ -160,6 +165,28 @@ class Engine:
 
     def next_due(self):
         return self.q.next_due()
+
+    def step(self, now: int) -> bool:
+        """Run one slice of background work; True while more remains."""
+        self.now = now
+        more = self.q.step(now)
+        self._resume(now)
+        return more
+
+    def _in_slices(self, s: Session, gen, reply: bytes):
+        """Run a command's slices; its reply (reply % value) goes out after
+        the last one, and only then is the session's later input read."""
+        n = yield from gen
+        s.send(reply % n)
+        if s.state == BUSY:
+            s.state = LINE
+            now = self.now
+            if self.hold_writes:
+                s.hold = self.q.store.lsn
+            if s.plen and not s.closing:
+                self._run(s, now)
+            if s.hup and not s.closing:
+                self.eof(s, now)
 
     def _resume(self, now: int):
         while self.resume:
@@ -227,7 +254,7 @@ class Engine:
                 pos += need
                 s.state = LINE
                 self.finish_put(s, body, now)
-            else:  # BITBUCKET
+            elif state == BITBUCKET:
                 take = min(size - pos, s.need)
                 pos += take
                 s.need -= take
@@ -235,6 +262,8 @@ class Engine:
                     break
                 s.state = LINE
                 s.send(s.skip_reply)
+            else:  # BUSY
+                break
         return pos
 
     def command(self, s: Session, line: bytes, now: int):
@@ -353,7 +382,9 @@ class Engine:
         s.send(self.q.bury(s, cmd[1], cmd[2]))
 
     def c_kick(self, s, cmd, now):
-        s.send(b"KICKED %d\r\n" % self.q.kick(s.use, cmd[1], now))
+        if not self.q.spawn(self._in_slices(s, self.q.kick(s.use, cmd[1], now),
+                                            b"KICKED %d\r\n")):
+            s.state = BUSY
 
     def c_kick_job(self, s, cmd, now):
         s.send(P.KICKED if self.q.kick_job(cmd[1], now) else P.NOT_FOUND)

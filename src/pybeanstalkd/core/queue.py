@@ -7,7 +7,14 @@ out every reserved job (beanstalkd issue #166).
 Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
 cost one small object per entry. Entries are removed lazily: an entry is live
 while the job it names is still in that state with that key. Heaps are
-rebuilt when stale entries outnumber live ones, so memory stays O(live).
+swept in place, a slice at a time, when stale entries outnumber live ones,
+so memory stays O(live) and no rebuild stops the server.
+
+Work that moves many jobs at once (a big kick, a connection closing with many
+reservations, timers coming due together, waiters of an unpaused tube) runs
+in slices of at most SLICE jobs: the first slice at once, the rest as
+background work (`Queue.work`, one slice per `step`) that the I/O layer runs
+between other events. Below one slice nothing changes.
 
 A tube's freshly put jobs of one priority arrive in id order, which is ready
 order: they queue in a deque of ids (`Tube.run`, 8 bytes a job) instead of
@@ -16,7 +23,7 @@ the heap (56). A run entry is live while its job has never been reserved.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from heapq import heapify, heappop, heappush
+from heapq import _siftdown, _siftup, heapify, heappop, heappush
 
 from .job import (
     BURIED,
@@ -49,12 +56,18 @@ from .protocol import (
     TIMED_OUT,
     job_header,
 )
+from .jobmap import BITS, EMPTY, THIN, JobMap, drop
 
 URGENT_PRI = 1024
 SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
 SHIFT = 64
 MASK = (1 << SHIFT) - 1
 WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
+# Jobs (or heap entries) moved per slice of background work. A job moved by a
+# kick, a timer or a close costs 1 to 3 us of Python: a slice stays well
+# under 1 ms, and the per-slice overhead of the loop (about 10 us) stays small.
+SLICE = 256
+SMALL_HEAP = 2048  # a heap this small is compacted at once (under 1 ms)
 
 
 class NullStore:
@@ -141,7 +154,7 @@ class Conn:
     """What the queue knows about a client connection."""
 
     __slots__ = ("use", "watch", "reserved", "deadlines", "waiting", "timeout",
-                 "wait_key", "producer", "worker", "out", "sink")
+                 "wait_key", "producer", "worker", "out", "sink", "gone")
 
     def __init__(self, sink: list):
         self.use: Tube | None = None
@@ -154,6 +167,7 @@ class Conn:
         self.producer = self.worker = False
         self.out: list[bytes] = []
         self.sink = sink  # the engine's list of connections with output
+        self.gone = False  # closed; its reservations are being returned in slices
 
     def send(self, data: bytes):
         if not self.out:
@@ -172,7 +186,8 @@ class Conn:
 
 class Queue:
     def __init__(self, now: int):
-        self.jobs: dict[int, Job] = {}
+        self.jobs = JobMap(self)
+        self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
         self.tube_list = SwapList()
         self.next_id = 1
@@ -192,6 +207,9 @@ class Queue:
         self.due = None  # earliest timer pushed since the engine last looked
         self.store = NullStore()
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
+        self.work: deque = deque()  # background work: primed generators, see step()
+        self.sweeping: set[int] = set()  # id() of the heaps and runs being swept
+        self.matching: set[Tube] = set()  # tubes whose waiters are served in slices
         self.default = self.tube(b"default")
 
     # -- tubes -------------------------------------------------------------
@@ -261,19 +279,69 @@ class Queue:
         return len(c.watch)
 
     def detach(self, c: Conn, now: int):
-        """The connection closed: its reserved jobs go back to ready."""
+        """The connection closed: its reserved jobs go back to ready, in
+        reservation order, SLICE a step."""
         if c.waiting:
             self._unwait(c)
-        for j in list(c.reserved.values()):
-            self._unreserve(j)
-            self._make_ready(j, now)
-        c.deadlines = []
+        if c.reserved:
+            c.gone = True
+            self.spawn(self._return_reserved(c, now))
+        else:
+            c.deadlines = []
         t = c.use
         t.using -= 1
         self.maybe_free(t)
         for t in list(c.watch):
             t.watching -= 1
             self.maybe_free(t)
+
+    def _return_reserved(self, c: Conn, now: int):
+        # Nothing else changes c.reserved meanwhile (tick leaves a gone
+        # connection's jobs to this), so one iterator serves every slice.
+        owner_of = self.owner_of
+        k = SLICE
+        for j in c.reserved.values():
+            if not k:
+                now = yield
+                k = SLICE
+            k -= 1
+            del owner_of[j.id]
+            j.tube.nreserved -= 1
+            self.reserved_ct -= 1
+            j.state = INVALID
+            self._make_ready(j, now)
+        reserved, c.reserved = c.reserved, {}
+        deadlines, c.deadlines = c.deadlines, []
+        # Freeing a big dict or list is O(n) in one go too: shrink them first.
+        while len(reserved) > SLICE:
+            yield
+            for _ in range(SLICE):
+                reserved.popitem()
+        while len(deadlines) > SLICE:
+            yield
+            del deadlines[-SLICE:]
+
+    def spawn(self, gen) -> bool:
+        """Run gen's first slice now and queue the rest; True if it finished."""
+        try:
+            next(gen)
+        except StopIteration:
+            return True
+        self.work.append(gen)
+        return False
+
+    def step(self, now: int) -> bool:
+        """Run one slice of the oldest background work; True while more remains."""
+        work = self.work
+        if work:
+            gen = work.popleft()
+            try:
+                gen.send(now)
+            except StopIteration:
+                pass
+            else:
+                work.append(gen)
+        return bool(work)
 
     def memory_used(self) -> int:
         """What stored jobs cost, as --max-memory counts it."""
@@ -290,7 +358,11 @@ class Queue:
 
     def insert(self, j: Job, now: int):
         """A put's job, body received and binlog space reserved."""
-        self.jobs[j.id] = j
+        id_ = j.id
+        b = self.blocks.get(id_ >> BITS)
+        if b is None:
+            b = self.blocks[id_ >> BITS] = {}
+        b[id_] = j
         self.body_bytes += len(j.body)
         t = j.tube
         t.total_jobs += 1
@@ -369,9 +441,39 @@ class Queue:
         if t.waiting and not self.paused(t, now):
             self._match(t, now)
         elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
-            t.ready = self._compact(t.ready, self._ready_live)
-            if run:
-                t.run = deque(i for i in run if self._run_job(i) is not None)
+            self._tidy_ready(t)
+
+    def _tidy_ready(self, t: Tube):
+        # One of the two holds more than its share of stale entries.
+        if len(t.ready) > t.nready + 32:
+            self._sweep(t.ready, self._ready_live,
+                        lambda: len(t.ready) > 2 * t.nready + 64)
+        run = t.run
+        if run and len(run) > t.nready + 32 and id(run) not in self.sweeping:
+            self.sweeping.add(id(run))
+            self.spawn(self._drain_run(t, run))
+
+    def _drain_run(self, t: Tube, run: deque):
+        """Drop a stale-ridden run's stale entries, from the front (so the
+        run stays in id order while new puts append to it); while it still
+        holds too many, its live entries move to the heap."""
+        yield
+        last = run[-1] if run else 0
+        k = SLICE
+        while run and run[0] <= last:
+            if not k:
+                yield
+                k = SLICE
+            k -= 1
+            i = run[0]
+            if self._run_job(i) is None:
+                run.popleft()
+            elif len(run) > t.nready + 32:
+                run.popleft()
+                heappush(t.ready, (t.run_pri << SHIFT) | i)
+            else:
+                break
+        self.sweeping.discard(id(run))
 
     def _leave_ready(self, j: Job):
         t = j.tube
@@ -394,10 +496,26 @@ class Queue:
         t.ndelayed += 1
         self.delayed_ct += 1
         if len(t.delayed) > 2 * t.ndelayed + 64:
-            t.delayed = self._compact(t.delayed, self._delayed_live)
+            self._sweep(t.delayed, self._delayed_live,
+                        lambda: len(t.delayed) > 2 * t.ndelayed + 64)
         if len(self.delay_heap) > 2 * self.delayed_ct + 1024:
-            self.delay_heap = self._compact(self.delay_heap, self._delayed_live)
+            self._sweep(self.delay_heap, self._delayed_live,
+                        lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
         self._timer(j.deadline)
+
+    def _tidy_after_delete(self, t: Tube, was: int):
+        """A delete by id leaves a stale entry that no push may come to sweep."""
+        if was == READY:
+            run = t.run
+            if len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
+                self._tidy_ready(t)
+        else:
+            if len(t.delayed) > 2 * t.ndelayed + 64:
+                self._sweep(t.delayed, self._delayed_live,
+                            lambda: len(t.delayed) > 2 * t.ndelayed + 64)
+            if len(self.delay_heap) > 2 * self.delayed_ct + 1024:
+                self._sweep(self.delay_heap, self._delayed_live,
+                            lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
 
     def _leave_delayed(self, j: Job):
         j.tube.ndelayed -= 1
@@ -426,7 +544,7 @@ class Queue:
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)
         if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
-            self.ttr_heap = self._compact(self.ttr_heap, self._reserved_live)
+            self._sweep_ttr()
         self._timer(j.deadline + 1)  # expiry is "deadline < now"
         if c.waiting:
             self._unwait(c)
@@ -437,9 +555,11 @@ class Queue:
         c = self.owner_of.pop(j.id)
         del c.reserved[j.id]
         if not c.reserved:
+            if len(c.deadlines) > SLICE:
+                self.spawn(self._free(c.deadlines))
             c.deadlines = []
         elif len(c.deadlines) > 2 * len(c.reserved) + 16:
-            c.deadlines = self._compact(c.deadlines, self._reserved_live)
+            self._sweep_deadlines(c)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
         j.state = INVALID
@@ -456,7 +576,8 @@ class Queue:
     # -- heap entries ------------------------------------------------------
 
     def _ready_live(self, key: int) -> bool:
-        j = self.jobs.get(key & MASK)
+        id_ = key & MASK
+        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         return j is not None and j.state == READY and j.pri == key >> SHIFT
 
     def _run_job(self, id_: int) -> Job | None:
@@ -465,31 +586,90 @@ class Queue:
         A job leaves ready only by being reserved (or deleted), which sets
         its deadline and reserves for good: a later return to ready goes to
         the heap, and this entry stays stale."""
-        j = self.jobs.get(id_)
+        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
             return j
         return None
 
     def _delayed_live(self, key: int) -> bool:
-        j = self.jobs.get(key & MASK)
+        id_ = key & MASK
+        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
 
     def _reserved_live(self, key: int) -> bool:
-        j = self.jobs.get(key & MASK)
+        id_ = key & MASK
+        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
 
+    def _sweep(self, heap: list[int], live, over):
+        if len(heap) <= SMALL_HEAP:  # the common case: rebuilding is cheaper
+            self._compact(heap, live)
+        elif id(heap) not in self.sweeping:
+            self.sweeping.add(id(heap))
+            self.spawn(self._sweeper(heap, live, over))
+
     @staticmethod
-    def _compact(heap: list[int], live) -> list[int]:
+    def _compact(heap: list[int], live):
         fresh = [k for k in set(heap) if live(k)]
         heapify(fresh)
-        return fresh
+        heap[:] = fresh
+
+    def _sweep_ttr(self):
+        if id(self.ttr_heap) not in self.sweeping:
+            self._sweep(self.ttr_heap, self._reserved_live,
+                        lambda: len(self.ttr_heap) > 2 * self.reserved_ct + 1024)
+
+    def _sweep_deadlines(self, c: Conn):
+        if id(c.deadlines) not in self.sweeping:
+            self._sweep(c.deadlines, self._owned_live(c),
+                        lambda: len(c.deadlines) > 2 * len(c.reserved) + 16)
+
+    def _sweeper(self, heap: list[int], live, over):
+        """Remove heap's stale entries in place, from the end, SLICE a step.
+
+        Any entry may be removed at any time as long as the heap property
+        holds, so other work in between does no harm. Removing at i costs
+        O(height of i), O(1) on average."""
+        yield
+        i = len(heap) - 1
+        k = SLICE
+        while i >= 0:
+            if not k:
+                yield
+                k = SLICE
+                i = min(i, len(heap) - 1)
+                continue
+            k -= 1
+            if not live(heap[i]):
+                last = heap.pop()
+                if i < len(heap):
+                    heap[i] = last
+                    if i and last < heap[(i - 1) >> 1]:
+                        _siftdown(heap, 0, i)
+                    else:
+                        _siftup(heap, i)
+                    continue  # what moved into i is looked at next
+            i -= 1
+        self.sweeping.discard(id(heap))
+        if over():
+            # Still too big: the rest are live duplicates (a job back in a
+            # state under the same key, e.g. reserve-job and release at one
+            # `now`). Only a set finds them; this stays O(n) in one step.
+            self._compact(heap, live)
+
+    def _free(self, x: list):
+        """Drop a big list a slice at a time (freeing it at once is O(n))."""
+        while len(x) > SLICE:
+            yield
+            del x[-SLICE:]
 
     def _top(self, heap: list[int], live) -> Job | None:
         """The job named by the smallest live entry; stale entries are dropped."""
         while heap:
             key = heap[0]
             if live(key):
-                return self.jobs[key & MASK]
+                id_ = key & MASK
+                return self.blocks[id_ >> BITS][id_]
             heappop(heap)
         return None
 
@@ -526,15 +706,31 @@ class Queue:
 
     # -- matching jobs with reservers --------------------------------------
 
-    def _match(self, t: Tube, now: int):
-        """Hand t's ready jobs to its waiting connections, first come first served.
+    def _match(self, t: Tube, now: int, n: int = SLICE) -> int:
+        """Hand t's ready jobs to its waiting connections, first come first
+        served, at most n of them; the rest go on in background slices.
+        Returns what is left of n.
 
-        Invariant: no unpaused tube has both ready jobs and waiters, so the
-        best job in t is the best job for each of its waiters."""
+        Invariant: no unpaused tube has both ready jobs and waiters, except
+        while t is in self.matching; so the best job in t is the best job for
+        each of its waiters."""
         while t.waiting and t.nready:
+            if not n:
+                if t not in self.matching:
+                    self.matching.add(t)
+                    self.spawn(self._match_later(t))
+                return 0
+            n -= 1
             j = self._pop_ready(t)
             c = next(iter(t.waiting))
             self._reserve(c, j, now)
+        return n
+
+    def _match_later(self, t: Tube):
+        now = yield
+        self.matching.discard(t)
+        if t.alive and not self.paused(t, now):
+            self._match(t, now)  # queues another slice if needed
 
     def _index_push(self, t: Tube, key: int):
         t.ikey = key
@@ -580,13 +776,25 @@ class Queue:
                     best = j
         return best
 
+    def _best_ready_unclaimed(self, c: Conn, now: int) -> Job | None:
+        """The best ready job in c's tubes that have no waiters: the others'
+        jobs go to their earlier waiters first (their slices are pending)."""
+        best = None
+        for t in c.watch:
+            if t.nready and not t.waiting and not self.paused(t, now):
+                j = self.ready_top(t)
+                if best is None or (j.pri, j.id) < (best.pri, best.id):
+                    best = j
+        return best
+
     def _deadline_soon(self, c: Conn, now: int) -> bool:
         soonest = self._top(c.deadlines, self._owned_live(c)) if c.reserved else None
         return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
 
     def _owned_live(self, c: Conn):
         def live(key: int) -> bool:
-            j = self.jobs.get(key & MASK)
+            id_ = key & MASK
+            j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
             return (j is not None and j.state == RESERVED and c.reserved.get(j.id) is j
                     and j.deadline == key >> SHIFT)
         return live
@@ -597,7 +805,12 @@ class Queue:
             c.send(DEADLINE_SOON)
             return
         j = self._best_ready(c, now)
+        if j is not None and j.tube.waiting:
+            j = self._best_ready_unclaimed(c, now)
         if j is not None:
+            run = j.tube.run
+            if run and run[0] == j.id:
+                run.popleft()  # (else ready_top would look it up again to drop it)
             self._leave_ready(j)
             self._reserve(c, j, now)
             return
@@ -642,7 +855,7 @@ class Queue:
     # -- commands on jobs --------------------------------------------------
 
     def reserve_job(self, c: Conn, id_: int, now: int) -> bool:
-        j = self.jobs.get(id_)
+        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is None or j.state == RESERVED:
             return False
         self._remove(j)
@@ -650,7 +863,8 @@ class Queue:
         return True
 
     def delete(self, c: Conn, id_: int) -> bytes:
-        j = self.jobs.get(id_)
+        b = self.blocks.get(id_ >> BITS, EMPTY)
+        j = b.get(id_)
         if j is None:
             return NOT_FOUND
         if j.state == RESERVED:
@@ -658,8 +872,13 @@ class Queue:
                 return NOT_FOUND
             self._unreserve(j)
         else:
+            was = j.state
             self._remove(j)
-        del self.jobs[id_]
+            if was != BURIED:
+                self._tidy_after_delete(j.tube, was)
+        del b[id_]
+        if len(b) <= THIN:
+            drop(self.blocks, b, id_, self.next_id)
         self.body_bytes -= len(j.body)
         j.tube.cmd_delete += 1
         ok = self.store.write(j)  # state INVALID: a delete record
@@ -705,17 +924,27 @@ class Queue:
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)
         if len(c.deadlines) > 2 * len(c.reserved) + 16:
-            c.deadlines = self._compact(c.deadlines, self._owned_live(c))
+            self._sweep_deadlines(c)
         if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
-            self.ttr_heap = self._compact(self.ttr_heap, self._reserved_live)
+            self._sweep_ttr()
         self._timer(j.deadline + 1)
         return True
 
-    def kick(self, t: Tube, bound: int, now: int) -> int:
-        """Kick buried jobs if the tube has any, else delayed ones."""
+    def kick(self, t: Tube, bound: int, now: int):
+        """Kick buried jobs if the tube has any, else delayed ones: a generator
+        of slices of SLICE jobs (send it the time), whose value is the count.
+
+        It kicks at most what the tube held when it started, so jobs buried
+        or delayed between slices do not make it run on."""
         n = 0
         buried = bool(t.buried)
+        bound = min(bound, len(t.buried) if buried else t.ndelayed)
+        k = SLICE
         while n < bound:
+            if not k:
+                now = yield
+                k = SLICE
+            k -= 1
             j = next(iter(t.buried.values()), None) if buried else self.delayed_top(t)
             if j is None or not self.store.reserve_update(j):
                 break  # on a full disk the job stays where it is
@@ -726,7 +955,7 @@ class Queue:
         return n
 
     def kick_job(self, id_: int, now: int) -> bool:
-        j = self.jobs.get(id_)
+        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is None or j.state not in (BURIED, DELAYED) or not self.store.reserve_update(j):
             return False
         self._remove(j)
@@ -754,34 +983,56 @@ class Queue:
         return min(cands) if cands else None
 
     def tick(self, now: int):
-        """Run every timer that is due, in the reference's order: delays,
-        pauses, then reservations' TTRs and blocked reserves' timeouts."""
+        """Run the timers that are due, in the reference's order: delays,
+        pauses, then reservations' TTRs and blocked reserves' timeouts.
+
+        At most SLICE entries a call: what is left is still due, so
+        next_due() <= now and the caller ticks again soon."""
+        n = SLICE
+        blocks = self.blocks
         heap = self.delay_heap
         while heap and heap[0] >> SHIFT <= now:
+            if not n:
+                return
+            n -= 1
             key = heappop(heap)
             if self._delayed_live(key):
-                j = self.jobs[key & MASK]
+                id_ = key & MASK
+                j = blocks[id_ >> BITS][id_]
                 self._leave_delayed(j)
                 self.delayed_top(j.tube)  # drop the tube's now-stale top entries
                 self._make_ready(j, now)
         heap = self.pause_heap
         while heap and heap[0][0] <= now:
+            if not n:
+                return
+            n -= 1
             _, _, t = heappop(heap)
             if t.alive and t.pause and t.unpause_at <= now:
                 t.pause = t.unpause_at = 0
             if t.alive and not self.paused(t, now):
-                self._match(t, now)
+                n = self._match(t, now, n)
         heap = self.ttr_heap
+        owner_of = self.owner_of
         while heap and heap[0] >> SHIFT < now:
+            if not n:
+                return
+            n -= 1
             key = heappop(heap)
             if self._reserved_live(key):
-                j = self.jobs[key & MASK]
+                id_ = key & MASK
+                j = blocks[id_ >> BITS][id_]
+                if owner_of[id_].gone:
+                    continue  # closed: detach's slices return it, as at close
                 j.counts = bump(j.counts, TIMEOUTS)
                 self.timeouts_ct += 1
                 self._unreserve(j)
                 self._make_ready(j, now)
         heap = self.wait_heap
         while heap and heap[0][0] <= now:
+            if not n:
+                return
+            n -= 1
             entry = heappop(heap)
             c = entry[2]
             if c.waiting and c.wait_key is entry:

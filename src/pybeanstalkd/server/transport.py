@@ -1,6 +1,9 @@
 """asyncio/uvloop transport: feeds the Engine bytes and the monotonic clock.
 
 One write per connection per event, however many replies a read produced.
+Background work (a big kick, a close with many reservations...) runs one
+slice per pass of the loop (call_soon), so other connections are served
+in between.
 """
 from __future__ import annotations
 
@@ -8,17 +11,25 @@ import asyncio
 import socket
 from time import monotonic_ns
 
-from ..core.engine import Engine
+from ..core.engine import BUSY, Engine
 
 
 PENDING_LIMIT = 1 << 20  # bytes buffered from a client blocked in reserve
+# A read is handled CHUNK bytes per loop pass (about 400 pipelined puts, a
+# few ms): libuv delivers reads of up to 256 KB, and up to 32 of them from
+# one socket before it looks at any other, seconds of work for a pipelining
+# client with everyone else waiting.
+CHUNK = 1 << 13
 
 
 class Client(asyncio.Protocol):
-    __slots__ = ("srv", "transport", "s")
+    __slots__ = ("srv", "transport", "s", "wpaused", "rest", "eof_late")
 
     def __init__(self, srv: Server):
         self.srv = srv
+        self.wpaused = False
+        self.rest = None  # what is left of a big read, handled on later passes
+        self.eof_late = False  # the peer half-closed before rest was handled
 
     def connection_made(self, transport):
         self.transport = transport
@@ -36,28 +47,59 @@ class Client(asyncio.Protocol):
             self.srv.log("accept %d" % s.fd)
 
     def data_received(self, data):
+        if self.rest is not None or len(data) > CHUNK:
+            if self.rest is not None:  # (reading is paused meanwhile; in case)
+                self.rest = memoryview(bytes(self.rest) + data)
+                return
+            self.transport.pause_reading()
+            self.rest = memoryview(data)[CHUNK:]
+            self.srv.loop.call_soon(self._next_chunk)
+            data = data[:CHUNK]
         srv = self.srv
         now = monotonic_ns()
         if srv.timer_at is not None and now >= srv.timer_at:
             srv.on_timer(now)  # timers first, as the reference's loop does
         s = self.s
         srv.engine.data(s, data, now)
-        if s.waiting and s.plen > PENDING_LIMIT:
-            # Blocked in reserve: stop reading, as the reference does, so a
-            # client that keeps sending meets TCP backpressure, not our memory.
+        if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY):
+            # Blocked in reserve (or in a command still running in slices):
+            # stop reading, as the reference does, so a client that keeps
+            # sending meets TCP backpressure, not our memory.
             self.transport.pause_reading()
             srv.paused.add(s)
         srv.flush()
         if s.closing and s not in srv.held:
             self.transport.close()
 
+    def _next_chunk(self):
+        rest, self.rest = self.rest, None
+        t = self.transport
+        if t.is_closing():
+            return
+        self.data_received(bytes(rest[:CHUNK]))
+        rest = rest[CHUNK:]
+        if t.is_closing():
+            return
+        if rest:
+            self.rest = rest
+            self.srv.loop.call_soon(self._next_chunk)
+        elif self.eof_late:
+            if not self.eof_received():
+                t.close()
+        elif not (self.wpaused or self.s in self.srv.paused):
+            t.resume_reading()
+
     def eof_received(self):
+        if self.rest is not None:
+            self.eof_late = True  # handled once the rest of the read is
+            return True
         srv = self.srv
         srv.engine.eof(self.s, monotonic_ns())
         srv.flush()
-        # Replies held for an fsync (-f0) still go out: the transport stays
-        # open until they are sent (Server._send closes it then).
-        return self.s in srv.held
+        # Replies held for an fsync (-f0), or due when a command's last slice
+        # runs, still go out: the transport stays open until they are sent
+        # (Server._send closes it then).
+        return self.s in srv.held or self.s.state == BUSY
 
     def connection_lost(self, exc):
         srv = self.srv
@@ -72,10 +114,13 @@ class Client(asyncio.Protocol):
 
     # A client that does not read its replies stops being read (as the reference).
     def pause_writing(self):
+        self.wpaused = True
         self.transport.pause_reading()
 
     def resume_writing(self):
-        self.transport.resume_reading()
+        self.wpaused = False
+        if self.rest is None:
+            self.transport.resume_reading()
 
 
 class Server:
@@ -89,6 +134,7 @@ class Server:
         self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
         self.paused: set = set()  # sessions not read while blocked in reserve
         self.syncer: Syncer | None = None
+        self.stepping = False  # a slice of background work is scheduled
 
     @staticmethod
     def log(msg: str):
@@ -112,17 +158,26 @@ class Server:
             dirty.clear()
         if syncer is not None:
             syncer.kick()
+        if engine.q.work and not self.stepping:
+            self.stepping = True
+            self.loop.call_soon(self.step)
         if self.paused:
-            for s in [s for s in self.paused if not s.waiting]:
+            for s in [s for s in self.paused if not s.waiting and s.state != BUSY]:
                 self.paused.discard(s)
                 t = s.transport
-                if t is not None and not t.is_closing():
+                if t is not None and not t.is_closing() and self.clients[s].rest is None:
                     t.resume_reading()
         due = engine.q.due
         if due is not None:
             engine.q.due = None
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
+
+    def step(self):
+        """One slice of background work; the next one after other events."""
+        self.stepping = False
+        self.engine.step(monotonic_ns())
+        self.flush()
 
     @staticmethod
     def _send(s):

@@ -1,0 +1,397 @@
+"""Bounded work per loop pass, on the pure engine with the fake clock.
+
+Big kicks, closes with many reservations, timers coming due together and an
+unpaused tube's waiters move at most SLICE jobs per slice, with other
+clients served in between; the job map grows in blocks; big heaps are swept
+in slices. Each test checks the bound, so it fails if the work is done in
+one step.
+"""
+import heapq
+import random
+import sys
+
+import pytest
+
+from fakeclock import Harness
+from pybeanstalkd.core.jobmap import BITS, THIN
+from pybeanstalkd.core.protocol import NS
+from pybeanstalkd.core.queue import SLICE, SMALL_HEAP
+
+N = 3 * SLICE + 17  # spans four slices
+
+
+@pytest.fixture
+def h():
+    return Harness(auto=False)
+
+
+def put(h, s, body=b"x", pri=0, delay=0, ttr=60):
+    return h.send(s, b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body))
+
+
+def stat(h, s, cmd: bytes) -> dict:
+    out = h.send(s, cmd)
+    assert out.startswith(b"OK "), out
+    lines = out.split(b"\r\n", 1)[1].decode().splitlines()[1:]
+    return dict(line.split(": ", 1) for line in lines if line)
+
+
+def reserve_id(h, s) -> int:
+    out = h.send(s, b"reserve-with-timeout 0\r\n")
+    assert out.startswith(b"RESERVED "), out
+    return int(out.split()[1])
+
+
+def drain(h) -> int:
+    steps = 0
+    while h.step():
+        steps += 1
+    return steps + 1
+
+
+def assert_heap(heap):
+    for i in range(1, len(heap)):
+        assert heap[(i - 1) >> 1] <= heap[i], i
+
+
+# -- kick ------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["buried", "delayed"])
+def test_kick_spans_slices_while_others_reserve_and_delete(h, kind):
+    a, b = h.conn(), h.conn()
+    for _ in range(N):
+        put(h, a, delay=100 if kind == "delayed" else 0)
+    if kind == "buried":
+        for i in range(1, N + 1):
+            assert reserve_id(h, a) == i
+            assert h.send(a, b"bury %d 0\r\n" % i) == b"BURIED\r\n"
+    q = h.e.q
+    # The reply, and the commands pipelined after it, wait for the last slice.
+    assert h.send(a, b"kick 1000000\r\nlist-tube-used\r\n") == b""
+    assert q.ready_ct == SLICE
+    taken = []
+    while q.work:
+        st = stat(h, b, b"stats-tube default\r\n")  # partial counts, exact
+        assert int(st["current-jobs-ready"]) + int(st[f"current-jobs-{kind}"]) \
+            == N - len(taken)
+        j = reserve_id(h, b)
+        taken.append(j)
+        assert h.send(b, b"delete %d\r\n" % j) == b"DELETED\r\n"
+        assert h.take(a) == b""
+        h.step()
+    assert h.take(a) == b"KICKED %d\r\nUSING default\r\n" % N
+    assert taken == list(range(1, len(taken) + 1))  # priority then id, as kicked
+    rest = [reserve_id(h, b) for _ in range(N - len(taken))]
+    assert rest == list(range(len(taken) + 1, N + 1))
+    st = stat(h, a, b"stats-job %d\r\n" % N)
+    assert st["kicks"] == "1"
+    st = stat(h, a, b"stats\r\n")
+    assert st["cmd-kick"] == "1" and st[f"current-jobs-{kind}"] == "0"
+    assert st["current-jobs-reserved"] == str(N - len(taken))
+
+
+def test_kick_below_a_slice_answers_at_once(h):
+    a = h.conn()
+    for _ in range(SLICE):
+        put(h, a, delay=100)
+    assert h.send(a, b"kick %d\r\n" % SLICE) == b"KICKED %d\r\n" % SLICE
+    assert not h.e.q.work
+
+
+def test_kick_stops_at_what_the_tube_held(h):
+    """A kick moves at most as many jobs as the tube held when it started;
+    each slice takes the best delayed job at that time."""
+    a, b = h.conn(), h.conn()
+    for _ in range(N):
+        put(h, a, delay=100)
+    assert h.send(a, b"kick 1000000\r\n") == b""
+    put(h, b, delay=1)  # due before every other delayed job
+    drain(h)
+    assert h.take(a) == b"KICKED %d\r\n" % N
+    assert stat(h, b, b"stats-job %d\r\n" % (N + 1))["state"] == "ready"
+    assert stat(h, b, b"stats-job %d\r\n" % N)["state"] == "delayed"
+
+
+def test_half_close_during_a_kick_answers_then_closes(h):
+    a = h.conn()
+    for _ in range(N):
+        put(h, a, delay=100)
+    assert h.send(a, b"kick %d\r\nuse x\r\n" % N) == b""
+    h.e.eof(a, h.now)
+    assert not a.closing
+    drain(h)
+    assert h.take(a) == b"KICKED %d\r\nUSING x\r\n" % N
+    assert a.closing
+
+
+# -- timers ----------------------------------------------------------------
+
+def test_delayed_jobs_due_together_move_in_slices(h):
+    a, b = h.conn(), h.conn()
+    for _ in range(N):
+        put(h, a, delay=2)
+    q = h.e.q
+    h.now += 2 * NS
+    h.e.tick(h.now)
+    assert q.ready_ct == SLICE and q.delayed_ct == N - SLICE
+    assert h.e.next_due() <= h.now  # the rest is still due: tick again soon
+    assert reserve_id(h, b) == 1  # served between slices
+    ticks = 1
+    while h.e.next_due() is not None and h.e.next_due() <= h.now:
+        h.e.tick(h.now)
+        ticks += 1
+    assert ticks == 4
+    assert q.delayed_ct == 0 and q.ready_ct == N - 1
+    assert [reserve_id(h, b) for _ in range(N - 1)] == list(range(2, N + 1))
+
+
+def test_ttr_expiries_due_together_move_in_slices(h):
+    a, b = h.conn(), h.conn()
+    for _ in range(N):
+        put(h, a, ttr=1)
+    for _ in range(N):
+        reserve_id(h, a)
+    q = h.e.q
+    h.now += NS + 1
+    h.e.tick(h.now)
+    st = stat(h, b, b"stats\r\n")
+    assert st["job-timeouts"] == str(SLICE) and st["current-jobs-ready"] == str(SLICE)
+    assert st["current-jobs-reserved"] == str(N - SLICE)
+    while (due := h.e.next_due()) is not None and due <= h.now:
+        h.e.tick(h.now)
+    st = stat(h, b, b"stats\r\n")
+    assert st["job-timeouts"] == str(N) and q.reserved_ct == 0
+
+
+# -- a close with many reservations ----------------------------------------
+
+def test_close_returns_reservations_in_slices(h):
+    a, b = h.conn(), h.conn()
+    for _ in range(N):
+        put(h, a, ttr=5)
+    for _ in range(N):
+        reserve_id(h, a)
+    q = h.e.q
+    h.close(a)
+    assert q.reserved_ct == N - SLICE and q.ready_ct == SLICE
+    assert stat(h, b, b"stats\r\n")["current-connections"] == "1"
+    assert reserve_id(h, b) == 1  # returned first: the first reserved
+    # The TTRs pass before the slices end: only b's job times out; the
+    # closed connection's jobs do not, as when the reference returns them
+    # all at close.
+    h.now += 6 * NS
+    h.e.tick(h.now)
+    assert q.reserved_ct == N - SLICE
+    drain(h)
+    st = stat(h, b, b"stats\r\n")
+    assert st["job-timeouts"] == "1" and st["current-jobs-reserved"] == "0"
+    assert st["current-jobs-ready"] == str(N)
+    assert stat(h, b, b"stats-job 2\r\n")["timeouts"] == "0"
+    assert not a.reserved and not a.deadlines
+
+
+def test_close_hands_jobs_to_waiters_in_reservation_order(h):
+    a = h.conn()
+    for i in range(N):
+        put(h, a)
+    for i in range(N, 0, -1):  # reserved last to first
+        assert h.send(a, b"reserve-job %d\r\n" % i).startswith(b"RESERVED")
+    waiters = [h.conn() for _ in range(3)]
+    for w in waiters:
+        assert h.send(w, b"reserve\r\n") == b""
+    h.close(a)
+    got = [int(h.take(w).split()[1]) for w in waiters]
+    assert got == [N, N - 1, N - 2]
+
+
+# -- an unpaused tube's waiters ---------------------------------------------
+
+def test_unpause_serves_many_waiters_in_slices_first_come_first_served(h):
+    p = h.conn()
+    assert h.send(p, b"pause-tube default 1\r\n") == b"PAUSED\r\n"
+    waiters = [h.conn() for _ in range(N)]
+    for w in waiters:
+        assert h.send(w, b"reserve\r\n") == b""
+    for _ in range(N + 5):
+        put(h, p)
+    q = h.e.q
+    h.now += NS
+    h.e.tick(h.now)
+    assert q.reserved_ct == SLICE - 1  # (the pause's end counts as one)
+    assert q.waiting_ct == N - q.reserved_ct
+    late = h.conn()
+    assert h.send(late, b"reserve\r\n") == b""  # queued behind the others
+    drain(h)
+    got = [int(h.take(w).split()[1]) for w in waiters]
+    assert got == list(range(1, N + 1))
+    assert int(h.take(late).split()[1]) == N + 1
+    assert q.waiting_ct == 0 and q.ready_ct == 4
+
+
+def test_reserve_during_unpause_slices_takes_another_tubes_job(h):
+    p = h.conn()
+    h.send(p, b"use other\r\n")
+    put(h, p)  # job 1 in tube "other"
+    h.send(p, b"use default\r\npause-tube default 1\r\n")
+    waiters = [h.conn() for _ in range(N)]
+    for w in waiters:
+        h.send(w, b"reserve\r\n")
+    for _ in range(N):
+        put(h, p)
+    h.now += NS
+    h.e.tick(h.now)
+    c = h.conn()
+    assert h.send(c, b"watch other\r\nreserve\r\n") == b"WATCHING 2\r\nRESERVED 1 1\r\nx\r\n"
+
+
+# -- the job map -----------------------------------------------------------
+
+def test_job_map_across_block_boundaries(h):
+    a = h.conn()
+    q = h.e.q
+    for start in (1 << BITS, 65536):
+        q.next_id = start - 5
+        ids = [int(put(h, a).split()[1]) for _ in range(10)]
+        assert ids == list(range(start - 5, start + 5))
+        for i in ids:
+            assert h.send(a, b"peek %d\r\n" % i) == b"FOUND %d 1\r\nx\r\n" % i
+            assert i in q.jobs and q.jobs[i].id == i
+        assert (start - 5) >> BITS in q.blocks and start >> BITS in q.blocks
+        for i in ids[:5]:  # empties the lower block: it is dropped
+            assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+        assert (start - 5) >> BITS not in q.blocks
+        assert h.send(a, b"peek %d\r\n" % (start - 1)) == b"NOT_FOUND\r\n"
+        assert h.send(a, b"delete %d\r\n" % (start - 1)) == b"NOT_FOUND\r\n"
+        for i in ids[5:]:
+            assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert len(q.jobs) == 0 and list(q.jobs) == [] and not q.blocks
+    with pytest.raises(KeyError):
+        q.jobs[65536]
+    with pytest.raises(KeyError):
+        del q.jobs[65536]
+
+
+def test_a_thinned_block_is_copied_small(h):
+    a = h.conn()
+    q = h.e.q
+    n = 1 << BITS
+    for _ in range(n + 1):  # job n+1 is in the next block, which takes new ids
+        put(h, a)
+    big = sys.getsizeof(q.blocks[0])
+    for i in range(1, n - THIN):
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert len(q.blocks[0]) == THIN and sys.getsizeof(q.blocks[0]) < big // 50
+    assert len(q.jobs) == THIN + 2  # (block 0 has no id 0)
+    assert [j.id for j in q.jobs.values()] == list(range(n - THIN, n + 2))
+
+
+# -- sweeping stale heap entries --------------------------------------------
+
+def test_a_big_stale_heap_is_swept_in_slices(h):
+    a = h.conn()
+    n = 2 * SMALL_HEAP
+    for _ in range(n):
+        put(h, a)
+    for _ in range(n):
+        reserve_id(h, a)
+    for i in range(1, n + 1):
+        h.send(a, b"release %d 0 0\r\n" % i)  # n stale entries in ttr_heap
+    q = h.e.q
+    drain(h)  # (the connection's own list of deadlines was swept)
+    heap = q.ttr_heap
+    assert len(heap) == n and not q.work
+    reserve_id(h, a)  # over the threshold: a sweep starts, nothing swept yet
+    assert len(heap) == n + 1 and q.work
+    sizes = []
+    while h.step():
+        sizes.append(len(heap))
+        assert_heap(heap)
+    assert all(x - y <= SLICE for x, y in zip([n + 1] + sizes, sizes))
+    assert len(set(heap)) == 1 and q.ttr_heap is heap  # (a live duplicate may stay)
+
+
+def test_sweeps_keep_ready_and_delayed_order_under_random_work():
+    rnd = random.Random(7)
+    h = Harness(auto=False)
+    a = h.conn()
+    n = 3 * SMALL_HEAP
+    for i in range(n):
+        put(h, a, pri=rnd.randrange(5), delay=rnd.randrange(1, 50))
+    q = h.e.q
+    alive = set(range(1, n + 1))
+    for i in rnd.sample(sorted(alive), 2 * n // 3):
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+        alive.discard(i)
+    put(h, a, delay=60)  # triggers the sweeps of the delayed heaps
+    alive.add(n + 1)
+    assert q.work
+    while h.step():
+        for _ in range(3):
+            i = rnd.choice(sorted(alive))
+            h.send(a, b"kick-job %d\r\n" % i)
+        assert_heap(q.delay_heap)
+        assert_heap(q.default.delayed)
+    assert len(q.delay_heap) <= 2 * q.delayed_ct + 1024
+    h.now += 100 * NS
+    while h.e.next_due() is not None and h.e.next_due() <= h.now:
+        h.e.tick(h.now)
+    drain(h)
+    got = [reserve_id(h, a) for _ in range(len(alive))]
+    want = sorted(alive, key=lambda i: (q.jobs[i].pri, i))
+    assert got == want
+
+
+def test_a_stale_run_is_drained_to_the_heap_in_order(h):
+    a = h.conn()
+    n = 4 * SLICE
+    for _ in range(n):
+        put(h, a)
+    q = h.e.q
+    for i in range(1, n + 1):
+        if i % 4:
+            h.send(a, b"delete %d\r\n" % i)
+    put(h, a)  # the run is mostly stale: its live entries move to the heap
+    assert q.work
+    steps = drain(h)
+    assert steps >= 2
+    t = q.default
+    assert len(t.run) <= t.nready + 33 and len(t.ready) + len(t.run) <= 2 * t.nready + 64
+    got = [reserve_id(h, a) for _ in range(n // 4 + 1)]
+    assert got == [i for i in range(4, n + 1, 4)] + [n + 1]
+
+
+def test_heap_removal_keeps_the_heap_property():
+    rnd = random.Random(3)
+    from pybeanstalkd.core.queue import Queue
+
+    q = Queue(0)
+    for trial in range(50):
+        heap = [rnd.randrange(1000) for _ in range(rnd.randrange(1, 3000))]
+        heapq.heapify(heap)
+        stale = {k for k in heap if rnd.random() < 0.6}
+        want = sorted(k for k in heap if k not in stale)
+        gen = q._sweeper(heap, lambda k: k not in stale, lambda: False)
+        for _ in gen:
+            assert_heap(heap)
+        assert sorted(heap) == want
+
+
+def test_deletes_by_id_start_the_sweeps(h):
+    a = h.conn()
+    n = 3 * SMALL_HEAP
+    for _ in range(n):
+        put(h, a, delay=100)
+    for _ in range(n):
+        put(h, a)
+    q = h.e.q
+    for i in range(1, n):  # all delayed jobs but the last, then ready ones
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    for i in range(n + 1, n + 3 * n // 4):  # the front of the run
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert q.work
+    drain(h)
+    assert len(q.delay_heap) <= 1024 + 2 and len(q.default.delayed) <= 64 + 2
+    run = q.default.run
+    assert not q.default.ready and len(run) == q.default.nready  # none moved
+    assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n
+    assert reserve_id(h, a) == n + 3 * n // 4
