@@ -29,6 +29,7 @@ EXIT_LISTEN = 111
 EXIT_GETPWNAM = 32
 EXIT_NO_USER = 33
 EXIT_SETID = 34
+EXIT_CONFIG = 1  # a TLS or token file that cannot be used
 
 _SIZE_MAX = 2**64 - 1
 _C_SPACE = " \t\n\v\f\r"
@@ -74,6 +75,10 @@ class Options:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None
+    auth_tokens_file: str | None = None
+    # Loaded after the socket is bound (ssl is slow to import).
+    tls_context: object = None
+    auth_tokens: object = None
 
 
 def usage_text(prog: str) -> str:
@@ -96,6 +101,7 @@ LONG_USAGE = (
     " --tls-cert FILE         serve TLS with this certificate chain (PEM)\n"
     " --tls-key FILE          ... and this private key (PEM)\n"
     " --tls-client-ca FILE    require client certificates signed by this CA\n"
+    " --auth-tokens FILE      clients must send `auth TOKEN` first (one token a line)\n"
     " --help                  this text"
 )
 
@@ -124,6 +130,7 @@ LONG_OPTIONS = {
     "tls-cert": ("tls_cert", str, "a file"),
     "tls-key": ("tls_key", str, "a file"),
     "tls-client-ca": ("tls_client_ca", str, "a file"),
+    "auth-tokens": ("auth_tokens_file", str, "a file"),
 }
 
 
@@ -311,6 +318,30 @@ def _switch_user(user: str, diag: _Diag) -> None:
         raise SystemExit(EXIT_SETID)
 
 
+def _load_security(opts: Options, diag: _Diag) -> bool:
+    """Load the TLS context and the tokens their flags name; ssl is imported
+    only here, once listening. False (after a message) when one is unusable."""
+    if opts.tls_cert is not None:
+        from pybeanstalkd.server.tls import TlsError, server_context
+
+        try:
+            opts.tls_context = server_context(opts.tls_cert, opts.tls_key, opts.tls_client_ca)
+        except TlsError as e:
+            diag.warn(str(e))
+            return False
+    if opts.auth_tokens_file is not None:
+        from pybeanstalkd.server.auth import TokenError, Tokens, load_tokens
+
+        try:
+            opts.auth_tokens = Tokens(load_tokens(opts.auth_tokens_file, diag.warn))
+        except TokenError as e:
+            diag.warn(str(e))
+            return False
+        if opts.tls_cert is None and not (opts.addr or "").startswith("unix:"):
+            diag.warn("--auth-tokens without --tls-cert: tokens travel in clear text")
+    return True
+
+
 def _exit_code(e: SystemExit) -> int:
     code = e.code
     if code is None:
@@ -353,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         # su()): the new user may not be able to read the interpreter's files.
         from pybeanstalkd.server.loop import serve
 
+        if not _load_security(opts, diag):
+            sock.close()
+            return EXIT_CONFIG
         if opts.user is not None:
             _switch_user(opts.user, diag)
     except SystemExit as e:

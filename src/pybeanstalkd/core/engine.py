@@ -16,6 +16,11 @@ from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 LINE, SKIP, BODY, BITBUCKET = 0, 1, 2, 3
 BUSY = 4  # a command runs in background slices; later input waits for its reply
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
+# A read's replies stop at about this many bytes; the rest of the read waits
+# until they are written (engine.backlog), so a client that pipelines and
+# never reads holds a bounded buffer. Checked first after OUT_FIRST commands.
+OUT_LIMIT = 256 << 10
+OUT_FIRST = 4
 
 
 class Session(Conn):
@@ -91,11 +96,13 @@ class Engine:
             self.counts[op] = 0
         self.dirty: list[Session] = []  # connections with replies to write
         self.resume: list[Session] = []  # connections whose blocking reserve ended
+        self.backlog: list[Session] = []  # stopped at OUT_LIMIT with commands left
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
         self.draining = False
         self.max_memory = None  # --max-memory: bytes that stored jobs may use
         self.at_cap = False
         self.hold_writes = False  # -f0: a command that wrote is answered after fsync
+        self.auth = None  # --auth-tokens: has verify(token); the server gates new connections
         self.host = host
         self.pid = host.pid
         self.version = BEANSTALKD_VERSION.encode()
@@ -194,6 +201,12 @@ class Engine:
             if not s.waiting and not s.closing and s.plen:
                 self._run(s, now)
 
+    def more(self, s: Session, now: int):
+        """Go on with the commands a read left at OUT_LIMIT (see backlog)."""
+        self.now = now
+        if s.plen and not s.waiting and not s.closing:
+            self._run(s, now)
+
     def _run(self, s: Session, now: int):
         buf = s.pending[0] if len(s.pending) == 1 else b"".join(s.pending)
         if type(buf) is not bytes:  # a lone view kept below (rare)
@@ -228,6 +241,8 @@ class Engine:
     def _process_commands(self, s: Session, buf: bytes, now: int) -> int:
         pos = 0
         size = len(buf)
+        k = 0  # commands run
+        check = 4  # OUT_FIRST; when to look at the size of the replies next
         while not s.waiting and not s.closing:
             state = s.state
             if state <= SKIP:
@@ -246,6 +261,15 @@ class Engine:
                     s.send(P.BAD_FORMAT)
                 else:
                     self.command(s, line, now)
+                    k += 1
+                    if k > check:
+                        out = sum(map(len, s.out))
+                        if out > OUT_LIMIT:
+                            if pos < size:
+                                self.backlog.append(s)
+                            break
+                        # Look again when the budget could be half used, at this average.
+                        check = k + (OUT_LIMIT - out) * k // (2 * out + 1) + 1
             elif state == BODY:
                 need = s.need
                 if size - pos < need:
@@ -273,10 +297,14 @@ class Engine:
         try:
             cmd = parse(line)
         except Bad:
+            if self.auth is not None and line[:5] == b"auth ":
+                return self.reauth(s, line[5:])
             s.send(P.BAD_FORMAT)
             return
         op = cmd[0]
         if op == "unknown":
+            if self.auth is not None and line[:5] == b"auth ":
+                return self.reauth(s, line[5:])
             s.send(P.UNKNOWN_COMMAND)
             return
         self.counts[op] += 1
@@ -436,6 +464,15 @@ class Engine:
         else:
             self.q.pause_tube(t, delay, now)
             s.send(P.PAUSED)
+
+    def reauth(self, s, token: bytes):
+        """`auth` again on an authenticated connection (beanstalkd-rs): the
+        right token changes nothing, a wrong one closes the connection."""
+        if self.auth.verify(token):
+            s.send(b"AUTHENTICATED\r\n")
+        else:
+            s.send(b"UNAUTHORIZED\r\n")
+            s.closing = True
 
     # -- the memory cap -----------------------------------------------------
 

@@ -15,6 +15,7 @@ from ..binlog.files import Wal
 from ..binlog.sync import Syncer
 from ..core.engine import Engine, Host
 from ..diag import default_warn as warn
+from .accept import Acceptor
 from .transport import Client, Server
 
 
@@ -64,6 +65,67 @@ def serve(sock: socket.socket, opts) -> int:
         sys.stdout.flush()
 
 
+def start_accepting(loop, sock: socket.socket, srv: Server, opts) -> Acceptor:
+    """Serve clients from ``sock`` through our accept loop, with TLS and the
+    auth gate when their flags are given."""
+    log = Server.log if opts.verbose else None
+    ctx = getattr(opts, "tls_context", None)
+    tokens = getattr(opts, "auth_tokens", None)
+    acceptor = Acceptor(loop, sock, None, opts.max_connections, log)
+    srv.acceptor = acceptor
+    if tokens is not None:
+        from .auth import AuthGate
+
+        def factory():
+            return AuthGate(srv, tokens, lambda: Client(srv), acceptor.released)
+    else:
+        def factory():
+            return Client(srv)
+    if ctx is None:
+        kw = {}
+    else:
+        from .tls import HANDSHAKE_TIMEOUT_S
+        kw = {"ssl": ctx, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
+
+    async def connect(conn: socket.socket):
+        fd = conn.fileno()
+        made = []
+
+        def make():
+            p = factory()
+            made.append(p)
+            return p
+        try:
+            await loop.connect_accepted_socket(make, conn, **kw)
+        except Exception as e:  # a failed TLS handshake, or a client already gone
+            if made and made[0].transport is not None:
+                return  # its connection_lost does the accounting
+            if log:
+                if ctx is not None:
+                    from .tls import failure_reason
+                    log("tls %d: handshake failed: %s" % (fd, failure_reason(e)))
+                else:
+                    log("accept %d: failed: %s" % (fd, e))
+            conn.close()
+            acceptor.released()
+
+    def start_conn(conn: socket.socket):
+        loop.create_task(connect(conn))
+
+    acceptor.start_conn = start_conn
+    if log:
+        if opts.max_connections is not None:
+            log("max-connections: %d" % opts.max_connections)
+        if ctx is not None:
+            from .tls import describe
+            log(describe(opts))
+        if tokens is not None:
+            log("auth: %d tokens from %s; only `auth` is served before it"
+                % (len(tokens.tokens), opts.auth_tokens_file))
+    acceptor.start()
+    return acceptor
+
+
 def open_binlog(engine: Engine, opts) -> Wal:
     """Lock and recover the binlog directory (exits as the reference does)."""
     from ..binlog.recovery import RecoveryError, lock_dir, recover
@@ -98,6 +160,8 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
         engine.max_memory = opts.max_memory
         if opts.verbose:
             Server.log(engine.memory_line("max-memory"))
+    if getattr(opts, "auth_tokens", None) is not None:
+        engine.auth = opts.auth_tokens
     stop = loop.create_future()
 
     def drain():
@@ -112,15 +176,12 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
     loop.add_signal_handler(signal.SIGUSR1, drain)
     loop.add_signal_handler(signal.SIGTERM, terminate)
     loop.add_signal_handler(signal.SIGINT, terminate)
-    factory = lambda: Client(srv)  # noqa: E731
-    if sock.family == socket.AF_UNIX:
-        listener = await loop.create_unix_server(factory, sock=sock, backlog=1024)
-    else:
-        listener = await loop.create_server(factory, sock=sock, backlog=1024)
+    listener = start_accepting(loop, sock, srv, opts)
     try:
         return await stop
     finally:
         listener.close()
+        sock.close()
         if srv.syncer is not None:
             srv.syncer.final()
         for c in list(srv.clients.values()):

@@ -23,11 +23,13 @@ CHUNK = 1 << 13
 
 
 class Client(asyncio.Protocol):
-    __slots__ = ("srv", "transport", "s", "wpaused", "rest", "eof_late")
+    __slots__ = ("srv", "transport", "s", "blocked", "backlogged", "rest", "eof_late")
 
     def __init__(self, srv: Server):
         self.srv = srv
-        self.wpaused = False
+        self.transport = None
+        self.blocked = False  # its write buffer is over the high-water mark
+        self.backlogged = False  # the engine stopped at OUT_LIMIT with commands left
         self.rest = None  # what is left of a big read, handled on later passes
         self.eof_late = False  # the peer half-closed before rest was handled
 
@@ -86,8 +88,8 @@ class Client(asyncio.Protocol):
         elif self.eof_late:
             if not self.eof_received():
                 t.close()
-        elif not (self.wpaused or self.s in self.srv.paused):
-            t.resume_reading()
+        else:
+            self.may_read()
 
     def eof_received(self):
         if self.rest is not None:
@@ -111,16 +113,51 @@ class Client(asyncio.Protocol):
             srv.log("close %d" % s.fd)
         srv.engine.close(s, monotonic_ns())
         srv.flush()
+        if srv.acceptor is not None:
+            srv.acceptor.released()
 
-    # A client that does not read its replies stops being read (as the reference).
+    # A client that does not read its replies stops being read (as the
+    # reference), and the engine stops at OUT_LIMIT bytes of replies per read
+    # (Engine.backlog): what it holds is bounded by the transport's
+    # high-water mark plus OUT_LIMIT (and one reply).
     def pause_writing(self):
-        self.wpaused = True
+        self.blocked = True
         self.transport.pause_reading()
 
     def resume_writing(self):
-        self.wpaused = False
-        if self.rest is None:
-            self.transport.resume_reading()
+        self.blocked = False
+        if self.backlogged:
+            self.srv.loop.call_soon(self.go_on)
+        else:
+            self.may_read()
+
+    def may_read(self):
+        """Read again unless something still holds the client back."""
+        t = self.transport
+        if (not self.blocked and not self.backlogged and self.rest is None
+                and self.s not in self.srv.paused and t is not None and not t.is_closing()):
+            t.resume_reading()
+
+    def stalled(self):
+        """The engine left commands of this client's read for later."""
+        self.backlogged = True
+        self.transport.pause_reading()
+        if not self.blocked:
+            self.srv.loop.call_soon(self.go_on)
+
+    def go_on(self):
+        t = self.transport
+        srv = self.srv
+        s = self.s
+        if not self.backlogged or self.blocked or t is None or t.is_closing() or s in srv.held:
+            return  # resume_writing or release_held calls again
+        self.backlogged = False
+        srv.engine.more(s, monotonic_ns())
+        srv.flush()  # may find it stalled again
+        if s.closing and s not in srv.held:
+            t.close()
+        else:
+            self.may_read()
 
 
 class Server:
@@ -135,6 +172,7 @@ class Server:
         self.paused: set = set()  # sessions not read while blocked in reserve
         self.syncer: Syncer | None = None
         self.stepping = False  # a slice of background work is scheduled
+        self.acceptor = None  # our accept loop, told of each close
 
     @staticmethod
     def log(msg: str):
@@ -164,9 +202,16 @@ class Server:
         if self.paused:
             for s in [s for s in self.paused if not s.waiting and s.state != BUSY]:
                 self.paused.discard(s)
-                t = s.transport
-                if t is not None and not t.is_closing() and self.clients[s].rest is None:
-                    t.resume_reading()
+                c = self.clients.get(s)
+                if c is not None:
+                    c.may_read()
+        backlog = engine.backlog
+        if backlog:
+            for s in backlog:
+                c = self.clients.get(s)
+                if c is not None:
+                    c.stalled()
+            backlog.clear()
         due = engine.q.due
         if due is not None:
             engine.q.due = None
@@ -195,6 +240,9 @@ class Server:
         for s in ready:
             self.held.discard(s)
             self._send(s)
+            c = self.clients.get(s)
+            if c is not None and c.backlogged:
+                self.loop.call_soon(c.go_on)
         return len(ready)
 
     def arm(self, due: int):

@@ -1,0 +1,53 @@
+"""TLS for --tls-cert/--tls-key (and mTLS with --tls-client-ca).
+
+Imported only when those flags are given: loading ssl costs time the
+server does not have before it must be listening.
+"""
+from __future__ import annotations
+
+import ssl
+
+HANDSHAKE_TIMEOUT_S = 10.0  # a client that connects and stalls loses its slot
+
+
+class TlsError(Exception):
+    pass
+
+
+def server_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise TlsError(f"--tls-cert {cert} / --tls-key {key}: {_reason(e)}") from None
+    if client_ca is not None:
+        try:
+            ctx.load_verify_locations(cafile=client_ca)
+        except (OSError, ssl.SSLError) as e:
+            raise TlsError(f"--tls-client-ca {client_ca}: {_reason(e)}") from None
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def _reason(e: Exception) -> str:
+    return getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
+
+
+def describe(opts) -> str:
+    """The -V start-up line."""
+    if opts.tls_client_ca is not None:
+        return (f"tls: certificate {opts.tls_cert}; client certificates required, "
+                f"signed by {opts.tls_client_ca}")
+    return f"tls: certificate {opts.tls_cert}; no client certificates"
+
+
+def failure_reason(exc: BaseException | None) -> str:
+    """A short reason for a failed handshake, for the -V log line."""
+    if exc is None:
+        return "closed"
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or exc.__class__.__name__
+    if isinstance(exc, TimeoutError):
+        return "handshake timed out"
+    return getattr(exc, "strerror", None) or exc.__class__.__name__
