@@ -33,8 +33,9 @@ def unexpected(buf: bytes, pos: int = 0) -> BenchError:
     return BenchError(f"unexpected reply {line[:80]!r}")
 
 
-def put_command(size: int) -> bytes:
-    return b"put %s %d\r\n%s\r\n" % (PRI_DELAY_TTR, size, b"x" * size)
+def put_command(size: int, delay: int = 0) -> bytes:
+    head = PRI_DELAY_TTR if not delay else b"1024 %d 60" % delay
+    return b"put %s %d\r\n%s\r\n" % (head, size, b"x" * size)
 
 
 def tube_setup(tube: str, watch=None) -> tuple[bytes, int]:
@@ -69,9 +70,9 @@ class Driver:
 class Put(Driver):
     """put with up to `depth` commands in flight (depth 1: unpipelined)."""
 
-    def __init__(self, budget, size, depth, tube="default"):
+    def __init__(self, budget, size, depth, tube="default", delay=0):
         super().__init__(budget, tube)
-        self.cmd = put_command(size)
+        self.cmd = put_command(size, delay)
         self.depth = depth
         self.batch = self.cmd * depth
 

@@ -7,10 +7,11 @@
     pybeanstalkd-bench --compare --idle-conns 10000
     pybeanstalkd-bench --compare --tubes 10000      put/reserve as tubes grow
     pybeanstalkd-bench --compare --recovery 1000000 restart time on a reference binlog
+    pybeanstalkd-bench --compare --stalls 1000000,6000000   a probe's waits during big work
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
-recovery), cross.py (bsload cross-check), client.py (load processes), drivers.py
+recovery), stalls.py (a probe during big work), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 from dataclasses import asdict, replace
 from time import monotonic
 
-from . import modes
+from . import modes, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference
@@ -162,6 +163,20 @@ def tubes_table(rows, names) -> str:
     return table(["tubes"] + heads, out)
 
 
+def stalls_table(rows, names) -> str:
+    out = []
+    for r in rows:
+        extra = ""
+        if "fill_rate" in r:
+            extra = f"{r['fill_rate']:,.0f} puts/s"
+        elif "delay_s" in r:
+            extra = f"delay {r['delay_s']} s"
+        out.append([r["jobs"], r["case"], r["server"], r["work_s"], r["samples"], r["p50_ms"],
+                    r["p99_ms"], r["p999_ms"], r["max_ms"], extra])
+    return table(["jobs", "case", "server", "work s", "probes", "p50", "p99", "p99.9", "worst",
+                  ""], out)
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="pybeanstalkd-bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -194,6 +209,11 @@ def parse_args(argv):
     a("--recovery", type=int, nargs="?", const=1_000_000, metavar="JOBS",
       help="with --compare: exec to first reply on a binlog of JOBS jobs the reference "
            "wrote (default 1,000,000)")
+    a("--stalls", metavar="N|LIST", nargs="?", const="1000000",
+      help="with --compare: a probe's waits (one command a ms) during big work on N jobs: "
+           "a fill, kick N, N jobs due at once, a close holding N reservations")
+    a("--cases", default=",".join(stalls_mod.CASES),
+      help=f"--stalls cases (default {','.join(stalls_mod.CASES)})")
     args = p.parse_args(argv)
     if not 1 <= args.conns <= 1000:
         p.error("--conns must be 1..1000")
@@ -204,6 +224,11 @@ def parse_args(argv):
     bad = set(args.workloads.split(",")) - set(WORKLOADS) if args.workloads else ()
     if args.recovery and not args.compare:
         p.error("--recovery needs --compare (it starts the servers itself)")
+    if args.stalls and not args.compare:
+        p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
+    bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES)
+    if bad_cases:
+        p.error(f"unknown case {', '.join(sorted(bad_cases))}; known: {', '.join(stalls_mod.CASES)}")
     if bad:
         p.error(f"unknown workload {', '.join(sorted(bad))}; known: {', '.join(WORKLOADS)}")
     return args
@@ -236,7 +261,7 @@ def main(argv=None) -> int:
     else:
         servers = [lambda: modes.Running((args.host, args.port))]
         names = ["server"]
-    special = args.memory or args.idle_conns or args.tubes or args.recovery
+    special = args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
     out = {"options": vars(args), "servers": names}
     t0 = monotonic()
     try:
@@ -282,6 +307,14 @@ def main(argv=None) -> int:
                 f"(-F), exec to the first stats reply, {args.rounds} round(s)")
             say(pair_table(rows, names, ["median_s", "min_s", "max_s"],
                            ["median s", "min s", "max s"], ["median_s", "min_s", "max_s"]))
+        if args.stalls:
+            rows = out["stalls"] = stalls_mod.stalls(
+                servers, tube_counts(args.stalls) if "," in args.stalls else [int(args.stalls)],
+                args.cases.split(","), o, progress)
+            progress.clear()
+            say(f"\nstalls: a probe sends one command a millisecond during big work on N jobs "
+                f"of {o.size} bytes; its round trips in ms")
+            say(stalls_table(rows, names))
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)

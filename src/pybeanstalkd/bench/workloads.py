@@ -90,11 +90,12 @@ def plan(workload: str, o: Options) -> list[Group]:
     raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
 
 
-def fill(addr, o: Options, jobs: int, tube: str | None = None, progress=None):
-    """Put `jobs` jobs (pipelined, untimed) into the tube."""
-    f = Options(conns=o.conns, procs=o.procs, pipeline=64, size=o.size, jobs=jobs,
-                tube=tube or o.tube)
-    return run_phase(addr, plan("put-pipelined", f), progress=progress)
+def fill(addr, o: Options, jobs: int, tube: str | None = None, progress=None, delay=0):
+    """Put `jobs` jobs (pipelined, untimed) into the tube, each with `delay`."""
+    budget = split(jobs, o.conns)
+    groups = _groups("load", o.conns, o.procs,
+                     lambda i: Put(budget[i], o.size, 64, tube or o.tube, delay))
+    return run_phase(addr, groups, progress=progress)
 
 
 def drain(addr, o: Options, watch=None):

@@ -1,0 +1,261 @@
+"""--stalls: how long other clients wait while the server does big work.
+
+A probe process sends one cheap command (`list-tube-used`) every
+millisecond on its own connection and times each reply, while the bench
+makes the server do one of these (N jobs of --size bytes each):
+
+  fill   a pipelined fill to N jobs (the id map and heaps grow)
+  kick   `kick N` on N delayed jobs
+  due    N delayed jobs all coming due at once
+  close  a connection holding N reservations closes
+
+"due": the jobs are put with a delay longer than the fill takes, then the
+server is stopped (SIGSTOP) before the first one is due and continued
+(SIGCONT) once the last one is, so that all N are due in the same instant
+on either server. The probe starts at the SIGCONT.
+
+The probe's worst wait, p99.9, p99 and p50 are reported per case and
+server, with how long the big work itself took.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from array import array
+
+from .client import connect
+from .drivers import BenchError
+from .modes import alternate
+from .spawn import exchange, stats
+from .workloads import Options, fill, percentile
+
+CASES = ["fill", "kick", "due", "close"]
+PROBE = b"list-tube-used\r\n"
+PROBE_REPLY = b"USING default\r\n"
+INTERVAL_NS = 1_000_000
+
+
+def _probe(addr, go, stop, out):
+    """Until stop: one PROBE per INTERVAL_NS, or at once after a slow reply."""
+    rtt = array("q")
+    try:
+        sock = connect(addr)
+        sock.settimeout(None)
+        out.send(("ready", None))
+        while not go.value:
+            time.sleep(0.0001)
+        nxt = time.monotonic_ns()
+        while not stop.value:
+            now = time.monotonic_ns()
+            if now < nxt:
+                time.sleep((nxt - now) / 1e9)
+            t0 = time.monotonic_ns()
+            sock.sendall(PROBE)
+            got = b""
+            while len(got) < len(PROBE_REPLY):
+                chunk = sock.recv(64)
+                if not chunk:
+                    raise BenchError("the server closed the probe's connection")
+                got += chunk
+            t1 = time.monotonic_ns()
+            if got != PROBE_REPLY:
+                raise BenchError(f"probe got {got!r}")
+            rtt.append(t1 - t0)
+            nxt = t0 + INTERVAL_NS
+        sock.close()
+        out.send(("done", rtt.tobytes()))
+    except BaseException as e:  # reported to the parent
+        out.send(("error", f"{type(e).__name__}: {e}"))
+
+
+class Probe:
+    """The probe process: connected by start(), sending from go() until stop()."""
+
+    def __init__(self, addr):
+        ctx = mp.get_context("fork")
+        self.go_flag = ctx.RawValue("b", 0)
+        self.stop_flag = ctx.RawValue("b", 0)
+        self.rx, tx = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_probe, daemon=True,
+                                args=(addr, self.go_flag, self.stop_flag, tx))
+        self.proc.start()
+        self._expect("ready", 30)
+
+    def _expect(self, what, timeout):
+        if not self.rx.poll(timeout):
+            raise BenchError(f"the probe did not report {what!r} within {timeout} s")
+        kind, val = self.rx.recv()
+        if kind == "error":
+            raise BenchError(val)
+        return val
+
+    def go(self):
+        self.go_flag.value = 1
+
+    def stop(self) -> list[int]:
+        self.stop_flag.value = 1
+        rtt = array("q")
+        rtt.frombytes(self._expect("done", 120))
+        self.proc.join(5)
+        return sorted(rtt)
+
+    def kill(self):
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def _summary(rtt: list[int]) -> dict:
+    if not rtt:
+        return {"samples": 0, "p50_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
+    return {"samples": len(rtt), "p50_ms": percentile(rtt, 0.5) / 1e3,
+            "p99_ms": percentile(rtt, 0.99) / 1e3, "p999_ms": percentile(rtt, 0.999) / 1e3,
+            "max_ms": rtt[-1] / 1e6}
+
+
+def _wait_stats(addr, key, want, timeout=600.0):
+    end = time.monotonic() + timeout
+    while int(stats(addr)[key]) != want:
+        if time.monotonic() > end:
+            raise BenchError(f"{key} did not reach {want} within {timeout:.0f} s")
+        time.sleep(0.01)
+
+
+def _fill(s, o, n, progress, label, delay=0):
+    t0 = time.monotonic()
+    fill(s.addr, o, n, progress=progress and progress.labelled(label), delay=delay)
+    if progress:
+        progress.clear()
+    return time.monotonic() - t0
+
+
+def case_fill(s, o, n, progress, fill_s):
+    probe = Probe(s.addr)
+    try:
+        probe.go()
+        took = _fill(s, o, n, progress, "fill")
+        return probe.stop(), took, {"fill_rate": n / took}
+    finally:
+        probe.kill()
+
+
+def case_kick(s, o, n, progress, fill_s):
+    _fill(s, o, n, progress, "delayed fill", delay=100_000)
+    probe = Probe(s.addr)
+    try:
+        with connect(s.addr) as c:
+            exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
+            probe.go()
+            time.sleep(0.05)
+            t0 = time.monotonic()
+            got = exchange(c, b"kick %d\r\n" % n, 1)
+            took = time.monotonic() - t0
+            if got != b"KICKED %d\r\n" % n:
+                raise BenchError(f"kick: {got[:80]!r}")
+        time.sleep(0.05)
+        return probe.stop(), took, {}
+    finally:
+        probe.kill()
+
+
+def case_due(s, o, n, progress, fill_s):
+    # The delay must outlast the fill: this server's own fill time (from the
+    # fill case) with room to spare.
+    delay = int(2 + 1.5 * (fill_s or n / 20_000)) + 1
+    t0 = time.monotonic()
+    took = _fill(s, o, n, progress, f"fill delayed {delay} s", delay=delay)
+    first_due = t0 + delay
+    if time.monotonic() > first_due - 0.5:
+        raise BenchError(f"the fill took {took:.1f} s, too close to the {delay} s delay")
+    os.kill(s.pid, signal.SIGSTOP)
+    try:
+        probe = Probe(s.addr)  # connects; its first command waits in the socket
+    except BaseException:
+        os.kill(s.pid, signal.SIGCONT)
+        raise
+    try:
+        if progress:
+            progress.line(f"{s.name} stopped until all {n:,} jobs are due")
+        time.sleep(max(0.0, t0 + took + delay + 0.2 - time.monotonic()))
+        os.kill(s.pid, signal.SIGCONT)
+        probe.go()
+        t1 = time.monotonic()
+        _wait_stats(s.addr, "current-jobs-delayed", 0)
+        took = time.monotonic() - t1
+        time.sleep(0.05)
+        return probe.stop(), took, {"delay_s": delay}
+    finally:
+        os.kill(s.pid, signal.SIGCONT)
+        probe.kill()
+
+
+def case_close(s, o, n, progress, fill_s):
+    _fill(s, o, n, progress, "fill")
+    # Forked before the reserving connection opens, so that it holds no copy
+    # of that socket: the close below must reach the server.
+    probe = Probe(s.addr)
+    c = connect(s.addr)
+    try:
+        exchange(c, b"watch %s\r\nignore default\r\n" % o.tube.encode(), 2)
+        batch, got, sent = 5000, 0, 0
+        buf = b""
+        while got < n:
+            k = min(batch, n - sent)
+            if k and sent - got < 4 * batch:
+                c.sendall(b"reserve-with-timeout 0\r\n" * k)
+                sent += k
+            chunk = c.recv(1 << 20)
+            if not chunk:
+                raise BenchError("closed while reserving")
+            buf += chunk
+            end = buf.rfind(b"\r\n") + 2  # count whole lines only
+            got += buf.count(b"RESERVED ", 0, end)
+            if b"TIMED_OUT" in buf[:end]:
+                raise BenchError("ran out of jobs while reserving")
+            buf = buf[end:]
+            if progress and got % 50_000 < 1000:
+                progress.line(f"{s.name} reserving: {got:,}")
+        if progress:
+            progress.clear()
+        _wait_stats(s.addr, "current-jobs-reserved", n)
+    except BaseException:
+        c.close()
+        probe.kill()
+        raise
+    try:
+        probe.go()
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        c.close()
+        _wait_stats(s.addr, "current-jobs-reserved", 0)
+        took = time.monotonic() - t0
+        time.sleep(0.05)
+        return probe.stop(), took, {}
+    finally:
+        probe.kill()
+
+
+RUN = {"fill": case_fill, "kick": case_kick, "due": case_due, "close": case_close}
+
+
+def stalls(servers, sizes: list[int], cases: list[str], o: Options, progress=None) -> list[dict]:
+    """A row per (jobs, case, server): the probe's waits and the work's time.
+    Every case starts on a fresh server; the order of servers alternates."""
+    rows = []
+    for n in sizes:
+        fill_s: dict = {}
+        for k, case in enumerate(cases):
+            for mk in alternate(servers, k):
+                with mk() as s:
+                    if progress:
+                        progress.prefix = f"{s.name} {case} {n:,} "
+                    rtt, took, extra = RUN[case](s, o, n, progress, fill_s.get(s.name))
+                    if case == "fill":
+                        fill_s[s.name] = took
+                    rows.append({"server": s.name, "case": case, "jobs": n, "work_s": took}
+                                | _summary(rtt) | extra)
+                if progress:
+                    progress.clear()
+    return rows
