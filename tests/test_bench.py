@@ -125,3 +125,53 @@ def test_compare_recovery_on_a_reference_binlog(capsys):
 def test_recovery_needs_compare():
     with pytest.raises(SystemExit):
         bench.parse_args(["--recovery", "10"])
+
+
+def test_stalls_mode_runs_every_case_and_times_the_probe():
+    from pybeanstalkd.bench import stalls
+    from pybeanstalkd.bench.spawn import Spawned
+
+    servers = [lambda: Spawned("ours", ours_argv())]
+    rows = stalls.stalls(servers, [2000], stalls.CASES, small(conns=2))
+    assert [r["case"] for r in rows] == stalls.CASES
+    for r in rows:
+        # The probe ran while the work did, and its replies were all its own.
+        assert r["jobs"] == 2000 and r["work_s"] > 0 and r["samples"] > 0
+        assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"]
+    assert rows[0]["fill_rate"] > 0 and rows[2]["delay_s"] >= 3
+
+
+def test_stalls_and_memcap_need_compare():
+    for argv in (["--stalls", "10"], ["--memcap", "1M"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(argv)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--compare", "--stalls", "10", "--cases", "fill,nope"])
+    assert bench.parse_bytes("3K") == 3072 and bench.parse_bytes("2g") == 2 << 30
+    assert bench.parse_bytes("512") == 512
+
+
+def test_memcap_flood_stops_at_the_cap():
+    from pybeanstalkd.bench import memcap
+
+    cap = 2 << 20
+    rows = memcap.rss_rows(ours_argv(), "", cap, [100, 65536])
+    assert [r["size"] for r in rows] == [100, 65536]
+    for r in rows:
+        # Stored bodies stay under the cap, and the accounting does not
+        # overcharge by more than the measured per-job overhead.
+        assert 0 < r["body_bytes"] < cap
+        assert r["jobs"] * (r["size"] + 2 + 1024) >= cap
+        assert r["rss_growth"] > 0
+
+
+@pytest.mark.skipif(not REFERENCE, reason="reference beanstalkd is not installed")
+def test_compare_memcap(capsys):
+    assert bench.main(["--compare", "--memcap", "1M", "-n", "300", "-c", "2", "-q",
+                       "--json", "-"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["size"] for r in data["memcap_rss"]] == [100, 1024, 65536]
+    cost = {r["workload"]: r for r in data["memcap_cost"]}
+    assert set(cost) == {"put-pipelined", "put"}
+    for r in cost.values():
+        assert r["reference_ops_s"] > 0 and r["ours_ops_s"] > 0 and r["capped_ops_s"] > 0

@@ -8,10 +8,11 @@
     pybeanstalkd-bench --compare --tubes 10000      put/reserve as tubes grow
     pybeanstalkd-bench --compare --recovery 1000000 restart time on a reference binlog
     pybeanstalkd-bench --compare --stalls 1000000,6000000   a probe's waits during big work
+    pybeanstalkd-bench --compare --memcap 256M      --max-memory: RSS against the cap, its cost
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
-recovery), stalls.py (a probe during big work), cross.py (bsload cross-check), client.py (load processes), drivers.py
+recovery), stalls.py (a probe during big work), memcap.py (--max-memory), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sys
 from dataclasses import asdict, replace
 from time import monotonic
 
-from . import modes, stalls as stalls_mod
+from . import memcap as memcap_mod, modes, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference
@@ -172,9 +173,17 @@ def stalls_table(rows, names) -> str:
         elif "delay_s" in r:
             extra = f"delay {r['delay_s']} s"
         out.append([r["jobs"], r["case"], r["server"], r["work_s"], r["samples"], r["p50_ms"],
-                    r["p99_ms"], r["p999_ms"], r["max_ms"], extra])
+                    r["p99_ms"], r["p999_ms"], r["max_ms"], r.get("steal_pct"), extra])
     return table(["jobs", "case", "server", "work s", "probes", "p50", "p99", "p99.9", "worst",
-                  ""], out)
+                  "steal %", ""], out)
+
+
+def parse_bytes(text: str) -> int:
+    """BYTES with an optional K, M or G suffix (as the server's --max-memory)."""
+    num, unit = (text[:-1], text[-1].upper()) if text[-1:].isalpha() else (text, "")
+    if not num.isdigit() or unit not in ("", "K", "M", "G"):
+        raise argparse.ArgumentTypeError(f"not a byte count: {text!r}")
+    return int(num) << (10 * " KMG".index(unit or " "))
 
 
 def parse_args(argv):
@@ -212,6 +221,9 @@ def parse_args(argv):
     a("--stalls", metavar="N|LIST", nargs="?", const="1000000",
       help="with --compare: a probe's waits (one command a ms) during big work on N jobs: "
            "a fill, kick N, N jobs due at once, a close holding N reservations")
+    a("--memcap", metavar="BYTES", type=parse_bytes,
+      help="with --compare: ours with --max-memory BYTES flooded with 100 B, 1 KiB and 64 KiB "
+           "puts (RSS against the cap), and put throughput with a cap against without")
     a("--cases", default=",".join(stalls_mod.CASES),
       help=f"--stalls cases (default {','.join(stalls_mod.CASES)})")
     args = p.parse_args(argv)
@@ -224,6 +236,8 @@ def parse_args(argv):
     bad = set(args.workloads.split(",")) - set(WORKLOADS) if args.workloads else ()
     if args.recovery and not args.compare:
         p.error("--recovery needs --compare (it starts the servers itself)")
+    if args.memcap and not args.compare:
+        p.error("--memcap needs --compare (it starts the servers with and without the cap)")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
     bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES)
@@ -261,7 +275,8 @@ def main(argv=None) -> int:
     else:
         servers = [lambda: modes.Running((args.host, args.port))]
         names = ["server"]
-    special = args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
+    special = (args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
+               or args.memcap)
     out = {"options": vars(args), "servers": names}
     t0 = monotonic()
     try:
@@ -310,11 +325,31 @@ def main(argv=None) -> int:
         if args.stalls:
             rows = out["stalls"] = stalls_mod.stalls(
                 servers, tube_counts(args.stalls) if "," in args.stalls else [int(args.stalls)],
-                args.cases.split(","), o, progress)
+                args.cases.split(","), o, progress,
+                on_row=lambda r: progress.line(f"{r['server']} {r['case']} {r['jobs']:,}: "
+                                               f"worst {r['max_ms']:.1f} ms"))
             progress.clear()
             say(f"\nstalls: a probe sends one command a millisecond during big work on N jobs "
                 f"of {o.size} bytes; its round trips in ms")
             say(stalls_table(rows, names))
+        if args.memcap:
+            rows = out["memcap_rss"] = memcap_mod.rss_rows(ours, args.server_args, args.memcap,
+                                                           memcap_mod.SIZES, progress)
+            progress.clear()
+            say(f"\n--max-memory {args.memcap:,}: pipelined puts until the first OUT_OF_MEMORY")
+            say(table(["body bytes", "jobs stored", "body bytes stored", "RSS growth",
+                       "RSS / cap"], [[r["size"], r["jobs"], r["body_bytes"], r["rss_growth"],
+                                       r["rss_over_cap"]] for r in rows]))
+            rows = out["memcap_cost"] = memcap_mod.cost_rows(ref, ours, args.server_args, o,
+                                                             args.rounds, progress)
+            progress.clear()
+            say(f"\nthe cap's cost: puts with --max-memory {memcap_mod.NEVER_REACHED:,} (never "
+                f"reached) against none; {o.conns} connections, {o.size}-byte bodies, "
+                f"{args.rounds} round(s), median")
+            say(table(["workload", "reference ops/s", "ours ops/s", "ours capped ops/s",
+                       "capped / uncapped", "ours / reference"],
+                      [[r["workload"], r["reference_ops_s"], r["ours_ops_s"], r["capped_ops_s"],
+                        r["capped_over_uncapped"], r["ours_over_reference"]] for r in rows]))
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)

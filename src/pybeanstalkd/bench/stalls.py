@@ -35,6 +35,7 @@ CASES = ["fill", "kick", "due", "close"]
 PROBE = b"list-tube-used\r\n"
 PROBE_REPLY = b"USING default\r\n"
 INTERVAL_NS = 1_000_000
+WORK_TIMEOUT = 900.0  # s: big work on millions of jobs, on a loaded machine
 
 
 def _probe(addr, go, stop, out):
@@ -107,6 +108,18 @@ class Probe:
             self.proc.join()
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, total) jiffies of all CPUs, from /proc/stat ((0, 0) elsewhere).
+    Steal is time the hypervisor gave our vCPUs to someone else: on a shared
+    VM it shows up as stalls that no server causes."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
 def _summary(rtt: list[int]) -> dict:
     if not rtt:
         return {"samples": 0, "p50_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
@@ -115,7 +128,7 @@ def _summary(rtt: list[int]) -> dict:
             "max_ms": rtt[-1] / 1e6}
 
 
-def _wait_stats(addr, key, want, timeout=600.0):
+def _wait_stats(addr, key, want, timeout=WORK_TIMEOUT):
     end = time.monotonic() + timeout
     while int(stats(addr)[key]) != want:
         if time.monotonic() > end:
@@ -146,6 +159,7 @@ def case_kick(s, o, n, progress, fill_s):
     probe = Probe(s.addr)
     try:
         with connect(s.addr) as c:
+            c.settimeout(WORK_TIMEOUT)  # the kick's reply comes after its last slice
             exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
             probe.go()
             time.sleep(0.05)
@@ -240,9 +254,12 @@ def case_close(s, o, n, progress, fill_s):
 RUN = {"fill": case_fill, "kick": case_kick, "due": case_due, "close": case_close}
 
 
-def stalls(servers, sizes: list[int], cases: list[str], o: Options, progress=None) -> list[dict]:
+def stalls(servers, sizes: list[int], cases: list[str], o: Options, progress=None,
+           on_row=None) -> list[dict]:
     """A row per (jobs, case, server): the probe's waits and the work's time.
-    Every case starts on a fresh server; the order of servers alternates."""
+    Every case starts on a fresh server; the order of servers alternates.
+    on_row(row) is called as each row is measured (a long run keeps what it
+    measured if a later case fails)."""
     rows = []
     for n in sizes:
         fill_s: dict = {}
@@ -251,11 +268,17 @@ def stalls(servers, sizes: list[int], cases: list[str], o: Options, progress=Non
                 with mk() as s:
                     if progress:
                         progress.prefix = f"{s.name} {case} {n:,} "
+                    steal0, total0 = cpu_ticks()
                     rtt, took, extra = RUN[case](s, o, n, progress, fill_s.get(s.name))
+                    steal1, total1 = cpu_ticks()
+                    extra["steal_pct"] = (100 * (steal1 - steal0) / (total1 - total0)
+                                          if total1 > total0 else None)
                     if case == "fill":
                         fill_s[s.name] = took
                     rows.append({"server": s.name, "case": case, "jobs": n, "work_s": took}
                                 | _summary(rtt) | extra)
+                    if on_row:
+                        on_row(rows[-1])
                 if progress:
                     progress.clear()
     return rows
