@@ -33,8 +33,8 @@ def unexpected(buf: bytes, pos: int = 0) -> BenchError:
     return BenchError(f"unexpected reply {line[:80]!r}")
 
 
-def put_command(size: int, delay: int = 0) -> bytes:
-    head = PRI_DELAY_TTR if not delay else b"1024 %d 60" % delay
+def put_command(size: int, delay: int = 0, ttr: int = 60) -> bytes:
+    head = PRI_DELAY_TTR if not delay and ttr == 60 else b"1024 %d %d" % (delay, ttr)
     return b"put %s %d\r\n%s\r\n" % (head, size, b"x" * size)
 
 
@@ -70,9 +70,9 @@ class Driver:
 class Put(Driver):
     """put with up to `depth` commands in flight (depth 1: unpipelined)."""
 
-    def __init__(self, budget, size, depth, tube="default", delay=0):
+    def __init__(self, budget, size, depth, tube="default", delay=0, ttr=60):
         super().__init__(budget, tube)
-        self.cmd = put_command(size, delay)
+        self.cmd = put_command(size, delay, ttr)
         self.depth = depth
         self.batch = self.cmd * depth
 

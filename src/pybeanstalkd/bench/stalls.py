@@ -136,9 +136,9 @@ def _wait_stats(addr, key, want, timeout=WORK_TIMEOUT):
         time.sleep(0.01)
 
 
-def _fill(s, o, n, progress, label, delay=0):
+def _fill(s, o, n, progress, label, delay=0, ttr=60):
     t0 = time.monotonic()
-    fill(s.addr, o, n, progress=progress and progress.labelled(label), delay=delay)
+    fill(s.addr, o, n, progress=progress and progress.labelled(label), delay=delay, ttr=ttr)
     if progress:
         progress.clear()
     return time.monotonic() - t0
@@ -206,7 +206,8 @@ def case_due(s, o, n, progress, fill_s):
 
 
 def case_close(s, o, n, progress, fill_s):
-    _fill(s, o, n, progress, "fill")
+    # A TTR that outlasts reserving them all: none may time out before the close.
+    _fill(s, o, n, progress, "fill", ttr=86_400)
     # Forked before the reserving connection opens, so that it holds no copy
     # of that socket: the close below must reach the server.
     probe = Probe(s.addr)
