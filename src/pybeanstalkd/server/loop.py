@@ -16,6 +16,7 @@ from ..binlog.sync import Syncer
 from ..core.engine import Engine, Host
 from ..diag import default_warn as warn
 from .accept import Acceptor
+from .malloc import pin_mmap_threshold
 from .transport import Client, Server
 
 
@@ -57,6 +58,7 @@ def serve(sock: socket.socket, opts) -> int:
     # of its own (167 objects, all from imports, after 3,000 connections),
     # so this keeps nothing that a full collection would have freed.
     gc.callbacks.append(_freeze_survivors)
+    pin_mmap_threshold()
     loop = new_loop()
     asyncio.set_event_loop(loop)
     try:
