@@ -6,6 +6,12 @@
 - bench/ talks to servers over sockets only: it imports nothing of ours
   outside bench/.
 - nothing but cli.py and server/ imports server/; nothing imports bench/ from outside.
+- ops/admin*.py (pybeanstalkd-admin) speaks the protocol only: it imports
+  nothing of ours outside ops/admin*.
+- the rest of ops/ (the HTTP side) imports core/ and binlog/ of ours: the
+  server hands it its objects; it never imports server/, cluster/ or cli.
+- aiohttp and prometheus_client are imported only in ops/ (which the server
+  imports only with --http), so that start-up without --http stays fast.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ IMPURE = {
     "concurrent", "shutil", "tempfile", "pathlib", "datetime", "random", "secrets",
     "sys", "mmap", "uvloop", "importlib", "builtins", "logging", "ctypes",
 }
+HTTP_ONLY = {"aiohttp", "prometheus_client", "yarl", "multidict"}
 IMPURE_CALLS = {"open", "print", "input", "__import__", "exec", "eval"}
 PACKAGE_CONSTANTS = {"pybeanstalkd", "pybeanstalkd.BEANSTALKD_VERSION", "pybeanstalkd.__version__"}
 
@@ -70,6 +77,10 @@ def room(name: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
+def is_admin(name: str) -> bool:
+    return name.startswith("pybeanstalkd.ops.admin")
+
+
 def violations(modname: str, source: str, is_package: bool = False) -> list[str]:
     here = room(modname)
     bad = []
@@ -85,10 +96,16 @@ def violations(modname: str, source: str, is_package: bool = False) -> list[str]
             bad.append(f"{where}: binlog/ never imports {room(name)}/")
         if here == "bench" and ours(name) and room(name) != "bench" and name != "pybeanstalkd":
             bad.append(f"{where}: bench/ imports nothing of the server's packages")
+        if is_admin(modname) and ours(name) and not is_admin(name):
+            bad.append(f"{where}: ops/admin*.py imports nothing of ours outside ops/admin*")
         if here != "bench" and ours(name) and room(name) == "bench":
             bad.append(f"{where}: only bench/ imports bench/")
         if here not in ("server", "cli", "cluster") and ours(name) and room(name) == "server":
             bad.append(f"{where}: only cli.py, server/ and cluster/ import server/")
+        if here == "ops" and ours(name) and room(name) in ("cluster", "cli"):
+            bad.append(f"{where}: ops/ imports only core/ and binlog/ of ours")
+        if here != "ops" and top in HTTP_ONLY:
+            bad.append(f"{where}: only ops/ imports {top} (start-up stays fast without --http)")
     if here == "core":
         bad += [f"{modname}:{line} calls {fn}(): core/ does no I/O"
                 for line, fn in calls(source) if fn in IMPURE_CALLS]
@@ -130,6 +147,15 @@ def test_every_room_exists_and_has_a_docstring():
     ("pybeanstalkd.bench.modes", "from ..core.queue import Queue\n"),
     ("pybeanstalkd.bench.modes", "import pybeanstalkd.binlog.format\n"),
     ("pybeanstalkd.core.queue", "from ..bench import spawn\n"),
+    ("pybeanstalkd.ops.admin", "from ..core.stats import stats_yaml\n"),
+    ("pybeanstalkd.ops.admin", "from .. import __version__\n"),
+    ("pybeanstalkd.ops.admin_views", "from . import http\n"),
+    ("pybeanstalkd.ops.admin_client", "def f():\n    import pybeanstalkd.bench.client\n"),
+    ("pybeanstalkd.core.admin", "from ..ops import api\n"),
+    ("pybeanstalkd.ops.http", "from ..server.transport import Server\n"),
+    ("pybeanstalkd.ops.metrics", "from pybeanstalkd import cli\n"),
+    ("pybeanstalkd.server.loop", "import aiohttp\n"),
+    ("pybeanstalkd.binlog.sync", "from prometheus_client import Counter\n"),
 ])
 def test_the_checker_catches(mod, src):
     assert violations(mod, src)
@@ -141,6 +167,10 @@ def test_the_checker_catches(mod, src):
     ("pybeanstalkd.binlog.recovery", "import os, time\nfrom ..core.job import Job\n"),
     ("pybeanstalkd.server.loop", "from ..binlog.sync import Syncer\nimport asyncio\n"),
     ("pybeanstalkd.bench.main", "import socket\nfrom .spawn import Spawned\n"),
+    ("pybeanstalkd.ops.admin", "import socket\nfrom .admin_client import Conn\n"
+                               "def f():\n    import pybeanstalkd.ops.admin_views as v\n"),
+    ("pybeanstalkd.ops.http", "from aiohttp import web\nfrom ..core import admin\nfrom ..binlog import files\n"),
+    ("pybeanstalkd.server.loop", "def f():\n    from ..ops.http import start\n"),
 ])
 def test_the_checker_lets_allowed_imports_pass(mod, src):
     assert violations(mod, src) == []

@@ -1,0 +1,385 @@
+"""pybeanstalkd-admin: look at and operate any beanstalkd-protocol server
+(pybeanstalkd or beanstalkd itself) over the protocol alone: stats, tubes,
+a live top, peek, kick, delete, put, pause and flush.
+
+It imports nothing of pybeanstalkd outside ops/admin*: the protocol client
+is admin_client.py, the drawing (rich, loaded only when something is drawn)
+admin_views.py.
+
+Exit status: 0 done; 1 the server refused (NOT_FOUND, JOB_TOO_BIG, ...);
+2 bad usage (arguments, tube names); 3 the server cannot be reached or the
+connection broke; 130 interrupted."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .admin_client import (MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_text, check_tube,
+                           parse_address)
+
+PROG = "pybeanstalkd-admin"
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 11300
+STATES = ("ready", "delayed", "buried")
+
+
+def views():
+    """admin_views, which needs rich; a clear message when rich is missing."""
+    try:
+        import pybeanstalkd.ops.admin_views as v
+    except ModuleNotFoundError as e:
+        if e.name and e.name.split(".")[0] == "rich":
+            raise AdminError(f"this command draws with rich, which is not installed: "
+                             f"pip install 'pybeanstalkd[admin]'") from None
+        raise
+    return v
+
+
+def console():
+    return views().Console()
+
+
+def connect(args) -> Conn:
+    return Conn(parse_address(args.host, args.port), timeout=args.timeout)
+
+
+def say(*parts, err=False):
+    print(*parts, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def emit_json(data):
+    json.dump(data, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def tube_or_fail(c: Conn, tube: str) -> dict:
+    st = c.stats_tube(tube)
+    if st is None:
+        raise AdminError(f"tube {tube!r} not found on {c.where}")
+    return st
+
+
+# -- the commands; each returns its exit status
+
+
+def cmd_stats(args) -> int:
+    with connect(args) as c:
+        stats = c.stats()
+    if args.keys:
+        missing = [k for k in args.keys if k not in stats]
+        if missing:
+            raise AdminError(f"no such stats key: {', '.join(missing)}")
+        stats = {k: stats[k] for k in args.keys}
+        if not args.json:
+            for k in args.keys:
+                v = stats[k]
+                say(str(v).lower() if isinstance(v, bool) else v)
+            return 0
+    if args.json:
+        emit_json(stats)
+    else:
+        views().show_stats(console(), stats, c.where)
+    return 0
+
+
+def cmd_tubes(args) -> int:
+    with connect(args) as c:
+        _, tubes = c.all_tubes()
+    tubes.sort(key=lambda t: str(t.get("name")))
+    if args.json:
+        emit_json(tubes)
+    else:
+        views().show_tubes(console(), tubes, c.where)
+    return 0
+
+
+def cmd_top(args) -> int:
+    v = views()
+    with connect(args) as c:
+        try:
+            v.run_top(c, args.interval, args.sort, args.iterations)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how top is left: the terminal is already restored
+    return 0
+
+
+def cmd_peek(args) -> int:
+    check_tube(args.tube)
+    with connect(args) as c:
+        tube_or_fail(c, args.tube)
+        c.use(args.tube)
+        found = c.peek_state(args.state)
+        if found is None:
+            raise AdminError(f"no {args.state} job in tube {args.tube!r}")
+        job_id, body = found
+        stats = c.stats_job(job_id)
+    if args.json:
+        import base64
+
+        text = body_text(body)
+        emit_json({"id": job_id, "stats": stats, "body": text,
+                   "body_base64": base64.b64encode(body).decode("ascii")})
+    else:
+        views().show_job(console(), job_id, stats, body, args.limit)
+    return 0
+
+
+def cmd_kick(args) -> int:
+    check_tube(args.tube)
+    with connect(args) as c:
+        before = tube_or_fail(c, args.tube)
+        c.use(args.tube)
+        n = c.kick(args.count)
+    if n == 0:
+        say(f"kicked 0 jobs: tube {args.tube!r} has no buried or delayed jobs")
+    else:
+        kind = "buried" if before.get("current-jobs-buried") else "delayed"
+        say(f"kicked {n} {kind} job{'s' if n != 1 else ''} in tube {args.tube!r}")
+    return 0
+
+
+def cmd_kick_job(args) -> int:
+    with connect(args) as c:
+        if c.kick_job(args.id):
+            say(f"kicked job {args.id}")
+            return 0
+        job = c.stats_job(args.id)
+    if job is None:
+        raise AdminError(f"job {args.id}: NOT_FOUND: no such job")
+    raise AdminError(f"job {args.id}: NOT_FOUND: it is {job.get('state')}; "
+                     "only buried or delayed jobs can be kicked")
+
+
+def cmd_delete(args) -> int:
+    with connect(args) as c:
+        results = c.delete_many(args.ids)
+        failed = [i for i, r in zip(args.ids, results) if r != "DELETED"]
+        why = {}
+        for i in failed:
+            job = c.stats_job(i)
+            if job is None:
+                why[i] = "no such job"
+            elif job.get("state") == "reserved":
+                why[i] = ("reserved by another connection: only the connection "
+                          "holding it can delete it (or wait for its TTR)")
+            else:
+                why[i] = f"it is {job.get('state')} now"  # it changed state meanwhile
+    for i, r in zip(args.ids, results):
+        if r == "DELETED":
+            say(f"job {i}: deleted")
+        else:
+            say(f"job {i}: NOT_FOUND: {why[i]}", err=True)
+    return 1 if failed else 0
+
+
+def cmd_put(args) -> int:
+    check_tube(args.tube)
+    if args.body is None or args.body == "-":
+        body = sys.stdin.buffer.read()
+    else:
+        body = os.fsencode(args.body)
+    with connect(args) as c:
+        c.use(args.tube)
+        r = c.put(body, args.pri, args.delay, args.ttr)
+        if r.status == "INSERTED":
+            say(r.int(1))
+            return 0
+        if r.status == "BURIED" and len(r.words) == 2:
+            say(r.int(1))
+            say(f"job {r.int(1)} was buried at once: the server is out of memory", err=True)
+            return 1
+        if r.status == "JOB_TOO_BIG":
+            limit = c.stats().get("max-job-size", "?")
+            raise AdminError(f"JOB_TOO_BIG: the body is {len(body):,} bytes, "
+                             f"the server's max-job-size is {limit:,}")
+    msg = {"DRAINING": "the server is draining: it takes no new jobs",
+           "OUT_OF_MEMORY": "the server is out of memory (or its binlog disk is full)"}
+    raise AdminError(f"{r.status}: {msg.get(r.status, 'the job was not stored')}")
+
+
+def cmd_pause(args) -> int:
+    check_tube(args.tube)
+    with connect(args) as c:
+        if not c.pause_tube(args.tube, args.seconds):
+            raise AdminError(f"tube {args.tube!r} not found on {c.where}")
+    say(f"unpaused tube {args.tube!r}" if args.seconds == 0
+        else f"paused tube {args.tube!r} for {args.seconds}s")
+    return 0
+
+
+def cmd_flush(args) -> int:
+    check_tube(args.tube)
+    states = STATES if args.state == "all" else (args.state,)
+    deleted = dict.fromkeys(states, 0)
+    with connect(args) as c:
+        before = tube_or_fail(c, args.tube)
+        expected = sum(before.get(f"current-jobs-{s}", 0) for s in states)
+        progress = None
+        try:
+            if expected >= 500 and sys.stderr.isatty():
+                from rich.progress import Progress
+
+                progress = Progress(console=views().Console(stderr=True), transient=True)
+                progress.start()
+                task = progress.add_task(f"flushing {args.tube}", total=expected)
+            for deleted in c.flush(args.tube, states):
+                if progress:
+                    done = sum(deleted.values())
+                    progress.update(task, completed=done, total=max(expected, done))
+        except KeyboardInterrupt:
+            say(f"interrupted: deleted {sum(deleted.values()):,} jobs from tube {args.tube!r}", err=True)
+            return 130
+        finally:
+            if progress:
+                progress.stop()
+        after = c.stats_tube(args.tube) or {}
+    detail = ", ".join(f"{s} {deleted[s]:,}" for s in states)
+    say(f"deleted {sum(deleted.values()):,} jobs from tube {args.tube!r} ({detail})")
+    if args.state == "all" and after.get("current-jobs-reserved"):
+        n = after["current-jobs-reserved"]
+        say(f"{n:,} reserved job{'s' if n != 1 else ''} left: only the connections holding "
+            "them can delete them", err=True)
+    return 0
+
+
+# -- arguments
+
+
+def _ranged(name: str, low: int, high: int):
+    def parse(s: str) -> int:
+        try:
+            v = int(s, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a whole number, not {s!r}") from None
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}, not {v}")
+        return v
+    parse.__name__ = name
+    return parse
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0 < v < 1e6:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {s}")
+    return v
+
+
+def _env_port() -> int:
+    raw = os.environ.get("BEANSTALKD_PORT")
+    if not raw:
+        return DEFAULT_PORT
+    try:
+        return _ranged("BEANSTALKD_PORT", 1, 65535)(raw)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(str(e)) from None
+
+
+def _connection_flags(parser, default):
+    g = parser.add_argument_group("connection")
+    g.add_argument("-H", "--host", default=default, help="server host, or unix:/path for a UNIX "
+                   f"socket (env BEANSTALKD_HOST; default {DEFAULT_HOST})")
+    g.add_argument("-p", "--port", type=_ranged("port", 1, 65535), default=default,
+                   help=f"server port (env BEANSTALKD_PORT; default {DEFAULT_PORT})")
+    g.add_argument("--timeout", type=_positive_float, default=default,
+                   help="seconds to wait for a reply (default 10)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect and operate a beanstalkd-protocol server (pybeanstalkd or beanstalkd) "
+                    "over the protocol.",
+        epilog="Exit status: 0 done, 1 refused by the server (NOT_FOUND, ...), 2 bad usage, "
+               "3 cannot reach the server, 130 interrupted.")
+    _connection_flags(p, None)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    job_id = _ranged("job id", 0, MAX_U64)
+
+    def add(name, func, help):
+        sp = sub.add_parser(name, help=help, description=help)
+        # The connection flags work after the command too; unset there, the main parser's stand.
+        _connection_flags(sp, argparse.SUPPRESS)
+        sp.set_defaults(func=func)
+        return sp
+
+    sp = add("stats", cmd_stats, "the server's stats, grouped; with KEYs, just their values")
+    sp.add_argument("keys", nargs="*", metavar="KEY", help="print only these keys' values")
+    sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
+
+    sp = add("tubes", cmd_tubes, "every tube's job counts, connections and pause")
+    sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
+
+    sp = add("top", cmd_top, "live view of every tube with rates per second (q or Ctrl-C quits)")
+    sp.add_argument("-i", "--interval", type=_positive_float, default=1.0,
+                    help="seconds between refreshes (default 1)")
+    sp.add_argument("--sort", choices=("name", "ready", "puts", "deletes"), default="name",
+                    help="order of the tubes (default name)")
+    sp.add_argument("-n", "--iterations", type=_ranged("iterations", 0, 1 << 31), default=0,
+                    help="stop after this many refreshes (default 0: until q)")
+
+    sp = add("peek", cmd_peek, "show the next job of a state in a tube: id, stats-job, body")
+    sp.add_argument("tube", metavar="TUBE")
+    sp.add_argument("state", nargs="?", choices=STATES, default="ready")
+    sp.add_argument("--limit", type=_ranged("limit", 0, 1 << 40), default=65536,
+                    help="show at most this many body bytes (default 65536; 0: all)")
+    sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
+
+    sp = add("kick", cmd_kick, "kick up to N buried jobs of a tube (delayed ones if none is buried)")
+    sp.add_argument("tube", metavar="TUBE")
+    sp.add_argument("count", metavar="N", type=_ranged("N", 0, MAX_U32))
+
+    sp = add("kick-job", cmd_kick_job, "kick one buried or delayed job")
+    sp.add_argument("id", type=job_id)
+
+    sp = add("delete", cmd_delete, "delete jobs by id (not ones reserved by another connection)")
+    sp.add_argument("ids", nargs="+", metavar="ID", type=job_id)
+
+    sp = add("put", cmd_put, "put a job; prints its id")
+    sp.add_argument("tube", metavar="TUBE")
+    sp.add_argument("body", nargs="?", metavar="BODY", help="the body; '-' or none: read stdin")
+    sp.add_argument("--pri", type=_ranged("pri", 0, MAX_U32), default=1024, help="priority (default 1024)")
+    sp.add_argument("--delay", type=_ranged("delay", 0, MAX_U32), default=0, help="seconds (default 0)")
+    sp.add_argument("--ttr", type=_ranged("ttr", 0, MAX_U32), default=60, help="seconds (default 60)")
+
+    sp = add("pause", cmd_pause, "pause a tube for SECONDS (0 unpauses)")
+    sp.add_argument("tube", metavar="TUBE")
+    sp.add_argument("seconds", metavar="SECONDS", type=_ranged("SECONDS", 0, MAX_U32))
+
+    sp = add("flush", cmd_flush, "delete every job of a state in a tube (reserved ones stay)")
+    sp.add_argument("tube", metavar="TUBE")
+    sp.add_argument("--state", choices=STATES + ("all",), default="all",
+                    help="which jobs (default all: ready, delayed and buried)")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.host is None:
+            args.host = os.environ.get("BEANSTALKD_HOST") or DEFAULT_HOST
+        if args.port is None:
+            args.port = _env_port()
+        if args.timeout is None:
+            args.timeout = 10.0
+        return args.func(args)
+    except AdminError as e:
+        say(f"{PROG}: {e}", err=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        say(f"{PROG}: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        # `... | head`: the reader left; say nothing more.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

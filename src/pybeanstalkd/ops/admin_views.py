@@ -1,0 +1,330 @@
+"""What pybeanstalkd-admin shows, drawn with rich: the grouped stats, the
+tubes table, a peeked job, and `top`'s live view with its rates. Imported
+only by the commands that draw something, so `--help`, `--json` and errors
+never load rich."""
+from __future__ import annotations
+
+import os
+import select
+import sys
+from time import monotonic
+
+from rich import box
+from rich.columns import Columns
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .admin_client import body_text
+
+CONNECTION_KEYS = ("current-connections", "current-producers", "current-workers",
+                   "current-waiting", "total-connections", "current-tubes")
+BYTE_KEYS = ("max-job-size", "binlog-max-size")
+PLAIN_KEYS = ("pid", "id", "file", "binlog-oldest-index", "binlog-current-index")  # no 1,000 separators
+
+
+def _group(key: str) -> str:
+    if key.startswith("current-jobs-") or key in ("total-jobs", "job-timeouts", "max-job-size"):
+        return "Jobs"
+    if key in CONNECTION_KEYS:
+        return "Connections"
+    if key.startswith("cmd-"):
+        return "Commands"
+    if key.startswith("binlog-"):
+        return "Binlog"
+    return "Server"
+
+
+def num(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def duration(seconds: int) -> str:
+    d, rest = divmod(int(seconds), 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    if d:
+        return f"{d}d {h}h {m:02d}m"
+    if h:
+        return f"{h}h {m:02d}m {s:02d}s"
+    return f"{m}m {s:02d}s" if m else f"{s}s"
+
+
+def size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,} B" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+
+
+def _stat_value(key: str, v) -> Text:
+    s = num(v)
+    if key in PLAIN_KEYS:
+        s = str(v)
+    elif isinstance(v, float):
+        s = f"{v:.6f}"
+    elif key == "uptime" and isinstance(v, int):
+        s = f"{duration(v)} ({v:,}s)" if v >= 60 else f"{v}s"
+    elif key in BYTE_KEYS and isinstance(v, int) and v >= 1024:
+        s = f"{v:,} ({size(v)})"
+    return Text(s, style="dim" if v == 0 and not isinstance(v, bool) else "")
+
+
+def _kv_table(items, pairs_per_row: int = 1) -> Table:
+    t = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
+    for _ in range(pairs_per_row):
+        t.add_column(style="cyan", no_wrap=True)
+        t.add_column(justify="right", no_wrap=True)
+    rows = [items[i:i + pairs_per_row] for i in range(0, len(items), pairs_per_row)]
+    for row in rows:
+        cells = []
+        for k, v in row:
+            cells += [k, _stat_value(k, v)]
+        t.add_row(*cells, *[""] * (2 * pairs_per_row - len(cells)))
+    return t
+
+
+def show_stats(console: Console, stats: dict, where: str):
+    groups = {g: [] for g in ("Jobs", "Connections", "Server", "Binlog", "Commands")}
+    for k, v in stats.items():
+        groups[_group(k)].append((k, v))
+    title = f"stats of {where}"
+    if "version" in stats:
+        title += f" (beanstalkd {stats['version']})"
+    console.print(Text(title, style="bold"))
+    small = [Panel(_kv_table(groups[g]), title=g, title_align="left", box=box.ROUNDED, expand=False)
+             for g in ("Jobs", "Connections", "Server", "Binlog") if groups[g]]
+    console.print(Columns(small))
+    if groups["Commands"]:
+        per_row = 3 if console.width >= 120 else 2 if console.width >= 80 else 1
+        console.print(Panel(_kv_table(groups["Commands"], per_row), title="Commands",
+                            title_align="left", box=box.ROUNDED, expand=False))
+
+
+JOB_COLUMNS = (("ready", "current-jobs-ready"), ("reserved", "current-jobs-reserved"),
+               ("delayed", "current-jobs-delayed"), ("buried", "current-jobs-buried"),
+               ("urgent", "current-jobs-urgent"))
+CONN_COLUMNS = (("waiting", "current-waiting"), ("watching", "current-watching"),
+                ("using", "current-using"))
+
+
+def _count(v, style: str = "") -> Text:
+    if not isinstance(v, int) or isinstance(v, bool):
+        return Text(str(v))
+    return Text(f"{v:,}", style="dim" if v == 0 else style)
+
+
+def _pause(t: dict) -> Text:
+    if not t.get("pause"):
+        return Text("-", style="dim")
+    return Text(f"{t['pause']:,}s ({t.get('pause-time-left', 0):,}s left)", style="yellow")
+
+
+def _total(tubes, key) -> str:
+    return f"{sum(t.get(key, 0) for t in tubes if isinstance(t.get(key, 0), int)):,}"
+
+
+def tubes_table(tubes: list[dict], title: str | None = None, rates: dict | None = None) -> Table:
+    """The tubes as beanstool shows them; with rates ({name: (puts/s, deletes/s) or None}),
+    top's columns too."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, show_footer=len(tubes) > 1, title_justify="left",
+              header_style="bold")
+    t.add_column("tube", footer=f"{len(tubes)} tubes", style="cyan", no_wrap=True)
+    styles = {"ready": "green", "reserved": "blue", "buried": "red", "urgent": "magenta"}
+    for label, key in JOB_COLUMNS:
+        t.add_column(label, justify="right", footer=_total(tubes, key), no_wrap=True)
+    for label, key in CONN_COLUMNS:
+        t.add_column(label, justify="right", no_wrap=True)
+    if rates is not None:
+        t.add_column("puts/s", justify="right", no_wrap=True)
+        t.add_column("deletes/s", justify="right", no_wrap=True)
+    t.add_column("pause", justify="right", no_wrap=True)
+    t.add_column("total", justify="right", footer=_total(tubes, "total-jobs"), no_wrap=True)
+    for tube in tubes:
+        row = [Text(str(tube.get("name", "?")))]
+        row += [_count(tube.get(key, 0), styles.get(label, "")) for label, key in JOB_COLUMNS]
+        row += [_count(tube.get(key, 0)) for _, key in CONN_COLUMNS]
+        if rates is not None:
+            r = rates.get(tube.get("name"))
+            row += [rate_text(r[0] if r else None), rate_text(r[1] if r else None)]
+        row += [_pause(tube), _count(tube.get("total-jobs", 0))]
+        t.add_row(*row)
+    return t
+
+
+def show_tubes(console: Console, tubes: list[dict], where: str):
+    console.print(tubes_table(tubes, title=f"tubes on {where}"))
+
+
+def hexdump(data: bytes) -> str:
+    lines = []
+    for off in range(0, len(data), 16):
+        chunk = data[off:off + 16]
+        hexes = " ".join(f"{b:02x}" for b in chunk)
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{off:08x}  {hexes[:23]:<23}  {hexes[24:]:<23}  |{text}|")
+    return "\n".join(lines)
+
+
+def show_job(console: Console, job_id: int, stats: dict | None, body: bytes, limit: int):
+    where = f" in tube {stats['tube']!r}" if stats else ""
+    console.print(Text(f"job {job_id}{where}", style="bold"))
+    if stats:
+        console.print(Panel(_kv_table(list(stats.items()), 2), title="stats-job", title_align="left",
+                            box=box.ROUNDED, expand=False))
+    else:
+        console.print(Text("(the job was deleted before its stats could be read)", style="yellow"))
+    shown = body if not limit or len(body) <= limit else body[:limit]
+    text = body_text(shown)
+    kind = "text" if text is not None else "binary, hex dump"
+    console.print(Text(f"body: {len(body):,} byte{'' if len(body) == 1 else 's'} ({kind})", style="bold"))
+    console.print(Text(text if text is not None else hexdump(shown)), soft_wrap=True)
+    if len(shown) < len(body):
+        console.print(Text(f"... {len(body) - len(shown):,} more bytes (--limit 0 shows all)", style="dim"))
+
+
+# -- top
+
+
+def rate_text(r: float | None) -> Text:
+    if r is None:
+        return Text("…", style="dim")
+    if r == 0:
+        return Text("0", style="dim")
+    return Text(f"{r:,.1f}" if r < 100 else f"{r:,.0f}", style="bold green")
+
+
+class Rates:
+    """Per-second rates from counter deltas between two samples. A tube absent
+    from the previous sample was created since, at 0; a counter that went down
+    (the tube was freed and made again) counts from 0 too."""
+
+    def __init__(self):
+        self.prev = None
+
+    def update(self, t: float, server: dict, tubes: list[dict]):
+        prev, self.prev = self.prev, (t, server, {x.get("name"): x for x in tubes})
+        if prev is None or t <= prev[0]:
+            return None, {x.get("name"): None for x in tubes}
+        dt = t - prev[0]
+        pserver, ptubes = prev[1], prev[2]
+
+        def delta(now: dict, before: dict, *keys):
+            a = sum(now.get(k, 0) for k in keys)
+            b = sum(before.get(k, 0) for k in keys)
+            return (a - b if a >= b else a) / dt
+
+        tube_rates = {}
+        for x in tubes:
+            before = ptubes.get(x.get("name"), {})
+            tube_rates[x.get("name")] = (delta(x, before, "total-jobs"), delta(x, before, "cmd-delete"))
+        if server.get("pid") != pserver.get("pid") or server.get("uptime", 0) < pserver.get("uptime", 0):
+            return None, tube_rates  # another server process: its counters restarted
+        server_rates = {
+            "put": delta(server, pserver, "cmd-put"),
+            "reserve": delta(server, pserver, "cmd-reserve", "cmd-reserve-with-timeout"),
+            "delete": delta(server, pserver, "cmd-delete"),
+            "timeouts": delta(server, pserver, "job-timeouts"),
+        }
+        return server_rates, tube_rates
+
+
+SORTS = {
+    "name": lambda t, r: (0, str(t.get("name"))),
+    "ready": lambda t, r: (-t.get("current-jobs-ready", 0), str(t.get("name"))),
+    "puts": lambda t, r: (-(r or (0, 0))[0], str(t.get("name"))),
+    "deletes": lambda t, r: (-(r or (0, 0))[1], str(t.get("name"))),
+}
+
+
+def top_frame(server: dict, tubes: list[dict], server_rates, tube_rates, where: str,
+              interval: float, sort: str):
+    g = server.get
+    head = Text()
+    head.append(f"{where}", style="bold")
+    if "version" in server:
+        head.append(f"  beanstalkd {g('version')}")
+    if isinstance(g("uptime"), int):
+        head.append(f"  up {duration(g('uptime'))}")
+    head.append(f"  every {interval:g}s")
+    conns = Text("connections ")
+    conns.append(num(g("current-connections", 0)), style="bold")
+    for label, key in (("producers", "current-producers"), ("workers", "current-workers"),
+                       ("waiting", "current-waiting")):
+        conns.append(f"  {label} ")
+        conns.append(num(g(key, 0)), style="bold")
+    jobs = Text("jobs")
+    for label, key in JOB_COLUMNS:
+        jobs.append(f"  {label} ")
+        jobs.append(num(g(key, 0)), style="bold")
+    rates = Text("server")
+    for label in ("put", "reserve", "delete", "timeouts"):
+        rates.append(f"  {label}/s ")
+        rates.append_text(rate_text(server_rates[label] if server_rates else None))
+    order = sorted(tubes, key=lambda t: SORTS[sort](t, tube_rates.get(t.get("name"))))
+    table = tubes_table(order, rates=tube_rates)
+    hint = Text("q or Ctrl-C quits", style="dim")
+    return Group(head, conns, jobs, rates, table, hint)
+
+
+class Keys:
+    """Keys typed while top runs: stdin in cbreak mode (no echo, no line
+    buffering; Ctrl-C still interrupts), restored on exit."""
+
+    def __init__(self):
+        self.fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
+        self.saved = None
+
+    def __enter__(self):
+        if self.fd is not None:
+            import termios
+            import tty
+
+            self.saved = termios.tcgetattr(self.fd)
+            tty.setcbreak(self.fd)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            import termios
+
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+
+    def quit_within(self, seconds: float) -> bool:
+        """Wait up to seconds; True as soon as q is typed."""
+        end = monotonic() + seconds
+        while (left := end - monotonic()) > 0:
+            if self.fd is None:
+                select.select([], [], [], left)
+                continue
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                data = os.read(self.fd, 64)
+                if not data or b"q" in data.lower():
+                    return True
+        return False
+
+
+def run_top(conn, interval: float, sort: str = "name", iterations: int = 0):
+    """The live view, refreshed every interval seconds until q, Ctrl-C or the
+    given number of refreshes; on the alternate screen when stdout is a terminal."""
+    console = Console()
+    rates = Rates()
+    with Keys() as keys, Live(console=console, auto_refresh=False, screen=console.is_terminal,
+                              redirect_stdout=False, redirect_stderr=False) as live:
+        done = 0
+        while True:
+            t = monotonic()
+            server, tubes = conn.all_tubes()
+            server_rates, tube_rates = rates.update(t, server, tubes)
+            live.update(top_frame(server, tubes, server_rates, tube_rates, conn.where, interval, sort),
+                        refresh=True)
+            done += 1
+            if iterations and done >= iterations:
+                return
+            if keys.quit_within(max(0.0, t + interval - monotonic())):
+                return
