@@ -99,7 +99,11 @@ class Spawned:
                 err = self.errf.read().decode(errors="replace").strip()
                 raise BenchError(f"{self.name} exited {self.proc.returncode}: {err}")
             try:
-                socket.create_connection(self.addr, timeout=1).close()
+                # A connect succeeds once the socket listens, which may be well
+                # before the server reads commands: wait for a reply, or the
+                # first measurement would count the rest of its start-up.
+                with socket.create_connection(self.addr, timeout=5) as sock:
+                    exchange(sock, b"list-tube-used\r\n", 1)
                 return self
             except OSError:
                 if time.monotonic() > end:
