@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from time import monotonic_ns
 
+from ..core import hist
 from ..diag import default_warn as warn
 from .files import Wal
 
@@ -50,6 +51,8 @@ class Syncer:
         self.timer = None
         self.last = 0
         self.error = None
+        self.took = 0  # ns the last fsync took (set by the thread, read in _done)
+        self.fsync_hist = hist.new()  # for the metrics
         self.jobs = queue.SimpleQueue()
         self.rfd, self.wfd = os.pipe()
         os.set_blocking(self.rfd, False)
@@ -59,10 +62,12 @@ class Syncer:
     def _run(self):
         while True:
             fds, dirfd = self.jobs.get()
+            t0 = monotonic_ns()
             try:
                 _fsync_all(fds, dirfd)
             except OSError as e:
                 self.error = e
+            self.took = monotonic_ns() - t0
             os.write(self.wfd, b"x")
 
     def kick(self):
@@ -110,6 +115,7 @@ class Syncer:
             return
         target, close = self.busy
         self.busy = None
+        hist.observe(self.fsync_hist, self.took)  # here, on the loop's thread
         if self.error is not None:
             warn(f"fsync: {self.error}")
             self.error = None

@@ -195,6 +195,12 @@ class Engine:
             if s.hup and not s.closing:
                 self.eof(s, now)
 
+    def settle(self, now: int):
+        """After a change made outside a command (the HTTP side's actions):
+        sessions whose blocked reserve it answered go on with their input."""
+        self.now = now
+        self._resume(now)
+
     def _resume(self, now: int):
         while self.resume:
             s = self.resume.pop()
@@ -400,14 +406,14 @@ class Engine:
         self._worker(s)
 
     def c_delete(self, s, cmd, now):
-        s.send(self.q.delete(s, cmd[1]))
+        s.send(self.q.delete(s, cmd[1], now))
 
     def c_release(self, s, cmd, now):
         _, id_, pri, delay = cmd
         s.send(self.q.release(s, id_, pri, delay, now))
 
     def c_bury(self, s, cmd, now):
-        s.send(self.q.bury(s, cmd[1], cmd[2]))
+        s.send(self.q.bury(s, cmd[1], cmd[2], now))
 
     def c_kick(self, s, cmd, now):
         if not self.q.spawn(self._in_slices(s, self.q.kick(s.use, cmd[1], now),

@@ -57,6 +57,7 @@ from .protocol import (
     job_header,
 )
 from .jobmap import BITS, EMPTY, THIN, JobMap, drop
+from .hist import SUM, new as new_hist
 
 URGENT_PRI = 1024
 SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
@@ -68,6 +69,7 @@ WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
 # under 1 ms, and the per-slice overhead of the loop (about 10 us) stays small.
 SLICE = 256
 SMALL_HEAP = 2048  # a heap this small is compacted at once (under 1 ms)
+WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
 
 
 class NullStore:
@@ -94,7 +96,8 @@ class Tube:
     __slots__ = ("name", "ready", "run", "run_pri", "delayed", "buried", "waiting",
                  "using", "watching",
                  "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
-                 "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq")
+                 "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq",
+                 "wait_hist", "work_hist", "timeouts", "buries")
 
     def __init__(self, name: bytes):
         self.name = name
@@ -112,6 +115,13 @@ class Tube:
         self.alive = True
         self.ikey = None  # key of this tube's entry in Queue.index, if it has one
         self.seq = 0
+        # For the metrics (hist.py): ready -> reserved, and reserved -> delete,
+        # release, bury (a tuple indexed by WORK_DELETE...), made at first use
+        # (a server may hold many tubes that never serve a job); TTR expiries
+        # and buries.
+        self.wait_hist: list[int] | None = None
+        self.work_hist: tuple[list[int], ...] | None = None
+        self.timeouts = self.buries = 0
 
     def njobs(self) -> int:
         return self.nready + self.ndelayed + self.nreserved + len(self.buried)
@@ -237,10 +247,11 @@ class Queue:
         # always runs the matcher for the tube's waiters.
         return t.pause != 0 and t.unpause_at > now
 
-    def pause_tube(self, t: Tube, delay: int, now: int):
+    def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True):
+        """count: False for a pause that is not a pause-tube command (ops/)."""
         t.pause = delay or 1  # 0 would mean "not paused"; 1 ns wakes reservers at once
         t.unpause_at = now + t.pause
-        t.cmd_pause += 1
+        t.cmd_pause += count
         self.seq += 1
         heappush(self.pause_heap, (t.unpause_at, self.seq, t))
         self._timer(t.unpause_at)
@@ -398,6 +409,7 @@ class Queue:
                 self._timer(deadline)
             else:
                 j.state = READY
+                j.deadline = now  # ready since (for the wait histogram)
                 t.ready.append((j.pri << SHIFT) | j.id)
                 t.nready += 1
                 if j.pri < URGENT_PRI:
@@ -428,6 +440,9 @@ class Queue:
                 t.run_pri = j.pri
             run.append(j.id)
         else:
+            # Not in a run: the deadline, unused while ready, says since when
+            # (a run's job has 0 there and is ready since it was created).
+            j.deadline = now
             heappush(t.ready, key)
         if t.ikey is None or key < t.ikey:
             self._index_push(t, key)
@@ -533,11 +548,19 @@ class Queue:
         j.state = INVALID
 
     def _reserve(self, c: Conn, j: Job, now: int):
+        # The wait from ready to reserved (ready since: see _make_ready).
+        t = j.tube
+        d = now - (j.deadline or j.created)
+        h = t.wait_hist
+        if h is None:
+            h = t.wait_hist = new_hist()
+        h[d.bit_length()] += 1
+        h[SUM] += d
         j.state = RESERVED
         self.owner_of[j.id] = c
         j.counts = bump(j.counts, RESERVES)
         j.deadline = now + j.times[1]
-        j.tube.nreserved += 1
+        t.nreserved += 1
         self.reserved_ct += 1
         c.reserved[j.id] = j
         key = (j.deadline << SHIFT) | j.id
@@ -858,11 +881,28 @@ class Queue:
         j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is None or j.state == RESERVED:
             return False
+        ready = j.state == READY
         self._remove(j)
+        if not ready:
+            j.deadline = now  # no wait from ready: counted as 0 by _reserve, taken back
         self._reserve(c, j, now)
+        if not ready:
+            j.tube.wait_hist[0] -= 1
         return True
 
-    def delete(self, c: Conn, id_: int) -> bytes:
+    @staticmethod
+    def _worked(j: Job, outcome: int, now: int):
+        """Count the time since j was reserved (or last touched): its
+        deadline less its ttr."""
+        d = now - j.deadline + j.times[1]
+        t = j.tube
+        if t.work_hist is None:
+            t.work_hist = (new_hist(), new_hist(), new_hist())
+        h = t.work_hist[outcome]
+        h[d.bit_length()] += 1
+        h[SUM] += d
+
+    def delete(self, c: Conn, id_: int, now: int) -> bytes:
         b = self.blocks.get(id_ >> BITS, EMPTY)
         j = b.get(id_)
         if j is None:
@@ -870,6 +910,14 @@ class Queue:
         if j.state == RESERVED:
             if c.reserved.get(id_) is not j:
                 return NOT_FOUND
+            # _worked(j, WORK_DELETE, now), inline: this is every job's path
+            d = now - j.deadline + j.times[1]
+            w = j.tube.work_hist
+            if w is None:
+                w = j.tube.work_hist = (new_hist(), new_hist(), new_hist())
+            h = w[WORK_DELETE]
+            h[d.bit_length()] += 1
+            h[SUM] += d
             self._unreserve(j)
         else:
             was = j.state
@@ -891,6 +939,7 @@ class Queue:
             return NOT_FOUND
         if delay and not self.store.reserve_update(j):
             return OUT_OF_MEMORY  # the job stays reserved: nothing is lost
+        self._worked(j, WORK_RELEASE, now)
         self._unreserve(j)
         j.pri = pri
         j.times = times(delay, j.times[1])
@@ -901,12 +950,14 @@ class Queue:
             self._make_ready(j, now)
         return RELEASED
 
-    def bury(self, c: Conn, id_: int, pri: int) -> bytes:
+    def bury(self, c: Conn, id_: int, pri: int, now: int) -> bytes:
         j = c.reserved.get(id_)
         if j is None:
             return NOT_FOUND
         if not self.store.reserve_update(j):
             return INTERNAL_ERROR  # the job stays reserved: nothing is lost
+        self._worked(j, WORK_BURY, now)
+        j.tube.buries += 1
         self._unreserve(j)
         j.pri = pri
         j.counts = bump(j.counts, BURIES)
@@ -1026,6 +1077,7 @@ class Queue:
                     continue  # closed: detach's slices return it, as at close
                 j.counts = bump(j.counts, TIMEOUTS)
                 self.timeouts_ct += 1
+                j.tube.timeouts += 1
                 self._unreserve(j)
                 self._make_ready(j, now)
         heap = self.wait_heap

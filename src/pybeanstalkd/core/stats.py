@@ -2,6 +2,8 @@
 
 Key order follows the reference's code, not protocol.txt. Only the string
 values (version, hostname, os, platform, name, tube) are double-quoted.
+Each is built from a list of (key, value) fields, which ops/ also reads
+(JSON, metrics), so that every view shows the same values.
 """
 from __future__ import annotations
 
@@ -22,79 +24,115 @@ def _secs(ns: int) -> int:
     return ns // NS if ns >= 0 else -((-ns) // NS)
 
 
-def server_stats(q, counts: dict, s) -> bytes:
-    """`s` is the engine: connection counts, identity, and the clock."""
-    lines = [
-        b"---\n",
-        b"current-jobs-urgent: %d\n" % q.urgent_ct,
-        b"current-jobs-ready: %d\n" % q.ready_ct,
-        b"current-jobs-reserved: %d\n" % q.reserved_ct,
-        b"current-jobs-delayed: %d\n" % q.delayed_ct,
-        b"current-jobs-buried: %d\n" % q.buried_ct,
+class Quoted(bytes):
+    """A string value, double-quoted in the YAML."""
+
+
+def yaml(fields) -> bytes:
+    """The YAML body of (key, value) fields: ints, bools, Quoted or raw bytes."""
+    out = [b"---\n"]
+    for k, v in fields:
+        if v is True or v is False:
+            out.append(b"%s: %s\n" % (k, b"true" if v else b"false"))
+        elif type(v) is int:
+            out.append(b"%s: %d\n" % (k, v))
+        elif type(v) is Quoted:
+            out.append(b'%s: "%s"\n' % (k, v))
+        else:
+            out.append(b"%s: %s\n" % (k, v))
+    return b"".join(out)
+
+
+def server_fields(q, counts: dict, s) -> list[tuple[bytes, object]]:
+    """`stats` as (key, value) pairs; `s` is the engine: connection counts,
+    identity, and the clock. rusage values are raw bytes like b"0.012000"."""
+    fields = [
+        (b"current-jobs-urgent", q.urgent_ct),
+        (b"current-jobs-ready", q.ready_ct),
+        (b"current-jobs-reserved", q.reserved_ct),
+        (b"current-jobs-delayed", q.delayed_ct),
+        (b"current-jobs-buried", q.buried_ct),
     ]
-    lines += [b"cmd-%s: %d\n" % (k.encode(), counts[k]) for k in CMD_KEYS]
+    fields += [(b"cmd-" + k.encode(), counts[k]) for k in CMD_KEYS]
     utime, stime = s.rusage()
     wal = s.wal_stats()
-    lines += [
-        b"job-timeouts: %d\n" % q.timeouts_ct,
-        b"total-jobs: %d\n" % q.total_jobs,
-        b"max-job-size: %d\n" % s.max_job_size,
-        b"current-tubes: %d\n" % len(q.tubes),
-        b"current-connections: %d\n" % s.conn_ct,
-        b"current-producers: %d\n" % s.producer_ct,
-        b"current-workers: %d\n" % s.worker_ct,
-        b"current-waiting: %d\n" % q.waiting_ct,
-        b"total-connections: %d\n" % (s.total_conn_ct & 0xFFFFFFFF),
-        b"pid: %d\n" % s.pid,
-        b'version: "%s"\n' % s.version,
-        b"rusage-utime: %s\n" % utime,
-        b"rusage-stime: %s\n" % stime,
-        b"uptime: %d\n" % s.uptime(),
-        b"binlog-oldest-index: %d\n" % wal[0],
-        b"binlog-current-index: %d\n" % wal[1],
-        b"binlog-records-migrated: %d\n" % wal[2],
-        b"binlog-records-written: %d\n" % wal[3],
-        b"binlog-max-size: %d\n" % wal[4],
-        b"draining: %s\n" % (b"true" if s.draining else b"false"),
-        b"id: %s\n" % s.instance_id,
-        b'hostname: "%s"\n' % s.hostname,
-        b'os: "%s"\n' % s.os,
-        b'platform: "%s"\n' % s.platform,
+    fields += [
+        (b"job-timeouts", q.timeouts_ct),
+        (b"total-jobs", q.total_jobs),
+        (b"max-job-size", s.max_job_size),
+        (b"current-tubes", len(q.tubes)),
+        (b"current-connections", s.conn_ct),
+        (b"current-producers", s.producer_ct),
+        (b"current-workers", s.worker_ct),
+        (b"current-waiting", q.waiting_ct),
+        (b"total-connections", s.total_conn_ct & 0xFFFFFFFF),
+        (b"pid", s.pid),
+        (b"version", Quoted(s.version)),
+        (b"rusage-utime", utime),
+        (b"rusage-stime", stime),
+        (b"uptime", s.uptime()),
+        (b"binlog-oldest-index", wal[0]),
+        (b"binlog-current-index", wal[1]),
+        (b"binlog-records-migrated", wal[2]),
+        (b"binlog-records-written", wal[3]),
+        (b"binlog-max-size", wal[4]),
+        (b"draining", bool(s.draining)),
+        (b"id", s.instance_id),
+        (b"hostname", Quoted(s.hostname)),
+        (b"os", Quoted(s.os)),
+        (b"platform", Quoted(s.platform)),
     ]
-    return b"".join(lines)
+    return fields
+
+
+def server_stats(q, counts: dict, s) -> bytes:
+    return yaml(server_fields(q, counts, s))
+
+
+def tube_fields(t, now: int) -> list[tuple[bytes, object]]:
+    paused = t.pause and t.unpause_at > now
+    return [
+        (b"name", Quoted(t.name)),
+        (b"current-jobs-urgent", t.urgent),
+        (b"current-jobs-ready", t.nready),
+        (b"current-jobs-reserved", t.nreserved),
+        (b"current-jobs-delayed", t.ndelayed),
+        (b"current-jobs-buried", len(t.buried)),
+        (b"total-jobs", t.total_jobs),
+        (b"current-using", t.using),
+        (b"current-watching", t.watching),
+        (b"current-waiting", len(t.waiting)),
+        (b"cmd-delete", t.cmd_delete),
+        (b"cmd-pause-tube", t.cmd_pause),
+        (b"pause", _secs(t.pause) if paused else 0),
+        (b"pause-time-left", _secs(t.unpause_at - now) if paused else 0),
+    ]
 
 
 def tube_stats(t, now: int) -> bytes:
-    paused = t.pause and t.unpause_at > now
-    return b"".join((
-        b'---\nname: "%s"\n' % t.name,
-        b"current-jobs-urgent: %d\n" % t.urgent,
-        b"current-jobs-ready: %d\n" % t.nready,
-        b"current-jobs-reserved: %d\n" % t.nreserved,
-        b"current-jobs-delayed: %d\n" % t.ndelayed,
-        b"current-jobs-buried: %d\n" % len(t.buried),
-        b"total-jobs: %d\n" % t.total_jobs,
-        b"current-using: %d\n" % t.using,
-        b"current-watching: %d\n" % t.watching,
-        b"current-waiting: %d\n" % len(t.waiting),
-        b"cmd-delete: %d\n" % t.cmd_delete,
-        b"cmd-pause-tube: %d\n" % t.cmd_pause,
-        b"pause: %d\n" % (_secs(t.pause) if paused else 0),
-        b"pause-time-left: %d\n" % (_secs(t.unpause_at - now) if paused else 0),
-    ))
+    return yaml(tube_fields(t, now))
+
+
+def job_fields(j, now: int) -> list[tuple[bytes, object]]:
+    left = _secs(j.deadline - now) if j.state in (RESERVED, DELAYED) else 0
+    reserves, timeouts, releases, buries, kicks = counters(j)
+    return [
+        (b"id", j.id),
+        (b"tube", Quoted(j.tube.name)),
+        (b"state", STATE_NAMES[j.state]),
+        (b"pri", j.pri),
+        (b"age", _secs(now - j.created)),
+        (b"delay", _secs(j.delay)),
+        (b"ttr", _secs(j.ttr)),
+        (b"time-left", left),
+        (b"file", j.file.seq if j.file is not None else 0),
+        (b"reserves", reserves),
+        (b"timeouts", timeouts),
+        (b"releases", releases),
+        (b"buries", buries),
+        (b"kicks", kicks),
+    ]
 
 
 def job_stats(j, now: int) -> bytes:
-    left = _secs(j.deadline - now) if j.state in (RESERVED, DELAYED) else 0
-    return b"".join((
-        b"---\nid: %d\n" % j.id,
-        b'tube: "%s"\n' % j.tube.name,
-        b"state: %s\n" % STATE_NAMES[j.state],
-        b"pri: %d\n" % j.pri,
-        b"age: %d\n" % _secs(now - j.created),
-        b"delay: %d\n" % _secs(j.delay),
-        b"ttr: %d\n" % _secs(j.ttr),
-        b"time-left: %d\n" % left,
-        b"file: %d\n" % (j.file.seq if j.file is not None else 0),
-        b"reserves: %d\ntimeouts: %d\nreleases: %d\nburies: %d\nkicks: %d\n" % counters(j),
-    ))
+    return yaml(job_fields(j, now))

@@ -1,0 +1,253 @@
+"""What the HTTP side (ops/) does to the queue: list a tube's jobs in the
+order the server would serve them, and the admin actions (delete or kick any
+job, move, flush, put, pause). Pure: `now` is passed in.
+
+None of this is a protocol command, so no cmd-* counter moves (a tube's
+cmd-delete and cmd-pause-tube included); the job counters move as the jobs do,
+and every change goes to the binlog through the queue's own operations.
+
+Work over many jobs (flush, move, deep pages) is a generator of slices of
+SLICE jobs, run like a big `kick` (Queue.spawn, Queue.step): its value is the
+result once the last slice has run.
+"""
+from __future__ import annotations
+
+from heapq import heappop, heappush
+from itertools import islice
+
+from .job import BURIED, DELAYED, JOB_OVERHEAD, READY, RESERVED
+from .jobmap import BITS, THIN, drop
+from .protocol import NS
+from .queue import SHIFT, SLICE, Queue, Tube
+
+STATES = {"ready": READY, "delayed": DELAYED, "buried": BURIED, "reserved": RESERVED}
+
+
+def count(t: Tube, state: int) -> int:
+    if state == READY:
+        return t.nready
+    if state == DELAYED:
+        return t.ndelayed
+    if state == BURIED:
+        return len(t.buried)
+    return t.nreserved
+
+
+# -- serve order ------------------------------------------------------------
+
+def _heap_in_order(h: list[int]):
+    """A heap's keys in ascending order, without changing it: each step
+    pops the smallest node of the explored frontier and adds its children."""
+    n = len(h)
+    if not n:
+        return
+    frontier = [(h[0], 0)]
+    while frontier:
+        key, i = heappop(frontier)
+        yield key
+        c = 2 * i + 1
+        if c < n:
+            heappush(frontier, (h[c], c))
+            if c + 1 < n:
+                heappush(frontier, (h[c + 1], c + 1))
+
+
+def _live_keys(keys, live):
+    """Live keys only, each once (a heap may hold one key twice)."""
+    last = None
+    for key in keys:
+        if key != last and live(key):
+            last = key
+            yield key
+
+
+def _run_keys(q: Queue, t: Tube, run):
+    pri = t.run_pri << SHIFT
+    for id_ in run:
+        if q._run_job(id_) is not None:
+            yield pri | id_
+
+
+def _merge(a, b):
+    """Two ascending key streams, merged."""
+    a, b = iter(a), iter(b)
+    x, y = next(a, None), next(b, None)
+    while x is not None or y is not None:
+        if y is None or (x is not None and x <= y):
+            yield x
+            x = next(a, None)
+        else:
+            yield y
+            y = next(b, None)
+
+
+def in_order(q: Queue, t: Tube, state: int, heap=None, run=None):
+    """t's jobs in `state`, in the order the server would serve them:
+    ready by priority then id; delayed by the time they become ready; buried
+    oldest bury first (kick order); reserved by TTR deadline.
+
+    Lazy for ready and delayed (O(log n) a job, from the heaps as they are,
+    or from the copies given); the queue must not change while it is read."""
+    blocks = q.blocks
+    if state == READY:
+        keys = _merge(_run_keys(q, t, (t.run or ()) if run is None else run),
+                      _live_keys(_heap_in_order(t.ready if heap is None else heap),
+                                 q._ready_live))
+    elif state == DELAYED:
+        keys = _live_keys(_heap_in_order(t.delayed if heap is None else heap),
+                          q._delayed_live)
+    elif state == BURIED:
+        yield from t.buried.values()
+        return
+    else:
+        mine = [j for j in map(q.jobs.get, list(q.owner_of)) if j is not None and j.tube is t]
+        mine.sort(key=lambda j: (j.deadline, j.id))
+        yield from mine
+        return
+    mask = (1 << SHIFT) - 1
+    for key in keys:
+        id_ = key & mask
+        yield blocks[id_ >> BITS][id_]
+
+
+def page(q: Queue, t: Tube, state: int, offset: int, limit: int):
+    """A generator of slices whose value is (total, [jobs]): the jobs at
+    offset..offset+limit in serve order. A page deeper than a slice reads
+    copies of the heaps, SLICE entries a step; jobs that leave the state
+    meanwhile are left out."""
+    total = count(t, state)
+    if offset + limit <= SLICE or state not in (READY, DELAYED):
+        if state == BURIED:
+            return total, list(islice(t.buried.values(), offset, offset + limit))
+        return total, list(islice(in_order(q, t, state), offset, offset + limit))
+    heap = list(t.ready if state == READY else t.delayed)  # a copy in C: fast
+    run = list(t.run or ()) if state == READY else None
+    it = in_order(q, t, state, heap, run)
+    skip = offset
+    while skip > 0:
+        yield
+        got = sum(1 for _ in islice(it, min(skip, SLICE)))
+        if not got:
+            return total, []
+        skip -= got
+    jobs = []
+    while len(jobs) < limit:
+        yield
+        more = list(islice(it, min(limit - len(jobs), SLICE)))
+        if not more:
+            break
+        jobs += more
+    # Between slices jobs may have moved on: keep those still in the state.
+    return total, [j for j in jobs if j.state == state and j.tube is t and q.jobs.get(j.id) is j]
+
+
+def top(q: Queue, t: Tube, state: int):
+    """The job t would serve first from `state` (ready, delayed or buried)."""
+    if state == READY:
+        return q.ready_top(t)
+    if state == DELAYED:
+        return q.delayed_top(t)
+    return q.buried_top(t)
+
+
+# -- actions ----------------------------------------------------------------
+
+def delete(q: Queue, j) -> bool:
+    """Delete a job that is not reserved. False if the binlog failed."""
+    t, was = j.tube, j.state
+    q._remove(j)
+    if was != BURIED:
+        q._tidy_after_delete(t, was)
+    id_ = j.id
+    b = q.blocks[id_ >> BITS]
+    del b[id_]
+    if len(b) <= THIN:
+        drop(q.blocks, b, id_, q.next_id)
+    q.body_bytes -= len(j.body)
+    ok = q.store.write(j)  # state INVALID: a delete record
+    q.maybe_free(t)
+    return ok
+
+
+def kick_job(q: Queue, id_: int, now: int) -> str | None:
+    """None when kicked, else why not: 'not found', 'not buried or delayed',
+    'binlog full'."""
+    j = q.jobs.get(id_)
+    if j is None:
+        return "not found"
+    if j.state not in (BURIED, DELAYED):
+        return "not buried or delayed"
+    return None if q.kick_job(id_, now) else "binlog full"
+
+
+def flush(q: Queue, t: Tube, state: int, now: int):
+    """Slices deleting t's jobs in `state` (ready, delayed, buried), in serve
+    order; the value is how many. As kick, it stops at what the tube held
+    when it started, so a steady producer cannot keep it going."""
+    bound = count(t, state)
+    n, k = 0, SLICE
+    while n < bound:
+        if not k:
+            now = yield
+            k = SLICE
+        k -= 1
+        j = top(q, t, state) if t.alive else None
+        if j is None:
+            break
+        delete(q, j)
+        n += 1
+    return n
+
+
+def move(q: Queue, t: Tube, to: bytes, state: int, bound: int, now: int):
+    """Slices moving up to `bound` of t's jobs in `state` into tube `to`, in
+    serve order: each is put there (same priority, delay left, ttr and
+    body; a new id) and deleted here. The value is how many."""
+    bound = min(bound, count(t, state))
+    n, k = 0, SLICE
+    while n < bound:
+        if not k:
+            now = yield
+            k = SLICE
+        k -= 1
+        j = top(q, t, state) if t.alive else None
+        if j is None:
+            break
+        dest = q.tube(to)  # looked up each time: it may be freed between slices
+        delay = max(j.deadline - now, 0) if state == DELAYED else 0
+        new = q.new_job(dest, j.pri, delay, j.times[1], now)
+        new.body = j.body
+        if not q.store.reserve_put(new):
+            q.maybe_free(dest)
+            break  # a full disk: the job stays where it is
+        q.insert(new, now)
+        delete(q, j)
+        n += 1
+    return n
+
+
+def put(e, name: bytes, body: bytes, pri: int, delay: int, ttr: int, now: int):
+    """Put a job into tube `name` as `put` would (delay and ttr in ns).
+    Returns (None, id), or (reason, None): JOB_TOO_BIG, DRAINING or
+    OUT_OF_MEMORY (the memory cap, or a full disk). `e` is the Engine."""
+    q = e.q
+    if len(body) > e.max_job_size:
+        return "JOB_TOO_BIG", None
+    if e.draining:
+        return "DRAINING", None
+    cap = e.max_memory
+    if cap is not None and q.memory_used() + len(body) + 2 + JOB_OVERHEAD > cap:
+        return "OUT_OF_MEMORY", None
+    t = q.tube(name)
+    j = q.new_job(t, pri, delay, max(ttr, NS), now)
+    j.body = body + b"\r\n"
+    if not q.store.reserve_put(j):
+        q.maybe_free(t)
+        return "OUT_OF_MEMORY", None
+    q.insert(j, now)
+    return None, j.id
+
+
+def pause(q: Queue, t: Tube, seconds: int, now: int):
+    """pause-tube without counting a command (0 unpauses)."""
+    q.pause_tube(t, seconds * NS, now, count=False)
