@@ -1006,3 +1006,44 @@ def test_long_help_lists_long_options(capsys):
     _, code, _, err = parse(["--help"], capsys)
     assert code == 0
     assert "--max-memory BYTES" in err and err.startswith("Use: PROG [OPTIONS]")
+
+
+def test_http_options_parse(capsys):
+    opts = parse(["--http", "0.0.0.0:8080", "--http-auth=ops:pa:ss"], capsys)[0]
+    assert opts.http == ("0.0.0.0", 8080)
+    assert opts.http_auth == ("ops", "pa:ss")  # the password may hold a colon
+    assert parse(["--http=:9000"], capsys)[0].http == ("127.0.0.1", 9000)
+    assert parse(["--http", "[::1]:9000"], capsys)[0].http == ("::1", 9000)
+    assert parse(["--http", "localhost:0"], capsys)[0].http == ("localhost", 0)
+    opts = parse([], capsys)[0]
+    assert (opts.http, opts.http_auth) == (None, None)
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--http", "8080"], "PROG: invalid value for --http: '8080'"),
+    (["--http", "host:"], "PROG: invalid value for --http: 'host:'"),
+    (["--http", ":65536"], "PROG: invalid value for --http: ':65536'"),
+    (["--http", ":http"], "PROG: invalid value for --http: ':http'"),
+    (["--http"], "PROG: flag requires an argument: --http"),
+    (["--http", ":1", "--http-auth", "nopassword"], "PROG: invalid value for --http-auth: 'nopassword'"),
+    (["--http", ":1", "--http-auth", ":pw"], "PROG: invalid value for --http-auth: ':pw'"),
+    (["--http-auth", "a:b"], "PROG: --http-auth needs --http"),
+])
+def test_http_option_errors(argv, msg, capsys):
+    _, code, _, err = parse(argv, capsys)
+    assert code == 5
+    assert err.split("\n")[0].startswith(msg)
+
+
+def test_long_help_lists_http_options(capsys):
+    err = parse(["--help"], capsys)[3]
+    assert "--http ADDR" in err and "--http-auth USER:PASS" in err
+
+
+def test_cli_import_does_not_load_the_http_side():
+    code = ("import sys, pybeanstalkd.cli;"
+            " print([m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'prometheus_client')"
+            " or m.startswith('pybeanstalkd.ops')])")
+    res = run([sys.executable, "-c", code])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == b"[]\n"

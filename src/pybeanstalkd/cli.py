@@ -76,9 +76,12 @@ class Options:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     auth_tokens_file: str | None = None
+    http: tuple[str, int] | None = None  # --http: (host, port)
+    http_auth: tuple[str, str] | None = None  # --http-auth: (user, password)
     # Loaded after the socket is bound (ssl is slow to import).
     tls_context: object = None
     auth_tokens: object = None
+    http_sock: object = None  # the HTTP side's listening socket
 
 
 def usage_text(prog: str) -> str:
@@ -102,6 +105,9 @@ LONG_USAGE = (
     " --tls-key FILE          ... and this private key (PEM)\n"
     " --tls-client-ca FILE    require client certificates signed by this CA\n"
     " --auth-tokens FILE      clients must send `auth TOKEN` first (one token a line)\n"
+    " --http ADDR             serve metrics, health, a JSON API and a dashboard over\n"
+    "                         HTTP on host:port (:port means 127.0.0.1)\n"
+    " --http-auth USER:PASS   HTTP basic auth on all of it but /healthz\n"
     " --help                  this text"
 )
 
@@ -123,6 +129,21 @@ def _parse_count(text: str) -> int | None:
     return int(t) if t.isdigit() and t.isascii() and int(t) > 0 else None
 
 
+def _parse_http_addr(text: str) -> tuple[str, int] | None:
+    """host:port, [v6]:port, or :port (127.0.0.1)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return (host or "127.0.0.1", int(port))
+
+
+def _parse_user_password(text: str) -> tuple[str, str] | None:
+    user, sep, password = text.partition(":")
+    return (user, password) if sep and user else None
+
+
 # name -> (Options field, parser returning None on a bad value, what it takes)
 LONG_OPTIONS = {
     "max-memory": ("max_memory", _parse_bytes, "a byte count (K, M, G suffixes)"),
@@ -131,6 +152,8 @@ LONG_OPTIONS = {
     "tls-key": ("tls_key", str, "a file"),
     "tls-client-ca": ("tls_client_ca", str, "a file"),
     "auth-tokens": ("auth_tokens_file", str, "a file"),
+    "http": ("http", _parse_http_addr, "host:port or :port"),
+    "http-auth": ("http_auth", _parse_user_password, "USER:PASSWORD"),
 }
 
 
@@ -265,6 +288,9 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
     if opts.tls_client_ca is not None and opts.tls_cert is None:
         diag.warn("--tls-client-ca needs --tls-cert and --tls-key")
         diag.usage(EXIT_USAGE)
+    if opts.http_auth is not None and opts.http is None:
+        diag.warn("--http-auth needs --http")
+        diag.usage(EXIT_USAGE)
     return opts
 
 
@@ -342,6 +368,28 @@ def _load_security(opts: Options, diag: _Diag) -> bool:
     return True
 
 
+def _listen_http(opts: Options, diag: _Diag) -> int:
+    """With --http: import the HTTP side (aiohttp is imported only now) and
+    bind its socket. 0, or the exit status after a message."""
+    if opts.http is None:
+        return 0
+    try:
+        from pybeanstalkd.ops.http import listen
+    except ImportError as e:
+        diag.warn(f"--http needs the http extra ({e.name or e}): pip install 'pybeanstalkd[http]'")
+        return EXIT_CONFIG
+    host, port = opts.http
+    try:
+        opts.http_sock = listen(host, port)
+    except OSError as e:
+        diag.warn(f"--http {host}:{port}: {e.strerror or e}")
+        return EXIT_LISTEN
+    if opts.verbose:
+        addr = opts.http_sock.getsockname()
+        write_line(sys.stdout, f"http {addr[0]} {addr[1]}")
+    return 0
+
+
 def _exit_code(e: SystemExit) -> int:
     code = e.code
     if code is None:
@@ -387,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         if not _load_security(opts, diag):
             sock.close()
             return EXIT_CONFIG
+        code = _listen_http(opts, diag)
+        if code:
+            sock.close()
+            return code
         if opts.user is not None:
             _switch_user(opts.user, diag)
     except SystemExit as e:

@@ -179,11 +179,18 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
     loop.add_signal_handler(signal.SIGTERM, terminate)
     loop.add_signal_handler(signal.SIGINT, terminate)
     listener = start_accepting(loop, sock, srv, opts)
+    http = None
+    if getattr(opts, "http_sock", None) is not None:
+        from ..ops.http import start as start_http  # only with --http: aiohttp is slow to import
+
+        http = await start_http(srv, opts.http_sock, opts.http_auth)
     try:
         return await stop
     finally:
         listener.close()
         sock.close()
+        if http is not None:
+            await http.cleanup()
         if srv.syncer is not None:
             srv.syncer.final()
         for c in list(srv.clients.values()):

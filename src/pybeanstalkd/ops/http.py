@@ -1,0 +1,336 @@
+"""The HTTP side (--http): health, /metrics, the JSON API and the dashboard,
+served by aiohttp on the protocol server's event loop (docs/HTTP-API.md).
+
+Imported only when --http is given (aiohttp and prometheus_client are slow to
+import). The server hands over its Server object (`srv`: the engine, the
+binlog's syncer, and flush(), which writes replies and schedules background
+slices); this package never imports server/.
+
+Actions run on the loop between protocol events, through the same queue
+operations as the protocol (core/admin.py). Work over many jobs runs in the
+engine's background slices while the handler awaits its result.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import json
+import pathlib
+import re
+import socket
+from time import monotonic_ns
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from ..core import admin
+from ..core.job import RESERVED
+from ..core.protocol import NS
+from . import api, metrics
+
+DASHBOARD = pathlib.Path(__file__).resolve().parent / "dashboard"
+CONTENT_TYPES = {
+    ".html": "text/html", ".js": "text/javascript", ".css": "text/css",
+    ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon",
+    ".json": "application/json", ".map": "application/json", ".txt": "text/plain",
+    ".woff2": "font/woff2",
+}
+STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+MOVABLE = ("ready", "delayed", "buried")
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket for the HTTP side (bound before any user switch)."""
+    err = None
+    for family, kind, proto, _, addr in socket.getaddrinfo(
+            host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(128)
+        except OSError as e:
+            sock.close()
+            err = e
+            continue
+        sock.setblocking(False)
+        return sock
+    raise err if err is not None else OSError(f"no address for {host}")
+
+
+def _error(status: int, text: str) -> web.Response:
+    return web.json_response({"error": text}, status=status)
+
+
+class Http:
+    def __init__(self, srv, auth: tuple[str, str] | None = None, dashboard=DASHBOARD):
+        self.srv = srv
+        self.auth = None if auth is None else ("%s:%s" % auth).encode()
+        self.dashboard = pathlib.Path(dashboard)
+        self.registry = metrics.registry(srv, self.now)
+        # A put's body may be base64 in JSON: 4/3 of the job size, and some.
+        size = max(1 << 20, srv.engine.max_job_size * 4 // 3 + (64 << 10))
+        self.app = web.Application(middlewares=[self.guard], client_max_size=size)
+        r = self.app.router
+        r.add_get("/healthz", self.healthz)
+        r.add_get("/readyz", self.readyz)
+        r.add_get("/metrics", self.metrics)
+        r.add_get("/", self.index)
+        r.add_get("/static/{file}", self.static)
+        v1 = "/api/v1"
+        r.add_get(v1 + "/stats", self.stats)
+        r.add_get(v1 + "/tubes", self.tubes)
+        r.add_get(v1 + "/tubes/{tube}", self.tube)
+        r.add_get(v1 + "/tubes/{tube}/jobs", self.jobs)
+        r.add_get(v1 + "/jobs/{id}", self.job)
+        for path, fn in (("/tubes/{tube}/kick", self.kick), ("/tubes/{tube}/pause", self.pause),
+                         ("/tubes/{tube}/put", self.put), ("/tubes/{tube}/move", self.move),
+                         ("/tubes/{tube}/flush", self.flush), ("/jobs/{id}/kick", self.kick_job),
+                         ("/jobs/{id}/delete", self.delete_job), ("/drain", self.drain),
+                         ("/undrain", self.undrain)):
+            r.add_post(v1 + path, fn)
+
+    # -- plumbing -------------------------------------------------------------
+
+    @property
+    def engine(self):
+        return self.srv.engine
+
+    def now(self) -> int:
+        """The monotonic clock, also the engine's "now" (for uptime)."""
+        n = monotonic_ns()
+        e = self.srv.engine
+        if n > e.now:
+            e.now = n
+        return n
+
+    def done(self):
+        """After an action: sessions it woke go on, replies and binlog
+        records go out, timers and slices are scheduled."""
+        self.engine.settle(self.engine.now)
+        self.srv.flush()
+
+    async def slices(self, gen):
+        """Run a generator of slices as background work (as a big kick) and
+        wait for its value; other clients are served between slices."""
+        fut = asyncio.get_running_loop().create_future()
+
+        def run():
+            try:
+                value = yield from gen
+            except Exception as e:  # a bug: fail the request, not the loop
+                if not fut.done():
+                    fut.set_exception(e)
+            else:
+                if not fut.done():
+                    fut.set_result(value)
+        self.engine.q.spawn(run())
+        self.done()
+        return await fut
+
+    @web.middleware
+    async def guard(self, request: web.Request, handler):
+        if self.auth is not None and request.path != "/healthz" and not self._authorized(request):
+            return web.Response(status=401, text="authorization required\n",
+                                headers={"WWW-Authenticate": 'Basic realm="pybeanstalkd"'})
+        if request.method == "POST" and request.headers.get("X-Pybeanstalkd") != "1":
+            return _error(403, "actions need the header X-Pybeanstalkd: 1")
+        try:
+            return await handler(request)
+        except api.BadRequest as e:
+            return _error(400, str(e))
+
+    def _authorized(self, request) -> bool:
+        kind, _, cred = request.headers.get("Authorization", "").partition(" ")
+        if kind.lower() != "basic":
+            return False
+        try:
+            given = base64.b64decode(cred.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        return hmac.compare_digest(given, self.auth)
+
+    def _tube(self, request):
+        name = api.tube_name(request.match_info["tube"])
+        return name, self.engine.q.tubes.get(name)
+
+    def _job_id(self, request) -> int:
+        return api.text_integer(request.match_info["id"], "job id", 1)
+
+    @staticmethod
+    async def _body(request) -> dict:
+        raw = await request.read()
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise api.BadRequest("the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise api.BadRequest("the body must be a JSON object")
+        return body
+
+    # -- reading --------------------------------------------------------------
+
+    async def healthz(self, request):
+        return web.Response(text="ok\n")
+
+    async def readyz(self, request):
+        if self.engine.draining:
+            return web.json_response({"ready": False, "reason": "draining"}, status=503)
+        return web.json_response({"ready": True})
+
+    async def metrics(self, request):
+        return web.Response(body=metrics.render(self.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def stats(self, request):
+        self.now()
+        return web.json_response(api.stats(self.engine))
+
+    async def tubes(self, request):
+        return web.json_response(api.tubes(self.engine.q, self.now()))
+
+    async def tube(self, request):
+        name, t = self._tube(request)
+        if t is None:
+            return _error(404, "no such tube")
+        return web.json_response({"tube": api.tube(t, self.now())})
+
+    async def jobs(self, request):
+        name, t = self._tube(request)
+        if t is None:
+            return _error(404, "no such tube")
+        query = request.query
+        state = api.state(query.get("state", "ready"), tuple(admin.STATES))
+        offset = api.text_integer(query.get("offset", "0"), "offset")
+        limit = api.text_integer(query.get("limit", "50"), "limit", 0, api.MAX_LIMIT)
+        q = self.engine.q
+        total, jobs = await self.slices(admin.page(q, t, admin.STATES[state], offset, limit))
+        now = self.now()
+        jobs = [j for j in jobs if q.jobs.get(j.id) is j]  # (any deleted since)
+        return web.json_response({"tube": name.decode(), "state": state, "total": total,
+                                  "offset": offset, "limit": limit,
+                                  "jobs": [api.job(j, now) for j in jobs]})
+
+    async def job(self, request):
+        j = self.engine.q.jobs.get(self._job_id(request))
+        if j is None:
+            return _error(404, "no such job")
+        return web.json_response({"job": api.job(j, self.now())})
+
+    # -- actions --------------------------------------------------------------
+
+    async def kick(self, request):
+        req = await self._body(request)
+        _, t = self._tube(request)
+        n = api.integer(req.get("n", 1), "n")
+        if t is None:
+            return _error(404, "no such tube")
+        kicked = await self.slices(self.engine.q.kick(t, n, self.now()))
+        return web.json_response({"kicked": kicked})
+
+    async def kick_job(self, request):
+        await self._body(request)
+        why = admin.kick_job(self.engine.q, self._job_id(request), self.now())
+        self.done()
+        if why is None:
+            return web.json_response({"kicked": True})
+        return _error({"not found": 404, "binlog full": 503}.get(why, 409), why)
+
+    async def delete_job(self, request):
+        await self._body(request)
+        q = self.engine.q
+        j = q.jobs.get(self._job_id(request))
+        if j is None:
+            return _error(404, "no such job")
+        if j.state == RESERVED:
+            return _error(409, "the job is reserved: only its worker may delete it")
+        admin.delete(q, j)
+        self.done()
+        return web.json_response({"deleted": True})
+
+    async def pause(self, request):
+        req = await self._body(request)
+        _, t = self._tube(request)
+        seconds = api.integer(req.get("seconds"), "seconds", 0, api.U32)
+        if t is None:
+            return _error(404, "no such tube")
+        admin.pause(self.engine.q, t, seconds, self.now())
+        self.done()
+        return web.json_response({"paused": seconds})
+
+    async def put(self, request):
+        req = await self._body(request)
+        name = api.tube_name(request.match_info["tube"])
+        body = api.body_bytes(req)
+        pri = api.integer(req.get("pri", 1024), "pri", 0, api.U32)
+        delay = api.integer(req.get("delay", 0), "delay", 0, api.U32)
+        ttr = api.integer(req.get("ttr", 60), "ttr", 0, api.U32)
+        why, id_ = admin.put(self.engine, name, body, pri, delay * NS, ttr * NS, self.now())
+        self.done()
+        if why is not None:
+            return _error(400 if why == "JOB_TOO_BIG" else 503, why)
+        return web.json_response({"id": id_})
+
+    async def move(self, request):
+        req = await self._body(request)
+        name, t = self._tube(request)
+        to = api.tube_name(req.get("to"))
+        if to == name:
+            raise api.BadRequest("a move needs another tube")
+        state = api.state(req.get("state", "ready"), MOVABLE)
+        n = api.integer(req.get("n", (1 << 63) - 1), "n")
+        if t is None:
+            return _error(404, "no such tube")
+        moved = await self.slices(admin.move(self.engine.q, t, to, admin.STATES[state], n, self.now()))
+        return web.json_response({"moved": moved})
+
+    async def flush(self, request):
+        req = await self._body(request)
+        _, t = self._tube(request)
+        state = api.state(req.get("state"), MOVABLE)
+        if t is None:
+            return _error(404, "no such tube")
+        flushed = await self.slices(admin.flush(self.engine.q, t, admin.STATES[state], self.now()))
+        return web.json_response({"flushed": flushed})
+
+    async def drain(self, request):
+        await self._body(request)
+        self.engine.draining = True
+        return web.json_response({"draining": True})
+
+    async def undrain(self, request):
+        await self._body(request)
+        self.engine.draining = False
+        return web.json_response({"draining": False})
+
+    # -- the dashboard (static files, written separately) ---------------------
+
+    def _file(self, name: str) -> web.Response:
+        path = self.dashboard / name
+        if not STATIC_NAME.fullmatch(name) or not path.is_file():
+            return web.Response(status=404, text="not found\n")
+        kind = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
+        charset = "utf-8" if kind.startswith("text/") or kind.endswith(("json", "svg+xml")) else None
+        return web.Response(body=path.read_bytes(), content_type=kind, charset=charset,
+                            headers={"Cache-Control": "no-cache"})
+
+    async def index(self, request):
+        if not (self.dashboard / "index.html").is_file():
+            return web.Response(status=404, text="the dashboard is not installed\n")
+        return self._file("index.html")
+
+    async def static(self, request):
+        return self._file(request.match_info["file"])
+
+
+async def start(srv, sock: socket.socket, auth=None, dashboard=DASHBOARD) -> web.AppRunner:
+    """Serve on `sock`; the caller awaits runner.cleanup() at shutdown."""
+    runner = web.AppRunner(Http(srv, auth, dashboard).app, access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
+

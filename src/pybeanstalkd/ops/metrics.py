@@ -1,0 +1,161 @@
+"""/metrics: a prometheus_client Collector that reads the engine at scrape time.
+
+No counter is kept twice: every value is read from the engine's state when
+Prometheus scrapes, through the same field lists that `stats` and
+`stats-tube` print (core/stats.py), so a scrape equals the protocol's view
+and moves none of its counters. Names are davidtannock/beanstalkd_exporter's
+(`beanstalkd_*`) where it has one; the stats fields it does not export get
+names in its style, and our own metrics are `pybeanstalkd_*`
+(docs/HTTP-API.md lists them all).
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
+
+from ..core import hist
+from ..core.protocol import NS
+from ..core.stats import CMD_KEYS, server_fields, tube_fields
+
+COUNTER, GAUGE = "counter", "gauge"
+
+# stats key -> (metric name, type, help). A counter's name here is its
+# sample's name (prometheus_client adds `_total` to the family's).
+SERVER = {
+    b"current-jobs-urgent": ("beanstalkd_current_jobs_urgent_count", GAUGE, "Ready jobs with priority < 1024."),
+    b"current-jobs-ready": ("beanstalkd_current_jobs_ready_count", GAUGE, "Jobs in the ready queue."),
+    b"current-jobs-reserved": ("beanstalkd_current_jobs_reserved_count", GAUGE, "Jobs reserved by all clients."),
+    b"current-jobs-delayed": ("beanstalkd_current_jobs_delayed_count", GAUGE, "Delayed jobs."),
+    b"current-jobs-buried": ("beanstalkd_current_jobs_buried_count", GAUGE, "Buried jobs."),
+    **{b"cmd-" + k.encode(): ("beanstalkd_cmd_%s_total" % k.replace("-", "_"), COUNTER,
+                              "The cumulative number of %s commands." % k) for k in CMD_KEYS},
+    b"job-timeouts": ("beanstalkd_job_timeouts_count", GAUGE, "The cumulative count of times a job has timed out."),
+    b"total-jobs": ("beanstalkd_total_jobs_count", GAUGE, "The cumulative count of jobs created."),
+    b"max-job-size": ("beanstalkd_max_job_size_bytes", GAUGE, "The maximum number of bytes in a job (-z)."),
+    b"current-tubes": ("beanstalkd_current_tubes_count", GAUGE, "Currently existing tubes."),
+    b"current-connections": ("beanstalkd_current_connections_count", GAUGE, "Currently open connections."),
+    b"current-producers": ("beanstalkd_current_producers_count", GAUGE, "Open connections that have issued a put."),
+    b"current-workers": ("beanstalkd_current_workers_count", GAUGE, "Open connections that have issued a reserve."),
+    b"current-waiting": ("beanstalkd_current_waiting_count", GAUGE, "Connections waiting in a reserve."),
+    b"total-connections": ("beanstalkd_total_connections_count", GAUGE, "The cumulative count of connections."),
+    b"pid": ("beanstalkd_pid", GAUGE, "The server's process id."),
+    b"rusage-utime": ("beanstalkd_rusage_utime_seconds_total", COUNTER, "User CPU time of the process."),
+    b"rusage-stime": ("beanstalkd_rusage_stime_seconds_total", COUNTER, "System CPU time of the process."),
+    b"uptime": ("beanstalkd_uptime_seconds", GAUGE, "Seconds since the server started."),
+    b"binlog-oldest-index": ("beanstalkd_binlog_oldest_index", GAUGE, "Index of the oldest binlog file."),
+    b"binlog-current-index": ("beanstalkd_binlog_current_index", GAUGE, "Index of the binlog file being written."),
+    b"binlog-records-migrated": ("beanstalkd_binlog_records_migrated_total", COUNTER,
+                                 "Binlog records rewritten by compaction."),
+    b"binlog-records-written": ("beanstalkd_binlog_records_written_total", COUNTER, "Binlog records written."),
+    b"binlog-max-size": ("beanstalkd_binlog_max_size_bytes", GAUGE, "Size of each binlog file (-s)."),
+}
+NOT_NUMERIC = {b"version", b"draining", b"id", b"hostname", b"os", b"platform"}  # draining: pybeanstalkd_draining
+
+TUBE = {
+    b"current-jobs-urgent": ("beanstalkd_tube_current_jobs_urgent_count", GAUGE, "Ready jobs with priority < 1024."),
+    b"current-jobs-ready": ("beanstalkd_tube_current_jobs_ready_count", GAUGE, "Jobs in the ready queue."),
+    b"current-jobs-reserved": ("beanstalkd_tube_current_jobs_reserved_count", GAUGE, "Jobs reserved."),
+    b"current-jobs-delayed": ("beanstalkd_tube_current_jobs_delayed_count", GAUGE, "Delayed jobs."),
+    b"current-jobs-buried": ("beanstalkd_tube_current_jobs_buried_count", GAUGE, "Buried jobs."),
+    b"total-jobs": ("beanstalkd_tube_total_jobs_count", GAUGE, "The cumulative count of jobs created."),
+    b"current-using": ("beanstalkd_tube_current_using_count", GAUGE, "Connections using the tube."),
+    b"current-watching": ("beanstalkd_tube_current_watching_count", GAUGE, "Connections watching the tube."),
+    b"current-waiting": ("beanstalkd_tube_current_waiting_count", GAUGE, "Connections waiting in a reserve."),
+    b"cmd-delete": ("beanstalkd_tube_cmd_delete_total", COUNTER, "The cumulative number of delete commands."),
+    b"cmd-pause-tube": ("beanstalkd_tube_cmd_pause_tube_total", COUNTER,
+                        "The cumulative number of pause-tube commands."),
+    # Gauges despite the suffix: the names are the exporter's.
+    b"pause": ("beanstalkd_tube_pause_seconds_total", GAUGE, "Seconds the tube has been paused for."),
+    b"pause-time-left": ("beanstalkd_tube_pause_time_left_seconds_total", GAUGE,
+                         "Seconds until the tube is unpaused."),
+}
+OUTCOMES = ("delete", "release", "bury")  # Tube.work_hist's order
+
+
+def number(key: bytes, v) -> float | int:
+    """A stats value as a number (rusage values are text like b"0.120000")."""
+    return float(v) if type(v) is bytes else v
+
+
+def _family(name: str, kind: str, doc: str, labels=None):
+    if kind == COUNTER:
+        return CounterMetricFamily(name[:-len("_total")], doc, labels=labels)
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def _hist_buckets(h: list[int], exps: tuple[int, ...]):
+    out, count, total = hist.buckets(h, exps)
+    return [(floatToGoString(le), n) for le, n in out], total / NS
+
+
+class EngineCollector:
+    """Reads `srv.engine` (and `srv.syncer`, for the binlog) at each scrape."""
+
+    def __init__(self, srv, clock):
+        self.srv = srv
+        self.clock = clock  # monotonic ns
+
+    def collect(self):
+        e = self.srv.engine
+        q = e.q
+        now = self.clock()
+        yield GaugeMetricFamily("beanstalkd_up", "1: the server answers (as the exporter's).", value=1)
+        for key, v in server_fields(q, e.counts, e):
+            if key in NOT_NUMERIC:
+                continue
+            name, kind, doc = SERVER[key]
+            f = _family(name, kind, doc)
+            f.add_metric([], number(key, v))
+            yield f
+        tubes = sorted(q.tubes.values(), key=lambda t: t.name)
+        names = [t.name.decode("latin-1") for t in tubes]
+        fams = {k: _family(name, kind, doc, ["tube"]) for k, (name, kind, doc) in TUBE.items()}
+        for t, label in zip(tubes, names):
+            for key, v in tube_fields(t, now):
+                f = fams.get(key)
+                if f is not None:
+                    f.add_metric([label], v)
+        yield from fams.values()
+        yield from self._ours(e, tubes, names)
+
+    def _ours(self, e, tubes, names):
+        wait = HistogramMetricFamily("pybeanstalkd_tube_job_wait_seconds",
+                                     "Time from ready to reserved.", labels=["tube"])
+        work = HistogramMetricFamily("pybeanstalkd_tube_job_work_seconds",
+                                     "Time from reserved (or the last touch) to delete, release or bury.",
+                                     labels=["tube", "outcome"])
+        timeouts = CounterMetricFamily("pybeanstalkd_tube_timeouts", "TTR expiries.", labels=["tube"])
+        buries = CounterMetricFamily("pybeanstalkd_tube_buries", "Buries.", labels=["tube"])
+        zero = hist.new()
+        for t, label in zip(tubes, names):
+            wait.add_metric([label], *_hist_buckets(t.wait_hist or zero, hist.JOB_LE))
+            for outcome, h in zip(OUTCOMES, t.work_hist or (zero, zero, zero)):
+                work.add_metric([label, outcome], *_hist_buckets(h, hist.JOB_LE))
+            timeouts.add_metric([label], t.timeouts)
+            buries.add_metric([label], t.buries)
+        yield from (wait, work, timeouts, buries)
+        syncer = self.srv.syncer
+        wal = syncer.wal if syncer is not None else None
+        yield CounterMetricFamily("pybeanstalkd_binlog_bytes_written", "Bytes of records written to the binlog.",
+                                  value=wal.written if wal is not None else 0)
+        fsync = HistogramMetricFamily("pybeanstalkd_binlog_fsync_seconds", "fsync latency of the binlog.")
+        h = syncer.fsync_hist if syncer is not None else zero
+        fsync.add_metric([], *_hist_buckets(h, hist.FSYNC_LE))
+        yield fsync
+        yield GaugeMetricFamily("pybeanstalkd_memory_used_bytes", "What stored jobs use, as --max-memory counts.",
+                                value=e.q.memory_used())
+        yield GaugeMetricFamily("pybeanstalkd_memory_cap_bytes", "--max-memory (0: no cap).",
+                                value=e.max_memory or 0)
+        yield GaugeMetricFamily("pybeanstalkd_draining", "1 while draining.", value=int(e.draining))
+
+
+def registry(srv, clock) -> CollectorRegistry:
+    """A registry holding only our collector (no process or platform extras)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(EngineCollector(srv, clock))
+    return reg
+
+
+def render(reg: CollectorRegistry) -> bytes:
+    return generate_latest(reg)
