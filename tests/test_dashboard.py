@@ -1,0 +1,622 @@
+"""The dashboard (GET / of --http) in Debian's headless Chromium, driven by
+selenium: what it shows must equal what the protocol says, and its buttons
+(through the in-page confirmation modal) must act, as the protocol then sees.
+
+These tests never skip: without /usr/bin/chromium and /usr/bin/chromedriver
+they fail (.ci/run installs the `chromium` and `chromium-driver` packages)."""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import urllib.request
+
+import greenstalk
+import pytest
+
+from support import Server, drain_pipes, free_port, ours_argv
+
+CHROMIUM = os.environ.get("PYBEANSTALKD_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("PYBEANSTALKD_CHROMEDRIVER", "/usr/bin/chromedriver")
+
+CHROMIUM_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-first-run", "--window-size=1280,800",
+]
+
+TUBE_KEYS = [
+    "current-jobs-ready", "current-jobs-urgent", "current-jobs-reserved", "current-jobs-delayed",
+    "current-jobs-buried", "total-jobs", "current-using", "current-watching", "current-waiting",
+]
+KPI_KEYS = {
+    "kpi-ready": "current-jobs-ready", "kpi-urgent": "current-jobs-urgent",
+    "kpi-reserved": "current-jobs-reserved", "kpi-delayed": "current-jobs-delayed",
+    "kpi-buried": "current-jobs-buried", "kpi-connections": "current-connections",
+    "kpi-tubes": "current-tubes", "kpi-total-jobs": "total-jobs", "kpi-puts-total": "cmd-put",
+    "kpi-deletes-total": "cmd-delete", "kpi-timeouts": "job-timeouts",
+}
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+def _require_browser():
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not (os.path.isfile(p) and os.access(p, os.X_OK))]
+    if missing:
+        pytest.fail(
+            "the dashboard's browser tests need Debian's headless Chromium and its driver; missing: "
+            + ", ".join(missing) + " (apt-get install chromium chromium-driver; .ci/run does it)",
+            pytrace=False,
+        )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install -e '.[test]'", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    _require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let selenium-manager look for drivers online
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in CHROMIUM_ARGS:
+        opts.add_argument(arg)
+    opts.add_argument("--user-data-dir=" + str(tmp_path_factory.mktemp("chromium-profile")))
+    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    driver.set_script_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class HttpServer:
+    """pybeanstalkd with --http on its own port."""
+
+    def __init__(self, *extra):
+        self.http_port = free_port()
+        self.srv = Server(ours_argv(), ["--http", f"127.0.0.1:{self.http_port}", *extra])
+        drain_pipes(self.srv.proc)
+        self.addr = ("127.0.0.1", self.srv.port)
+        self.base = f"http://127.0.0.1:{self.http_port}"
+        end = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(self.base + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > end:
+                    raise RuntimeError("the HTTP side did not come up")
+                time.sleep(0.02)
+
+    def client(self, **kw) -> greenstalk.Client:
+        return greenstalk.Client(self.addr, **kw)
+
+    def stop(self):
+        self.srv.stop()
+
+
+@pytest.fixture
+def server():
+    srv = HttpServer()
+    clients = []
+    srv.clients = clients
+    yield srv
+    for c in clients:
+        try:
+            c.close()
+        except OSError:
+            pass
+    srv.stop()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def wait_for(fn, timeout=15.0, what="the condition"):
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    end = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            last = fn()
+        except (StaleElementReferenceException, WebDriverException, AssertionError) as e:
+            last = e
+        else:
+            if last:
+                return last
+        if time.monotonic() > end:
+            pytest.fail(f"timed out waiting for {what}; last: {last!r}")
+        time.sleep(0.05)
+
+
+def put_many(addr, tube: str, n: int, body=b"bulk") -> None:
+    """n pipelined puts into tube, over one raw connection."""
+    with socket.create_connection(addr) as s:
+        s.sendall(b"use %s\r\n" % tube.encode() + b"put 1024 0 60 %d\r\n%s\r\n" % (len(body), body) * n)
+        buf = b""
+        while buf.count(b"\r\n") < n + 1:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed"
+            buf += chunk
+        assert buf.count(b"INSERTED ") == n
+
+
+def populate(srv: HttpServer) -> dict:
+    """Jobs in every state in several tubes; returns what the job browser must list."""
+    prod = srv.client(use="alpha")
+    worker = srv.client(watch="alpha")   # buries; kept open
+    holder = srv.client(watch="alpha")   # holds two reservations; kept open
+    srv.clients += [prod, worker, holder]
+
+    ready = []
+    for i, pri in enumerate([500, 1024, 10, 1024, 2000, 10, 0, 99999]):
+        body = f"alpha job {i}: " + "xy" * i
+        ready.append((pri, prod.put(body, priority=pri), body))
+    delayed = [(d, prod.put(f"later {d}", delay=d)) for d in (300, 100, 200)]
+    to_bury = [prod.put(f"bury me {i}", priority=7) for i in range(3)]
+    bury_order = [to_bury[2], to_bury[0], to_bury[1]]
+    for jid in bury_order:
+        worker.bury(worker.reserve_job(jid))
+    slow = prod.put("slow worker", ttr=500)
+    fast = prod.put("fast worker", ttr=200)
+    holder.reserve_job(slow)
+    holder.reserve_job(fast)
+
+    beta = srv.client(use="beta", watch="beta")
+    srv.clients.append(beta)
+    beta_ids = [beta.put(f"beta {i}") for i in range(9)]
+    for jid in beta_ids[5:]:
+        beta.bury(beta.reserve_job(jid))
+
+    binc = srv.client(use="bin", encoding=None)
+    srv.clients.append(binc)
+    bin_id = binc.put(b"\x00\x01\x02\xffhello")
+
+    put_many(srv.addr, "bulk", 1500)
+    return {
+        "ready": [jid for _, jid, _ in sorted(ready)],
+        "bodies": {jid: body for _, jid, body in ready},
+        "pris": {jid: pri for pri, jid, _ in ready},
+        "delayed": [jid for _, jid in sorted(delayed)],
+        "buried": bury_order,
+        "reserved": [fast, slow],
+        "beta_buried": beta_ids[5:],
+        "bin": bin_id,
+    }
+
+
+def open_page(driver, srv: HttpServer, fragment: str = "", refresh: int = 300):
+    driver.get(f"{srv.base}/?refresh={refresh}" + (f"#{fragment}" if fragment else ""))
+    wait_for(lambda: driver.execute_script(
+        "return document.querySelector('#conn-status').dataset.state === 'live'"
+        " && document.querySelectorAll('#tubes-body tr[data-tube]').length > 0"), what="the page to load")
+
+
+TUBE_TABLE_JS = """
+return [...document.querySelectorAll('#tubes-body tr[data-tube]')].map(tr => ({
+  name: tr.dataset.tube,
+  cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map(td => [td.dataset.col,
+    {value: td.dataset.value, text: td.textContent, flash: td.classList.contains('flash'),
+     pause: td.dataset.pause || null}]))
+}));
+"""
+
+JOBS_JS = """
+const st = window.pybeanstalkdDashboard.jobs();
+const range = document.querySelector('#jobs-range');
+return {
+  tube: st.tube, state: st.state, offset: st.offset, range: range.textContent, total: range.dataset.total,
+  rows: [...document.querySelectorAll('#jobs-body tr[data-job-id]')].map(tr => ({
+    id: +tr.dataset.jobId, state: tr.dataset.state,
+    cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].filter(td => td.dataset.col !== 'body')
+      .map(td => [td.dataset.col, td.dataset.value])),
+    body: tr.querySelector('[data-testid=job-preview]').textContent,
+    mode: tr.querySelector('td[data-col=body]').dataset.mode,
+    bin: !!tr.querySelector('.badge.bin'),
+    kick: !!tr.querySelector('[data-testid=job-kick]'),
+    deleteDisabled: tr.querySelector('[data-testid=job-delete]').disabled,
+  })),
+};
+"""
+
+
+def tube_table(driver) -> dict:
+    return {t["name"]: t["cells"] for t in driver.execute_script(TUBE_TABLE_JS)}
+
+
+def jobs_view(driver) -> dict:
+    return driver.execute_script(JOBS_JS)
+
+
+def jobs_shown(driver, tube, state, n=None):
+    """Wait until the job browser shows `state` jobs of `tube` (n rows if given)."""
+    def ready():
+        v = jobs_view(driver)
+        ok = v["tube"] == tube and v["state"] == state and v["total"] not in ("", None)
+        ok = ok and all(r["state"] == state for r in v["rows"])
+        if n is not None:
+            ok = ok and len(v["rows"]) == n
+        return v if ok else None
+    return wait_for(ready, what=f"{n} {state} jobs of {tube} in the job browser")
+
+
+def css(driver, selector):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def click(driver, selector_or_el):
+    el = css(driver, selector_or_el) if isinstance(selector_or_el, str) else selector_or_el
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'})", el)
+    el.click()
+    return el
+
+
+def modal_open(driver) -> bool:
+    return driver.execute_script("return !document.querySelector('#modal').hidden")
+
+
+def answer_modal(driver, fields=None, confirm=True, title=None):
+    """Fill the confirmation modal's fields, then confirm (or cancel) it."""
+    from selenium.webdriver.support.ui import Select
+
+    wait_for(lambda: modal_open(driver), what="the confirmation modal")
+    if title is not None:
+        assert title in css(driver, "[data-testid=modal-title]").get_attribute("textContent")
+    for name, value in (fields or {}).items():
+        el = css(driver, f'[data-testid="modal-field-{name}"]')
+        if el.tag_name == "select":
+            Select(el).select_by_value(str(value))
+        else:
+            el.clear()
+            el.send_keys(str(value))
+    css(driver, "[data-testid=modal-confirm]" if confirm else "[data-testid=modal-cancel]").click()
+    wait_for(lambda: not modal_open(driver), what="the modal to close")
+
+
+def take_toast(driver, kind="ok") -> str:
+    """The text of the newest toast of that kind; then every toast is dismissed."""
+    text = wait_for(lambda: driver.execute_script(
+        "const t = [...document.querySelectorAll('[data-testid=toast]')]"
+        ".filter(t => t.dataset.kind === arguments[0]);"
+        "return t.length ? t[t.length - 1].querySelector('.toast-text').textContent : null;", kind),
+        what=f"a toast ({kind})")
+    driver.execute_script("document.querySelectorAll('[data-testid=toast]').forEach(t => t.remove())")
+    return text
+
+
+def no_error_toasts(driver):
+    errs = driver.execute_script(
+        "return [...document.querySelectorAll('[data-testid=toast][data-kind=err]')].map(t => t.textContent)")
+    assert not errs, errs
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_tube_table_and_server_numbers_equal_the_protocol(browser, server):
+    populate(server)
+    observer = server.client()
+    server.clients.append(observer)
+    open_page(browser, server)
+    want_tubes = observer.tubes()
+    table = wait_for(lambda: (lambda t: t if sorted(t) == sorted(want_tubes) else None)(tube_table(browser)),
+                     what="every tube in the table")
+    assert list(table) == sorted(want_tubes), "tubes are listed by name"
+
+    for name, cells in table.items():
+        st = observer.stats_tube(name)
+        for key in TUBE_KEYS:
+            assert int(cells[key]["value"]) == st[key], (name, key)
+            assert cells[key]["text"] == f"{st[key]:,}", (name, key)   # thousands separators
+        assert int(cells["pause"]["value"]) == st["pause-time-left"]
+    assert table["bulk"]["current-jobs-ready"]["text"] == "1,500"
+    assert table["alpha"]["current-jobs-buried"]["text"] == "3"
+    assert table["alpha"]["current-jobs-reserved"]["text"] == "2"
+    assert table["alpha"]["current-jobs-urgent"]["text"] == "4"
+
+    stats = observer.stats()
+    for testid, key in KPI_KEYS.items():
+        value = browser.execute_script(f"return document.querySelector('[data-testid={testid}]').dataset.value")
+        assert int(value) == stats[key], (testid, key)
+    assert css(browser, "[data-testid=stat-version]").text == str(stats["version"])
+    assert css(browser, "[data-testid=stat-pid]").text == str(stats["pid"])
+    assert css(browser, "[data-testid=kpi-ready]").text == f"{stats['current-jobs-ready']:,}"
+    # The totals row sums the tubes.
+    foot = browser.execute_script(
+        "return document.querySelector('#tubes-foot td[data-col=\"current-jobs-ready\"]').dataset.value")
+    assert int(foot) == sum(observer.stats_tube(t)["current-jobs-ready"] for t in want_tubes)
+    no_error_toasts(browser)
+
+
+def test_job_browser_lists_jobs_in_serve_order_with_previews(browser, server):
+    want = populate(server)
+    open_page(browser, server, "tube=alpha&state=ready")
+
+    v = jobs_shown(browser, "alpha", "ready", len(want["ready"]))
+    assert [r["id"] for r in v["rows"]] == want["ready"], "ready: by priority, then id"
+    for r in v["rows"]:
+        assert int(r["cells"]["pri"]) == want["pris"][r["id"]]
+        assert r["body"] == want["bodies"][r["id"]]
+        assert r["mode"] == "text"
+        assert int(r["cells"]["size"]) == len(want["bodies"][r["id"]])
+        assert r["kick"] is False and r["deleteDisabled"] is False
+    assert v["range"] == "1–8 of 8"
+
+    click(browser, "[data-testid=state-tab-delayed]")
+    v = jobs_shown(browser, "alpha", "delayed", 3)
+    assert [r["id"] for r in v["rows"]] == want["delayed"], "delayed: by the time they become ready"
+    assert [int(r["cells"]["delay"]) for r in v["rows"]] == [100, 200, 300]
+    assert all(r["kick"] for r in v["rows"])
+
+    click(browser, "[data-testid=state-tab-buried]")
+    v = jobs_shown(browser, "alpha", "buried", 3)
+    assert [r["id"] for r in v["rows"]] == want["buried"], "buried: oldest bury first"
+    assert all(int(r["cells"]["buries"]) == 1 and int(r["cells"]["reserves"]) == 1 for r in v["rows"])
+
+    click(browser, "[data-testid=state-tab-reserved]")
+    v = jobs_shown(browser, "alpha", "reserved", 2)
+    assert [r["id"] for r in v["rows"]] == want["reserved"], "reserved: by TTR deadline"
+    assert all(r["deleteDisabled"] for r in v["rows"]), "only the worker may delete a reserved job"
+    assert [int(r["cells"]["ttr"]) for r in v["rows"]] == [200, 500]
+    assert 0 < int(v["rows"][0]["cells"]["time-left"]) <= 200
+
+    # Hex: a binary body is always shown as hex; a text body once switched.
+    from selenium.webdriver.support.ui import Select
+
+    Select(css(browser, "[data-testid=jobs-tube]")).select_by_value("bin")
+    click(browser, "[data-testid=state-tab-ready]")
+    v = jobs_shown(browser, "bin", "ready", 1)
+    assert v["rows"][0]["id"] == want["bin"]
+    assert v["rows"][0]["bin"] and v["rows"][0]["mode"] == "hex"
+    assert v["rows"][0]["body"] == "00 01 02 ff 68 65 6c 6c 6f"
+    Select(css(browser, "[data-testid=jobs-tube]")).select_by_value("alpha")
+    jobs_shown(browser, "alpha", "ready", len(want["ready"]))
+    click(browser, "[data-testid=body-mode-hex]")
+    first = want["ready"][0]
+    row = wait_for(lambda: next((r for r in jobs_view(browser)["rows"] if r["id"] == first and r["mode"] == "hex"), None))
+    assert row["body"].startswith(" ".join(f"{b:02x}" for b in want["bodies"][first].encode()[:20]))
+    click(browser, "[data-testid=body-mode-text]")
+
+    # A click on a row shows the whole preview, text and hexdump.
+    click(browser, f'#jobs-body tr[data-job-id="{first}"] td[data-col="id"]')
+    text = wait_for(lambda: css(browser, f'tr[data-detail-for="{first}"] [data-testid=job-detail-text]').text)
+    assert text == want["bodies"][first]
+    hexdump = css(browser, f'tr[data-detail-for="{first}"] [data-testid=job-detail-hex]').text
+    assert hexdump.startswith("00000000  61 6c 70 68 61")
+
+    # Paging through 1,500 jobs, 25 at a time.
+    Select(css(browser, "[data-testid=jobs-tube]")).select_by_value("bulk")
+    Select(css(browser, "[data-testid=jobs-limit]")).select_by_value("25")
+    v = jobs_shown(browser, "bulk", "ready", 25)
+    assert v["range"] == "1–25 of 1,500"
+    ids = [r["id"] for r in v["rows"]]
+    assert ids == sorted(ids)
+    click(browser, "[data-testid=jobs-next]")
+    v = wait_for(lambda: (lambda v: v if v["offset"] == 25 and v["range"] == "26–50 of 1,500" and len(v["rows"]) == 25 else None)(jobs_view(browser)))
+    assert [r["id"] for r in v["rows"]] == list(range(ids[-1] + 1, ids[-1] + 26))
+    click(browser, "[data-testid=jobs-last]")
+    v = wait_for(lambda: (lambda v: v if v["range"] == "1,476–1,500 of 1,500" and len(v["rows"]) == 25 else None)(jobs_view(browser)))
+    assert v["rows"][-1]["id"] == ids[0] + 1499
+    no_error_toasts(browser)
+
+
+def test_kick_a_tube_through_the_modal(browser, server):
+    populate(server)
+    observer = server.client()
+    server.clients.append(observer)
+    open_page(browser, server)
+    assert observer.stats_tube("beta")["current-jobs-buried"] == 4
+
+    # Cancel does nothing.
+    click(browser, 'tr[data-tube="beta"] [data-testid=tube-kick]')
+    wait_for(lambda: modal_open(browser))
+    assert css(browser, "[data-testid=modal-field-n]").get_attribute("value") == "4"
+    answer_modal(browser, confirm=False)
+    time.sleep(0.5)
+    assert observer.stats_tube("beta")["current-jobs-buried"] == 4
+
+    click(browser, 'tr[data-tube="beta"] [data-testid=tube-kick]')
+    answer_modal(browser, {"n": 3}, title="beta")
+    assert take_toast(browser) == "Kicked 3 jobs in beta."
+    st = observer.stats_tube("beta")
+    assert (st["current-jobs-buried"], st["current-jobs-ready"]) == (1, 8)
+    wait_for(lambda: tube_table(browser)["beta"]["current-jobs-buried"]["value"] == "1",
+             what="the table to show the kick")
+
+
+def test_delete_and_kick_jobs_through_the_modal(browser, server):
+    want = populate(server)
+    observer = server.client()
+    server.clients.append(observer)
+    open_page(browser, server, "tube=alpha&state=buried")
+    jobs_shown(browser, "alpha", "buried", 3)
+    victim, kicked, kept = want["buried"]
+
+    click(browser, f'#jobs-body tr[data-job-id="{victim}"] [data-testid=job-delete]')
+    answer_modal(browser, title=f"Delete job {victim}")
+    assert take_toast(browser) == f"Deleted job {victim}."
+    with pytest.raises(greenstalk.NotFoundError):
+        observer.peek(victim)
+    v = jobs_shown(browser, "alpha", "buried", 2)
+    assert [r["id"] for r in v["rows"]] == [kicked, kept]
+
+    click(browser, f'#jobs-body tr[data-job-id="{kicked}"] [data-testid=job-kick]')
+    answer_modal(browser, title=f"Kick job {kicked}")
+    assert take_toast(browser) == f"Kicked job {kicked}."
+    assert observer.stats_job(kicked)["state"] == "ready"
+    assert observer.stats_job(kicked)["kicks"] == 1
+    v = jobs_shown(browser, "alpha", "buried", 1)
+    assert v["rows"][0]["id"] == kept
+    assert observer.stats_tube("alpha")["current-jobs-buried"] == 1
+
+    # A delayed job can be kicked one by one too.
+    click(browser, "[data-testid=state-tab-delayed]")
+    jobs_shown(browser, "alpha", "delayed", 3)
+    first = want["delayed"][0]
+    click(browser, f'#jobs-body tr[data-job-id="{first}"] [data-testid=job-kick]')
+    answer_modal(browser)
+    assert take_toast(browser) == f"Kicked job {first}."
+    assert observer.stats_job(first)["state"] == "ready"
+    jobs_shown(browser, "alpha", "delayed", 2)
+
+
+def test_a_failed_action_shows_an_error_toast(browser, server):
+    want = populate(server)
+    observer = server.client()
+    server.clients.append(observer)
+    open_page(browser, server, "tube=alpha&state=buried")
+    jobs_shown(browser, "alpha", "buried", 3)
+    gone = want["buried"][0]
+    click(browser, f'#jobs-body tr[data-job-id="{gone}"] [data-testid=job-delete]')
+    wait_for(lambda: modal_open(browser))
+    observer.delete(gone)          # someone else is faster
+    answer_modal(browser)
+    text = take_toast(browser, "err")
+    assert text.startswith(f"Delete job {gone} failed: ")
+    jobs_shown(browser, "alpha", "buried", 2)
+
+
+def test_pause_flush_and_drain_through_the_modal(browser, server):
+    populate(server)
+    observer = server.client()
+    server.clients.append(observer)
+    open_page(browser, server, "tube=alpha&state=delayed")
+    jobs_shown(browser, "alpha", "delayed", 3)
+
+    click(browser, 'tr[data-tube="alpha"] [data-testid=tube-pause]')
+    answer_modal(browser, {"seconds": 120}, title="Pause alpha")
+    assert take_toast(browser) == "Paused alpha for 2m."
+    assert observer.stats_tube("alpha")["pause"] == 120
+    cell = wait_for(lambda: (lambda c: c if c["pause"] == "120" else None)(tube_table(browser)["alpha"]["pause"]),
+                    what="the pause in the table")
+    assert cell["text"].endswith("/ 2m")
+    click(browser, 'tr[data-tube="alpha"] [data-testid=tube-pause]')
+    answer_modal(browser, title="Resume alpha")
+    assert take_toast(browser) == "Resumed alpha."
+    assert observer.stats_tube("alpha")["pause"] == 0
+
+    click(browser, "[data-testid=btn-tube-flush]")
+    wait_for(lambda: modal_open(browser))
+    assert css(browser, "[data-testid=modal-field-state]").get_attribute("value") == "delayed"
+    answer_modal(browser)
+    assert take_toast(browser) == "Flushed 3 delayed jobs from alpha."
+    st = observer.stats_tube("alpha")
+    assert st["current-jobs-delayed"] == 0 and st["current-jobs-buried"] == 3
+    wait_for(lambda: css(browser, "[data-testid=jobs-empty]").is_displayed(), what="an empty delayed list")
+
+    click(browser, 'tr[data-tube="beta"] [data-testid=tube-flush]')
+    answer_modal(browser, {"state": "buried"})
+    assert take_toast(browser) == "Flushed 4 buried jobs from beta."
+    assert observer.stats_tube("beta")["current-jobs-buried"] == 0
+
+    click(browser, "[data-testid=btn-drain]")
+    answer_modal(browser, title="Drain")
+    assert take_toast(browser) == "Draining: puts are refused."
+    with pytest.raises(greenstalk.DrainingError):
+        observer.put("refused")
+    wait_for(lambda: css(browser, "[data-testid=drain-banner]").is_displayed(), what="the draining banner")
+    assert css(browser, "[data-testid=btn-drain]").text == "Undrain"
+    click(browser, "[data-testid=btn-drain]")
+    answer_modal(browser, title="Undrain")
+    assert take_toast(browser) == "Undrained: puts are accepted again."
+    assert observer.put("accepted") > 0
+    wait_for(lambda: not css(browser, "[data-testid=drain-banner]").is_displayed())
+
+
+def test_the_table_follows_protocol_changes_and_flashes_them(browser, server):
+    populate(server)
+    open_page(browser, server)
+    before = int(tube_table(browser)["alpha"]["current-jobs-ready"]["value"])
+    c = server.client(use="alpha")
+    server.clients.append(c)
+    for i in range(7):
+        c.put(f"more {i}")
+
+    def flashed():
+        cell = tube_table(browser)["alpha"]["current-jobs-ready"]
+        return cell["value"] == str(before + 7) and cell["flash"]
+    wait_for(flashed, what="the ready count to change, with a flash")
+    assert c.stats_tube("alpha")["current-jobs-ready"] == before + 7
+
+    # A new tube shows up; once empty and unused, it goes away.
+    fresh = server.client(use="fresh-tube")
+    jid = fresh.put("hello")
+    wait_for(lambda: tube_table(browser).get("fresh-tube", {}).get("current-jobs-ready", {}).get("value") == "1",
+             what="the new tube's row")
+    fresh.delete(jid)
+    fresh.close()
+    wait_for(lambda: "fresh-tube" not in tube_table(browser), what="the emptied tube to go away")
+
+    # Sorting by a column puts the biggest first.
+    click(browser, '#tubes-head th[data-sort="current-jobs-ready"]')
+    wait_for(lambda: browser.execute_script(TUBE_TABLE_JS)[0]["name"] == "bulk", what="sorting by ready")
+    # The filter narrows the rows.
+    css(browser, "[data-testid=tube-filter]").send_keys("alp")
+    wait_for(lambda: list(tube_table(browser)) == ["alpha"], what="the filter")
+
+
+def test_charts_draw_the_last_minutes(browser, server):
+    stop = threading.Event()
+
+    def churn():
+        with server.client(use="load", watch="load") as c:
+            while not stop.is_set():
+                for _ in range(20):
+                    c.put("work")
+                for _ in range(15):
+                    c.delete(c.reserve(timeout=1))
+                time.sleep(0.02)
+
+    t = threading.Thread(target=churn, daemon=True)
+    t.start()
+    try:
+        open_page(browser, server, refresh=250)
+        wait_for(lambda: browser.execute_script("return window.pybeanstalkdDashboard.samples()") >= 10,
+                 what="ten refreshes")
+        for chart, series in (("chart-throughput", ["put", "res", "del"]),
+                              ("chart-depth", ["ready", "reserved", "delayed", "buried"])):
+            info = browser.execute_script(
+                "const svg = document.querySelector(`[data-testid=${arguments[0]}] svg`);"
+                "if (!svg) return null;"
+                "return {w: svg.getBoundingClientRect().width, ticks: svg.querySelectorAll('text.tick').length,"
+                " series: Object.fromEntries([...svg.querySelectorAll('path.series')].map("
+                "   p => [p.dataset.series, +p.dataset.points]))};", chart)
+            assert info and info["w"] > 300, chart
+            assert info["ticks"] >= 4, "axes have labels"
+            assert sorted(info["series"]) == sorted(series)
+            assert all(n >= 8 for n in info["series"].values()), info
+            legend = css(browser, f"[data-testid=legend-{chart.split('-')[1]}]").text
+            assert all(s in legend for s in (["Puts", "Reserves", "Deletes"] if "throughput" in chart
+                                             else ["Ready", "Reserved", "Delayed", "Buried"]))
+        # Queue depth: a log scale by default (0, 1, 10, ...), linear on demand.
+        labels_js = "return [...document.querySelectorAll('[data-testid=chart-depth] text.tick')].map(t => t.textContent)"
+        log_labels = browser.execute_script(labels_js)
+        assert {"0", "10", "100"} <= set(log_labels), log_labels
+        click(browser, "[data-testid=depth-scale-lin]")
+        wait_for(lambda: browser.execute_script(labels_js) != log_labels, what="a linear depth axis")
+        assert "active" in css(browser, "[data-testid=depth-scale-lin]").get_attribute("class")
+        click(browser, "[data-testid=depth-scale-log]")
+        rate = browser.execute_script("return +document.querySelector('[data-testid=kpi-puts-rate]').dataset.value")
+        assert rate > 0
+        # The puts line leaves the zero axis.
+        ys, axis = browser.execute_script(
+            "const svg = document.querySelector('[data-testid=chart-throughput] svg');"
+            "const p = svg.querySelector('path.series[data-series=put]');"
+            "const ys = p.getAttribute('d').split(/[ML]/).filter(Boolean).map(xy => +xy.split(',')[1]);"
+            "return [ys, +svg.querySelector('line.axis').getAttribute('y1')];")
+        assert min(ys) < axis - 5
+    finally:
+        stop.set()
+        t.join(5)
