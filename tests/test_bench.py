@@ -154,7 +154,7 @@ def test_stalls_and_memcap_need_compare():
 def test_memcap_flood_stops_at_the_cap():
     from pybeanstalkd.bench import memcap
 
-    cap = 2 << 20
+    cap = 8 << 20  # room for over a hundred 64 KiB jobs
     rows = memcap.rss_rows(ours_argv(), "", cap, [100, 65536])
     assert [r["size"] for r in rows] == [100, 65536]
     for r in rows:
