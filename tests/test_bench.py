@@ -175,3 +175,25 @@ def test_compare_memcap(capsys):
     assert set(cost) == {"put-pipelined", "put"}
     for r in cost.values():
         assert r["reference_ops_s"] > 0 and r["ours_ops_s"] > 0 and r["capped_ops_s"] > 0
+
+
+@pytest.mark.skipif(not REFERENCE, reason="reference beanstalkd is not installed")
+def test_compare_http_cost(capsys):
+    assert bench.main(["--compare", "--http-cost", "-n", "300", "-c", "2", "-q",
+                       "--json", "-"]) == 0
+    rows = json.loads(capsys.readouterr().out)["http_cost"]
+    assert [r["workload"] for r in rows] == ["put-pipelined", "put", "reserve", "cycle"]
+    for r in rows:
+        assert r["reference_ops_s"] > 0 and r["ours_ops_s"] > 0 and r["http_ops_s"] > 0
+
+
+def test_with_http_polls_every_path():
+    import time as _time
+
+    from pybeanstalkd.bench.httpcost import WithHttp
+
+    with WithHttp("ours --http", ours_argv()) as s:
+        deadline = _time.monotonic() + 20
+        while s.fetched < 3 and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        assert s.fetched >= 3 and s.error is None

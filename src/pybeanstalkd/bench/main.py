@@ -9,6 +9,7 @@
     pybeanstalkd-bench --compare --recovery 1000000 restart time on a reference binlog
     pybeanstalkd-bench --compare --stalls 1000000,6000000   a probe's waits during big work
     pybeanstalkd-bench --compare --memcap 256M      --max-memory: RSS against the cap, its cost
+    pybeanstalkd-bench --compare --http-cost        throughput with --http scraped and browsed
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
@@ -26,7 +27,7 @@ import sys
 from dataclasses import asdict, replace
 from time import monotonic
 
-from . import memcap as memcap_mod, modes, stalls as stalls_mod
+from . import httpcost, memcap as memcap_mod, modes, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference
@@ -224,6 +225,9 @@ def parse_args(argv):
     a("--memcap", metavar="BYTES", type=parse_bytes,
       help="with --compare: ours with --max-memory BYTES flooded with 100 B, 1 KiB and 64 KiB "
            "puts (RSS against the cap), and put throughput with a cap against without")
+    a("--http-cost", action="store_true",
+      help="with --compare: throughput of ours with --http (scraped and polled every second) "
+           "against without, the reference beside")
     a("--cases", default=",".join(stalls_mod.CASES),
       help=f"--stalls cases (default {','.join(stalls_mod.CASES)})")
     args = p.parse_args(argv)
@@ -236,6 +240,8 @@ def parse_args(argv):
     bad = set(args.workloads.split(",")) - set(WORKLOADS) if args.workloads else ()
     if args.recovery and not args.compare:
         p.error("--recovery needs --compare (it starts the servers itself)")
+    if args.http_cost and not args.compare:
+        p.error("--http-cost needs --compare (it starts the servers with and without --http)")
     if args.memcap and not args.compare:
         p.error("--memcap needs --compare (it starts the servers with and without the cap)")
     if args.stalls and not args.compare:
@@ -276,7 +282,7 @@ def main(argv=None) -> int:
         servers = [lambda: modes.Running((args.host, args.port))]
         names = ["server"]
     special = (args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
-               or args.memcap)
+               or args.memcap or args.http_cost)
     out = {"options": vars(args), "servers": names}
     t0 = monotonic()
     try:
@@ -350,6 +356,17 @@ def main(argv=None) -> int:
                        "capped / uncapped", "ours / reference"],
                       [[r["workload"], r["reference_ops_s"], r["ours_ops_s"], r["capped_ops_s"],
                         r["capped_over_uncapped"], r["ours_over_reference"]] for r in rows]))
+        if args.http_cost:
+            rows = out["http_cost"] = httpcost.cost_rows(ref, ours, args.server_args, o,
+                                                         args.rounds, progress)
+            progress.clear()
+            say(f"\n--http's cost: ours with --http while /metrics, /api/v1/stats and "
+                f"/api/v1/tubes are fetched every second, against no --http; {o.conns} "
+                f"connections, {o.size}-byte bodies, {args.rounds} round(s), median")
+            say(table(["workload", "reference ops/s", "ours ops/s", "ours --http ops/s",
+                       "--http / off", "ours / reference"],
+                      [[r["workload"], r["reference_ops_s"], r["ours_ops_s"], r["http_ops_s"],
+                        r["http_over_off"], r["ours_over_reference"]] for r in rows]))
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)
