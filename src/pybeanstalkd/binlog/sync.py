@@ -73,7 +73,7 @@ class Syncer:
     def kick(self):
         wal = self.wal
         if not wal.use:  # the binlog failed: nothing to wait for
-            if self.srv.held:
+            if self.srv.held or self.srv.sync_waiters:
                 self.srv.release_held(1 << 62)
             return
         if (self.busy or self.timer is not None or not self.wantsync

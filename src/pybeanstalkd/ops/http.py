@@ -138,9 +138,20 @@ class Http:
         if request.method == "POST" and request.headers.get("X-Pybeanstalkd") != "1":
             return _error(403, "actions need the header X-Pybeanstalkd: 1")
         try:
-            return await handler(request)
+            response = await handler(request)
         except api.BadRequest as e:
             return _error(400, str(e))
+        if request.method == "POST":
+            await self.durable()
+        return response
+
+    async def durable(self):
+        """With -f0 an action is answered, as a protocol command is, only
+        once the binlog records it wrote are on disk."""
+        srv = self.srv
+        lsn = srv.engine.q.store.lsn
+        if srv.syncer is not None and srv.engine.hold_writes and srv.syncer.wal.synced < lsn:
+            await srv.until_synced(lsn)
 
     def _authorized(self, request) -> bool:
         kind, _, cred = request.headers.get("Authorization", "").partition(" ")

@@ -173,6 +173,7 @@ class Server:
         self.syncer: Syncer | None = None
         self.stepping = False  # a slice of background work is scheduled
         self.acceptor = None  # our accept loop, told of each close
+        self.sync_waiters: list = []  # (lsn, future): the HTTP side's actions under -f0
 
     @staticmethod
     def log(msg: str):
@@ -235,7 +236,23 @@ class Server:
             if s.closing:
                 t.close()
 
+    def until_synced(self, lsn: int):
+        """A future done once the binlog is fsynced up to lsn (-f0)."""
+        fut = self.loop.create_future()
+        self.sync_waiters.append((lsn, fut))
+        if self.syncer is not None:
+            self.syncer.kick()
+        return fut
+
     def release_held(self, synced: int) -> int:
+        if self.sync_waiters:
+            waiting = []
+            for lsn, fut in self.sync_waiters:
+                if lsn > synced:
+                    waiting.append((lsn, fut))
+                elif not fut.done():
+                    fut.set_result(None)
+            self.sync_waiters = waiting
         ready = [s for s in self.held if s.hold <= synced]
         for s in ready:
             self.held.discard(s)

@@ -1,0 +1,59 @@
+"""With -f0 an HTTP action is answered only once the binlog records it wrote
+are fsynced, as a protocol command's reply is (the real engine, binlog,
+syncer and HTTP app, in-process; the fsync is held back to see the wait)."""
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from pybeanstalkd.binlog.sync import Syncer
+from pybeanstalkd.ops.http import Http
+from pybeanstalkd.server.transport import Server
+from test_wal import with_binlog
+
+ACT = {"X-Pybeanstalkd": "1"}
+
+
+def run(tmp_path, hold_writes: bool):
+    h, wal = with_binlog(tmp_path)
+    h.e.hold_writes = hold_writes
+    loop = asyncio.new_event_loop()
+    out = {}
+
+    async def main():
+        srv = Server(loop, h.e)
+        syncer = srv.syncer = Syncer(loop, wal, srv, wantsync=False, rate_ns=0)  # held back
+        client = TestClient(TestServer(Http(srv).app))
+        await client.start_server()
+        try:
+            put = asyncio.ensure_future(client.post("/api/v1/tubes/t/put", json={"body": "x"},
+                                                    headers=ACT))
+            await asyncio.sleep(0.3)
+            out["answered_before_sync"] = put.done()
+            out["unsynced"] = wal.lsn > wal.synced
+            syncer.wantsync = True
+            syncer.kick()
+            r = await asyncio.wait_for(put, 10)
+            out["status"], out["body"] = r.status, await r.json()
+            out["synced"] = wal.synced >= wal.lsn
+        finally:
+            await client.close()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return out
+
+
+def test_f0_action_waits_for_the_fsync(tmp_path):
+    out = run(tmp_path, hold_writes=True)
+    assert out["unsynced"]  # the put produced a record not yet on disk...
+    assert not out["answered_before_sync"]  # ...but no answer while it is not synced
+    assert out["status"] == 200 and out["body"] == {"id": 1} and out["synced"]
+
+
+def test_without_f0_an_action_is_answered_at_once(tmp_path):
+    out = run(tmp_path, hold_writes=False)
+    assert out["answered_before_sync"] and out["status"] == 200
