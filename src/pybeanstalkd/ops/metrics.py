@@ -127,11 +127,14 @@ class EngineCollector:
                                      labels=["tube", "outcome"])
         timeouts = CounterMetricFamily("pybeanstalkd_tube_timeouts", "TTR expiries.", labels=["tube"])
         buries = CounterMetricFamily("pybeanstalkd_tube_buries", "Buries.", labels=["tube"])
-        zero = hist.new()
+        # A histogram with no observations is left out (it appears with its
+        # first one): most of a scrape's text and time went to idle tubes' series.
         for t, label in zip(tubes, names):
-            wait.add_metric([label], *_hist_buckets(t.wait_hist or zero, hist.JOB_LE))
-            for outcome, h in zip(OUTCOMES, t.work_hist or (zero, zero, zero)):
-                work.add_metric([label, outcome], *_hist_buckets(h, hist.JOB_LE))
+            if t.wait_hist is not None:
+                wait.add_metric([label], *_hist_buckets(t.wait_hist, hist.JOB_LE))
+            for outcome, h in zip(OUTCOMES, t.work_hist or ()):
+                if any(h[:hist.SUM]):
+                    work.add_metric([label, outcome], *_hist_buckets(h, hist.JOB_LE))
             timeouts.add_metric([label], t.timeouts)
             buries.add_metric([label], t.buries)
         yield from (wait, work, timeouts, buries)
@@ -140,7 +143,7 @@ class EngineCollector:
         yield CounterMetricFamily("pybeanstalkd_binlog_bytes_written", "Bytes of records written to the binlog.",
                                   value=wal.written if wal is not None else 0)
         fsync = HistogramMetricFamily("pybeanstalkd_binlog_fsync_seconds", "fsync latency of the binlog.")
-        h = syncer.fsync_hist if syncer is not None else zero
+        h = syncer.fsync_hist if syncer is not None else hist.new()
         fsync.add_metric([], *_hist_buckets(h, hist.FSYNC_LE))
         yield fsync
         yield GaugeMetricFamily("pybeanstalkd_memory_used_bytes", "What stored jobs use, as --max-memory counts.",
