@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import threading
 import urllib.request
-from statistics import median
 
 from .drivers import BenchError
-from .modes import workloads
+from .modes import variant_rows, workloads
 from .spawn import Spawned, free_port
 from .workloads import Options
 
@@ -59,12 +58,4 @@ def cost_rows(ref, ours, extra: str, o: Options, rounds: int, progress=None) -> 
                lambda: Spawned("ours", ours, extra),
                lambda: WithHttp("ours --http", ours, extra)]
     res = workloads(servers, WORKLOADS, o, rounds, progress)
-    rows = []
-    for w, per in res.items():
-        rate = {name: median([r.ops_s for r in rs]) for name, rs in per.items()}
-        rows.append({"workload": w, "reference_ops_s": rate["reference"],
-                     "ours_ops_s": rate["ours"], "http_ops_s": rate["ours --http"],
-                     "http_over_off": rate["ours --http"] / rate["ours"],
-                     "ours_over_reference": rate["ours"] / rate["reference"],
-                     "rounds": [{n: rs[i].ops_s for n, rs in per.items()} for i in range(rounds)]})
-    return rows
+    return variant_rows(res, rounds, "ours --http", "http")

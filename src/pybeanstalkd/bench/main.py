@@ -355,7 +355,7 @@ def main(argv=None) -> int:
             say(table(["workload", "reference ops/s", "ours ops/s", "ours capped ops/s",
                        "capped / uncapped", "ours / reference"],
                       [[r["workload"], r["reference_ops_s"], r["ours_ops_s"], r["capped_ops_s"],
-                        r["capped_over_uncapped"], r["ours_over_reference"]] for r in rows]))
+                        r["capped_over_off"], r["ours_over_reference"]] for r in rows]))
         if args.http_cost:
             rows = out["http_cost"] = httpcost.cost_rows(ref, ours, args.server_args, o,
                                                          args.rounds, progress)

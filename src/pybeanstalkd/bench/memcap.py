@@ -11,11 +11,10 @@ cost: pipelined and unpipelined puts on the reference, on ours without a
 from __future__ import annotations
 
 import time
-from statistics import median
 
 from .client import connect
 from .drivers import BenchError
-from .modes import settle_rss, workloads
+from .modes import settle_rss, variant_rows, workloads
 from .spawn import Spawned, stats
 from .workloads import Options
 
@@ -73,13 +72,4 @@ def cost_rows(ref: list[str], ours: list[str], extra: str, o: Options, rounds: i
                lambda: Spawned("ours", ours, extra),
                lambda: Spawned("ours capped", ours, f"{extra} --max-memory {NEVER_REACHED}")]
     res = workloads(servers, COST_WORKLOADS, o, rounds, progress)
-    rows = []
-    for w, per in res.items():
-        rate = {name: median([r.ops_s for r in rs]) for name, rs in per.items()}
-        rows.append({"workload": w, "reference_ops_s": rate["reference"],
-                     "ours_ops_s": rate["ours"], "capped_ops_s": rate["ours capped"],
-                     "capped_over_uncapped": rate["ours capped"] / rate["ours"],
-                     "ours_over_reference": rate["ours"] / rate["reference"],
-                     "rounds": [{n: r.ops_s for n, rs in per.items() for r in rs[i:i + 1]}
-                                for i in range(rounds)]})
-    return rows
+    return variant_rows(res, rounds, "ours capped", "capped")

@@ -77,6 +77,21 @@ def workloads(servers, names, o: Options, rounds=1, progress=None, bsload=None) 
     return out
 
 
+def variant_rows(res: dict, rounds: int, variant: str, key: str) -> list[dict]:
+    """Rows comparing ours with a variant of ours (a flag on), the reference
+    beside: per workload the median rates, `<key>_ops_s` for the variant,
+    `<key>_over_off` = variant / ours, and every round's rates."""
+    rows = []
+    for w, per in res.items():
+        rate = {name: statistics.median([r.ops_s for r in rs]) for name, rs in per.items()}
+        rows.append({"workload": w, "reference_ops_s": rate["reference"],
+                     "ours_ops_s": rate["ours"], f"{key}_ops_s": rate[variant],
+                     f"{key}_over_off": rate[variant] / rate["ours"],
+                     "ours_over_reference": rate["ours"] / rate["reference"],
+                     "rounds": [{n: rs[i].ops_s for n, rs in per.items()} for i in range(rounds)]})
+    return rows
+
+
 def settle_rss(s, wait=0.5) -> int:
     time.sleep(wait)
     return s.rss()
