@@ -286,7 +286,7 @@ def test_admin_delete_and_kick_job_count_no_command():
     assert admin.kick_job(q, c, h.now) == "not buried or delayed"
     assert admin.kick_job(q, b, h.now) is None
     assert q.jobs[b].state == READY
-    assert admin.delete(q, q.jobs[c])
+    assert admin.delete(q, q.jobs[c], h.now)
     assert c not in q.jobs
     after = stats(h, s)
     assert after["cmd-delete"] == before["cmd-delete"] and after["cmd-kick"] == before["cmd-kick"]

@@ -16,8 +16,8 @@ from heapq import heappop, heappush
 from itertools import islice
 
 from .job import BURIED, DELAYED, JOB_OVERHEAD, READY, RESERVED
-from .jobmap import BITS, THIN, drop
-from .protocol import NS
+from .jobmap import BITS
+from .protocol import DELETED, NS
 from .queue import SHIFT, SLICE, Queue, Tube
 
 STATES = {"ready": READY, "delayed": DELAYED, "buried": BURIED, "reserved": RESERVED}
@@ -152,21 +152,10 @@ def top(q: Queue, t: Tube, state: int):
 
 # -- actions ----------------------------------------------------------------
 
-def delete(q: Queue, j) -> bool:
-    """Delete a job that is not reserved. False if the binlog failed."""
-    t, was = j.tube, j.state
-    q._remove(j)
-    if was != BURIED:
-        q._tidy_after_delete(t, was)
-    id_ = j.id
-    b = q.blocks[id_ >> BITS]
-    del b[id_]
-    if len(b) <= THIN:
-        drop(q.blocks, b, id_, q.next_id)
-    q.body_bytes -= len(j.body)
-    ok = q.store.write(j)  # state INVALID: a delete record
-    q.maybe_free(t)
-    return ok
+def delete(q: Queue, j, now: int) -> bool:
+    """Delete a job that is not reserved, as `delete` would but counting no
+    command. False if the binlog failed."""
+    return q.delete(None, j.id, now, count=False) == DELETED
 
 
 def kick_job(q: Queue, id_: int, now: int) -> str | None:
@@ -180,11 +169,11 @@ def kick_job(q: Queue, id_: int, now: int) -> str | None:
     return None if q.kick_job(id_, now) else "binlog full"
 
 
-def flush(q: Queue, t: Tube, state: int, now: int):
-    """Slices deleting t's jobs in `state` (ready, delayed, buried), in serve
-    order; the value is how many. As kick, it stops at what the tube held
-    when it started, so a steady producer cannot keep it going."""
-    bound = count(t, state)
+def _each(q: Queue, t: Tube, state: int, bound: int, act, now: int):
+    """Slices applying act(j, now) to t's jobs in `state`, in serve order, to
+    at most `bound` jobs; act returns False to stop (a full disk). As kick,
+    the bound is set when it starts, so a steady producer cannot keep it
+    going. The value is how many."""
     n, k = 0, SLICE
     while n < bound:
         if not k:
@@ -192,38 +181,37 @@ def flush(q: Queue, t: Tube, state: int, now: int):
             k = SLICE
         k -= 1
         j = top(q, t, state) if t.alive else None
-        if j is None:
+        if j is None or not act(j, now):
             break
-        delete(q, j)
         n += 1
     return n
+
+
+def flush(q: Queue, t: Tube, state: int, now: int):
+    """Slices deleting t's jobs in `state` (ready, delayed, buried); the
+    value is how many."""
+    def act(j, now):
+        delete(q, j, now)
+        return True
+    return _each(q, t, state, count(t, state), act, now)
 
 
 def move(q: Queue, t: Tube, to: bytes, state: int, bound: int, now: int):
     """Slices moving up to `bound` of t's jobs in `state` into tube `to`, in
     serve order: each is put there (same priority, delay left, ttr and
     body; a new id) and deleted here. The value is how many."""
-    bound = min(bound, count(t, state))
-    n, k = 0, SLICE
-    while n < bound:
-        if not k:
-            now = yield
-            k = SLICE
-        k -= 1
-        j = top(q, t, state) if t.alive else None
-        if j is None:
-            break
+    def act(j, now):
         dest = q.tube(to)  # looked up each time: it may be freed between slices
         delay = max(j.deadline - now, 0) if state == DELAYED else 0
         new = q.new_job(dest, j.pri, delay, j.times[1], now)
         new.body = j.body
         if not q.store.reserve_put(new):
             q.maybe_free(dest)
-            break  # a full disk: the job stays where it is
+            return False  # a full disk: the job stays where it is
         q.insert(new, now)
-        delete(q, j)
-        n += 1
-    return n
+        delete(q, j, now)
+        return True
+    return _each(q, t, state, min(bound, count(t, state)), act, now)
 
 
 def put(e, name: bytes, body: bytes, pri: int, delay: int, ttr: int, now: int):

@@ -902,7 +902,9 @@ class Queue:
         h[d.bit_length()] += 1
         h[SUM] += d
 
-    def delete(self, c: Conn, id_: int, now: int) -> bytes:
+    def delete(self, c: Conn, id_: int, now: int, count: bool = True) -> bytes:
+        """count: False for a delete that is not a delete command (ops/; the
+        job is not reserved, so c is not consulted)."""
         b = self.blocks.get(id_ >> BITS, EMPTY)
         j = b.get(id_)
         if j is None:
@@ -928,7 +930,7 @@ class Queue:
         if len(b) <= THIN:
             drop(self.blocks, b, id_, self.next_id)
         self.body_bytes -= len(j.body)
-        j.tube.cmd_delete += 1
+        j.tube.cmd_delete += count
         ok = self.store.write(j)  # state INVALID: a delete record
         self.maybe_free(j.tube)
         return DELETED if ok else INTERNAL_ERROR

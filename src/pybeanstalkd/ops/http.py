@@ -259,7 +259,7 @@ class Http:
             return _error(404, "no such job")
         if j.state == RESERVED:
             return _error(409, "the job is reserved: only its worker may delete it")
-        admin.delete(q, j)
+        admin.delete(q, j, self.now())
         self.done()
         return web.json_response({"deleted": True})
 
