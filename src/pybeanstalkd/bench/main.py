@@ -179,6 +179,14 @@ def stalls_table(rows, names) -> str:
                   "steal %", ""], out)
 
 
+def variant_table(rows, key: str, name: str, ratio: str) -> str:
+    """modes.variant_rows as a table: ours with a flag against ours without."""
+    return table(["workload", "reference ops/s", "ours ops/s", f"{name} ops/s", ratio,
+                  "ours / reference"],
+                 [[r["workload"], r["reference_ops_s"], r["ours_ops_s"], r[f"{key}_ops_s"],
+                   r[f"{key}_over_off"], r["ours_over_reference"]] for r in rows])
+
+
 def parse_bytes(text: str) -> int:
     """BYTES with an optional K, M or G suffix (as the server's --max-memory)."""
     num, unit = (text[:-1], text[-1].upper()) if text[-1:].isalpha() else (text, "")
@@ -352,10 +360,7 @@ def main(argv=None) -> int:
             say(f"\nthe cap's cost: puts with --max-memory {memcap_mod.NEVER_REACHED:,} (never "
                 f"reached) against none; {o.conns} connections, {o.size}-byte bodies, "
                 f"{args.rounds} round(s), median")
-            say(table(["workload", "reference ops/s", "ours ops/s", "ours capped ops/s",
-                       "capped / uncapped", "ours / reference"],
-                      [[r["workload"], r["reference_ops_s"], r["ours_ops_s"], r["capped_ops_s"],
-                        r["capped_over_off"], r["ours_over_reference"]] for r in rows]))
+            say(variant_table(rows, "capped", "ours capped", "capped / uncapped"))
         if args.http_cost:
             rows = out["http_cost"] = httpcost.cost_rows(ref, ours, args.server_args, o,
                                                          args.rounds, progress)
@@ -363,10 +368,7 @@ def main(argv=None) -> int:
             say(f"\n--http's cost: ours with --http while /metrics, /api/v1/stats and "
                 f"/api/v1/tubes are fetched every second, against no --http; {o.conns} "
                 f"connections, {o.size}-byte bodies, {args.rounds} round(s), median")
-            say(table(["workload", "reference ops/s", "ours ops/s", "ours --http ops/s",
-                       "--http / off", "ours / reference"],
-                      [[r["workload"], r["reference_ops_s"], r["ours_ops_s"], r["http_ops_s"],
-                        r["http_over_off"], r["ours_over_reference"]] for r in rows]))
+            say(variant_table(rows, "http", "ours --http", "--http / off"))
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)
