@@ -169,3 +169,23 @@ def test_jobs_recovered_from_the_binlog_count_toward_the_cap():
     assert put(h, c, b"x" * 10) == b"OUT_OF_MEMORY\r\n"
     assert h.send(c, b"use t\r\ndelete 1\r\n") == b"USING t\r\nDELETED\r\n"
     assert put(h, c, b"x" * 10) == b"INSERTED 4\r\n"
+
+
+def test_a_put_from_the_http_side_meets_the_same_cap_and_log():
+    from pybeanstalkd.core import admin
+
+    lines = []
+    h = Harness(verbose=1)
+    h.e.log = lines.append
+    h.e.max_memory = 2 * COST
+    c = h.conn()
+    put(h, c)
+    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == (None, 2)
+    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == ("OUT_OF_MEMORY", None)
+    assert put(h, c) == b"OUT_OF_MEMORY\r\n"  # the protocol sees the same cap
+    h.send(c, b"delete 1\r\n")
+    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == (None, 3)
+    assert lines == [
+        f"puts refused: {2 * COST} of {2 * COST} bytes used by 2 jobs",
+        f"puts accepted again: {COST} of {2 * COST} bytes used by 1 jobs",
+    ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from itertools import islice
 
-from .job import BURIED, DELAYED, JOB_OVERHEAD, READY, RESERVED
+from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS
 from .protocol import DELETED, NS
 from .queue import SHIFT, SLICE, Queue, Tube
@@ -223,8 +223,7 @@ def put(e, name: bytes, body: bytes, pri: int, delay: int, ttr: int, now: int):
         return "JOB_TOO_BIG", None
     if e.draining:
         return "DRAINING", None
-    cap = e.max_memory
-    if cap is not None and q.memory_used() + len(body) + 2 + JOB_OVERHEAD > cap:
+    if e.over_cap(len(body)):
         return "OUT_OF_MEMORY", None
     t = q.tube(name)
     j = q.new_job(t, pri, delay, max(ttr, NS), now)

@@ -482,6 +482,17 @@ class Engine:
 
     # -- the memory cap -----------------------------------------------------
 
+    def over_cap(self, size: int) -> bool:
+        """Would a put of `size` body bytes pass --max-memory? A crossing is
+        logged with -V. (c_put inlines the same test: it is every put's path.)"""
+        cap = self.max_memory
+        if cap is None:
+            return False
+        over = self.q.memory_used() + size + 2 + JOB_OVERHEAD > cap
+        if over is not self.at_cap:
+            self._cap_crossed(over)
+        return over
+
     def _cap_crossed(self, over: bool):
         self.at_cap = over
         if self.verbose:
