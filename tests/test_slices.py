@@ -187,7 +187,7 @@ def test_close_returns_reservations_in_slices(h):
     assert st["job-timeouts"] == "1" and st["current-jobs-reserved"] == "0"
     assert st["current-jobs-ready"] == str(N)
     assert stat(h, b, b"stats-job 2\r\n")["timeouts"] == "0"
-    assert not a.reserved and not a.deadlines
+    assert not a.nreserved and not a.held and not a.deadlines
 
 
 def test_close_hands_jobs_to_waiters_in_reservation_order(h):
@@ -395,3 +395,112 @@ def test_deletes_by_id_start_the_sweeps(h):
     assert not q.default.ready and len(run) == q.default.nready  # none moved
     assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n
     assert reserve_id(h, a) == n + 3 * n // 4
+
+
+# -- reservations in blocks (held.py) ----------------------------------------
+
+@pytest.fixture
+def small_held(monkeypatch):
+    import pybeanstalkd.core.queue as queue_mod
+    monkeypatch.setattr(queue_mod, "HELD_SIZE", 64)
+    return 64
+
+
+def test_reservations_across_blocks_return_in_reservation_order(h, small_held):
+    a = h.conn()
+    n = 5 * small_held + 7
+    for _ in range(n):
+        put(h, a)
+    order = list(range(n, 0, -3)) + [i for i in range(1, n + 1) if (n - i) % 3]
+    for i in order:  # ids and blocks in different orders
+        assert h.send(a, b"reserve-job %d\r\n" % i).startswith(b"RESERVED")
+    q = h.e.q
+    assert len(a.held) == 6 and a.nreserved == n
+    assert all(len(b.jobs) <= small_held for b in a.held.values())
+    # Some reservations end, from several blocks: the order of the rest holds.
+    for i in order[10:200:7]:
+        assert h.send(a, b"release %d 0 0\r\n" % i) == b"RELEASED\r\n"
+        assert reserve_id(h, a) == i  # (the only ready job: reserved again, last)
+    order = [i for i in order if i not in order[10:200:7]] + order[10:200:7]
+    waiters = [h.conn() for _ in range(n)]
+    for w in waiters:
+        assert h.send(w, b"reserve\r\n") == b""
+    h.close(a)
+    drain(h)
+    assert [int(h.take(w).split()[1]) for w in waiters] == order
+    assert q.ready_ct == 0 and q.reserved_ct == n
+    assert not a.held and not a.nreserved and a.open_held is None
+
+
+def test_other_connections_cannot_touch_a_held_job(h, small_held):
+    a, b = h.conn(), h.conn()
+    for _ in range(3 * small_held):
+        put(h, a)
+    for _ in range(3 * small_held):
+        reserve_id(h, a)
+    for cmd in (b"delete 70", b"release 70 0 0", b"bury 70 0", b"touch 70"):
+        assert h.send(b, cmd + b"\r\n") == b"NOT_FOUND\r\n"
+    assert h.send(a, b"touch 70\r\n") == b"TOUCHED\r\n"
+    assert h.send(a, b"delete 70\r\n") == b"DELETED\r\n"
+    assert h.send(a, b"delete 70\r\n") == b"NOT_FOUND\r\n"
+
+
+def test_emptied_blocks_are_dropped_and_thinned_ones_copied(h, small_held):
+    a = h.conn()
+    n = 4 * small_held
+    for _ in range(n):
+        put(h, a)
+    for _ in range(n):
+        reserve_id(h, a)
+    q = h.e.q
+    first = a.held[0]
+    table = sys.getsizeof(first.jobs)
+    for i in range(1, small_held - THIN + 1):  # block 0 down to THIN
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert len(first.jobs) == THIN and sys.getsizeof(first.jobs) < table
+    for i in range(small_held - THIN + 1, 2 * small_held + 1):  # blocks 0 and 1
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert sorted(a.held) == [2, 3]
+    assert sum(len(b) for b in q.owners.values()) == a.nreserved == 2 * small_held
+    for i in range(2 * small_held + 1, n + 1):
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    # What is left: the open block and the newest block of owners, empty.
+    assert list(a.held) == [3] and not a.open_held.jobs
+    assert list(q.owners.values()) == [{}]
+
+
+def test_a_worker_reserving_one_at_a_time_keeps_one_small_block(h, small_held):
+    a = h.conn()
+    for _ in range(10 * small_held):
+        put(h, a)
+        i = reserve_id(h, a)
+        assert len(a.held) == 1 and a.nreserved == 1
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    put(h, a)
+    reserve_id(h, a)
+    put(h, a)
+    reserve_id(h, a)
+    assert len(a.held) == 1 and len(a.open_held.jobs) == 2
+
+
+def test_owners_blocks_stay_few_as_a_worker_goes_through_many_ids(h):
+    a = h.conn()
+    q = h.e.q
+    n = 3 << BITS
+    for i in range(1, n + 1):
+        put(h, a)
+        assert reserve_id(h, a) == i
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+        assert len(q.owners) == 1 and len(a.held) == 1
+    # A block of owners thinned by deletes is copied small.
+    for _ in range(2 << BITS):
+        put(h, a)
+    for _ in range(2 << BITS):
+        reserve_id(h, a)
+    k = (n + 1) >> BITS  # (ids n + 1 ... of the block: n was in the first loop)
+    first = q.owners[k]
+    assert len(first) == (1 << BITS) - 1
+    table = sys.getsizeof(first)
+    for i in sorted(first)[:-THIN]:
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert len(q.owners[k]) == THIN and sys.getsizeof(q.owners[k]) < table

@@ -100,7 +100,8 @@ def in_order(q: Queue, t: Tube, state: int, heap=None, run=None):
         yield from t.buried.values()
         return
     else:
-        mine = [j for j in map(q.jobs.get, list(q.owner_of)) if j is not None and j.tube is t]
+        mine = [j for b in list(q.owners.values()) for id_, held in list(b.items())
+                if (j := held.jobs[id_]).tube is t]
         mine.sort(key=lambda j: (j.deadline, j.id))
         yield from mine
         return

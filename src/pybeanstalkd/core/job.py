@@ -55,7 +55,7 @@ def times(delay: int, ttr: int) -> tuple[int, int]:
 
 class Job:
     # 10 slots: with the GC and object headers, 112 bytes (a pymalloc class).
-    # The reserving connection is Queue.owner_of[id], not a slot.
+    # The reserving connection is found through Queue.owners (held.py), not a slot.
     __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
                  "deadline", "counts", "file")
 

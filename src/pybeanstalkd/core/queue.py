@@ -57,6 +57,7 @@ from .protocol import (
     job_header,
 )
 from .jobmap import BITS, EMPTY, THIN, JobMap, drop
+from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
 from .hist import SUM, new as new_hist
 
 URGENT_PRI = 1024
@@ -163,13 +164,15 @@ class SwapList:
 class Conn:
     """What the queue knows about a client connection."""
 
-    __slots__ = ("use", "watch", "reserved", "deadlines", "waiting", "timeout",
-                 "wait_key", "producer", "worker", "out", "sink", "gone")
+    __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "waiting",
+                 "timeout", "wait_key", "producer", "worker", "out", "sink", "gone")
 
     def __init__(self, sink: list):
         self.use: Tube | None = None
         self.watch = SwapList()
-        self.reserved: dict[int, Job] = {}
+        self.nreserved = 0
+        self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
+        self.open_held: Held | None = None  # the block its next reservation goes to
         self.deadlines: list[int] = []  # deadline << 64 | id of reserved jobs
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
@@ -203,7 +206,8 @@ class Queue:
         self.next_id = 1
         self.delay_heap: list[int] = []  # every tube's delayed jobs
         self.ttr_heap: list[int] = []  # every reserved job
-        self.owner_of: dict[int, Conn] = {}  # reserved job id -> its connection
+        self.owners: dict[int, dict[int, Held]] = {}  # id >> BITS -> {id: Held}
+        self.owners_new = -1  # the last block of owners made (kept when empty)
         self.wait_heap: list[tuple] = []  # (due, seq, conn) for blocked reserves
         self.pause_heap: list[tuple] = []  # (unpause_at, seq, tube)
         # Tubes with ready jobs, by a lower bound of their best job's key:
@@ -294,7 +298,7 @@ class Queue:
         reservation order, SLICE a step."""
         if c.waiting:
             self._unwait(c)
-        if c.reserved:
+        if c.nreserved:
             c.gone = True
             self.spawn(self._return_reserved(c, now))
         else:
@@ -307,27 +311,32 @@ class Queue:
             self.maybe_free(t)
 
     def _return_reserved(self, c: Conn, now: int):
-        # Nothing else changes c.reserved meanwhile (tick leaves a gone
+        # Nothing else changes c's blocks meanwhile (tick leaves a gone
         # connection's jobs to this), so one iterator serves every slice.
-        owner_of = self.owner_of
-        k = SLICE
-        for j in c.reserved.values():
-            if not k:
-                now = yield
-                k = SLICE
-            k -= 1
-            del owner_of[j.id]
-            j.tube.nreserved -= 1
-            self.reserved_ct -= 1
-            j.state = INVALID
-            self._make_ready(j, now)
-        reserved, c.reserved = c.reserved, {}
+        owners = self.owners
+        left = SLICE
+        for h in list(c.held.values()):
+            for j in h.jobs.values():
+                if not left:
+                    now = yield
+                    left = SLICE
+                left -= 1
+                id_ = j.id
+                k = id_ >> BITS
+                b = owners[k]
+                del b[id_]
+                if len(b) <= THIN and k != self.owners_new:
+                    drop_owners(owners, b, k)
+                j.tube.nreserved -= 1
+                self.reserved_ct -= 1
+                j.state = INVALID
+                self._make_ready(j, now)
+            del c.held[h.key]
+            h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
+        c.nreserved = 0
+        c.open_held = None
         deadlines, c.deadlines = c.deadlines, []
-        # Freeing a big dict or list is O(n) in one go too: shrink them first.
-        while len(reserved) > SLICE:
-            yield
-            for _ in range(SLICE):
-                reserved.popitem()
+        # Freeing a big list is O(n) in one go too: shrink it first.
         while len(deadlines) > SLICE:
             yield
             del deadlines[-SLICE:]
@@ -557,12 +566,20 @@ class Queue:
         h[d.bit_length()] += 1
         h[SUM] += d
         j.state = RESERVED
-        self.owner_of[j.id] = c
+        id_ = j.id
+        held = c.open_held
+        if held is None or len(held.jobs) >= HELD_SIZE:
+            held = open_block(c)
+        held.jobs[id_] = j
+        b = self.owners.get(id_ >> BITS)
+        if b is None:
+            b = new_owners(self, id_ >> BITS)
+        b[id_] = held
+        c.nreserved += 1
         j.counts = bump(j.counts, RESERVES)
         j.deadline = now + j.times[1]
         t.nreserved += 1
         self.reserved_ct += 1
-        c.reserved[j.id] = j
         key = (j.deadline << SHIFT) | j.id
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)
@@ -575,17 +592,27 @@ class Queue:
         c.send_job(b"RESERVED", j)
 
     def _unreserve(self, j: Job):
-        c = self.owner_of.pop(j.id)
-        del c.reserved[j.id]
-        if not c.reserved:
+        j.state = INVALID  # first: the sweep below must see the entry as stale
+        id_ = j.id
+        k = id_ >> BITS
+        b = self.owners[k]
+        held = b.pop(id_)
+        if len(b) <= THIN and k != self.owners_new:
+            drop_owners(self.owners, b, k)
+        c = held.conn
+        jobs = held.jobs
+        del jobs[id_]
+        if held is not c.open_held and len(jobs) <= THIN:
+            thinned(held)
+        c.nreserved -= 1
+        if not c.nreserved:
             if len(c.deadlines) > SLICE:
                 self.spawn(self._free(c.deadlines))
             c.deadlines = []
-        elif len(c.deadlines) > 2 * len(c.reserved) + 16:
+        elif len(c.deadlines) > 2 * c.nreserved + 16:
             self._sweep_deadlines(c)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
-        j.state = INVALID
 
     def _remove(self, j: Job):
         """Take a job out of whatever set holds it (not reserved)."""
@@ -645,7 +672,7 @@ class Queue:
     def _sweep_deadlines(self, c: Conn):
         if id(c.deadlines) not in self.sweeping:
             self._sweep(c.deadlines, self._owned_live(c),
-                        lambda: len(c.deadlines) > 2 * len(c.reserved) + 16)
+                        lambda: len(c.deadlines) > 2 * c.nreserved + 16)
 
     def _sweeper(self, heap: list[int], live, over):
         """Remove heap's stale entries in place, from the end, SLICE a step.
@@ -811,15 +838,15 @@ class Queue:
         return best
 
     def _deadline_soon(self, c: Conn, now: int) -> bool:
-        soonest = self._top(c.deadlines, self._owned_live(c)) if c.reserved else None
+        soonest = self._top(c.deadlines, self._owned_live(c)) if c.nreserved else None
         return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
 
     def _owned_live(self, c: Conn):
         def live(key: int) -> bool:
             id_ = key & MASK
             j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
-            return (j is not None and j.state == RESERVED and c.reserved.get(j.id) is j
-                    and j.deadline == key >> SHIFT)
+            return (j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
+                    and self.owners[id_ >> BITS][id_].conn is c)
         return live
 
     def reserve(self, c: Conn, timeout: int | None, now: int):
@@ -843,7 +870,7 @@ class Queue:
         for t in c.watch:
             t.waiting[c] = None
         due = None if timeout is None else now + timeout
-        if c.reserved:
+        if c.nreserved:
             soonest = self._top(c.deadlines, self._owned_live(c))
             soon = soonest.deadline - SAFETY_MARGIN
             due = soon if due is None else min(due, soon)
@@ -910,7 +937,7 @@ class Queue:
         if j is None:
             return NOT_FOUND
         if j.state == RESERVED:
-            if c.reserved.get(id_) is not j:
+            if self.owners[id_ >> BITS][id_].conn is not c:
                 return NOT_FOUND
             # _worked(j, WORK_DELETE, now), inline: this is every job's path
             d = now - j.deadline + j.times[1]
@@ -935,8 +962,15 @@ class Queue:
         self.maybe_free(j.tube)
         return DELETED if ok else INTERNAL_ERROR
 
+    def _held_by(self, c: Conn, id_: int) -> Job | None:
+        """The job id_ if c has it reserved."""
+        held = self.owners.get(id_ >> BITS, EMPTY).get(id_)
+        if held is None or held.conn is not c:
+            return None
+        return held.jobs[id_]
+
     def release(self, c: Conn, id_: int, pri: int, delay: int, now: int) -> bytes:
-        j = c.reserved.get(id_)
+        j = self._held_by(c, id_)
         if j is None:
             return NOT_FOUND
         if delay and not self.store.reserve_update(j):
@@ -953,7 +987,7 @@ class Queue:
         return RELEASED
 
     def bury(self, c: Conn, id_: int, pri: int, now: int) -> bytes:
-        j = c.reserved.get(id_)
+        j = self._held_by(c, id_)
         if j is None:
             return NOT_FOUND
         if not self.store.reserve_update(j):
@@ -969,14 +1003,14 @@ class Queue:
         return BURIED_REPLY
 
     def touch(self, c: Conn, id_: int, now: int) -> bool:
-        j = c.reserved.get(id_)
+        j = self._held_by(c, id_)
         if j is None:
             return False
         j.deadline = now + j.times[1]
         key = (j.deadline << SHIFT) | j.id
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)
-        if len(c.deadlines) > 2 * len(c.reserved) + 16:
+        if len(c.deadlines) > 2 * c.nreserved + 16:
             self._sweep_deadlines(c)
         if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
             self._sweep_ttr()
@@ -1066,7 +1100,7 @@ class Queue:
             if t.alive and not self.paused(t, now):
                 n = self._match(t, now, n)
         heap = self.ttr_heap
-        owner_of = self.owner_of
+        owners = self.owners
         while heap and heap[0] >> SHIFT < now:
             if not n:
                 return
@@ -1075,7 +1109,7 @@ class Queue:
             if self._reserved_live(key):
                 id_ = key & MASK
                 j = blocks[id_ >> BITS][id_]
-                if owner_of[id_].gone:
+                if owners[id_ >> BITS][id_].conn.gone:
                     continue  # closed: detach's slices return it, as at close
                 j.counts = bump(j.counts, TIMEOUTS)
                 self.timeouts_ct += 1

@@ -1,0 +1,79 @@
+"""Who holds each reservation, in blocks, so that no table grows in one step.
+
+One dict of a connection's reservations, and one of every reservation's
+owner, rebuilt their whole tables as they grew: while one connection reserved
+6M jobs, single reads stalled for 73, 253, 679, 1,428 and 2,402 ms, one at
+each doubling (docs/PERFORMANCE.md). Now:
+
+- `Queue.owners`: id >> BITS -> {id: Held}, blocks by id as in jobmap.py;
+- `Conn.held`: block number -> Held, each Held holding at most SIZE of the
+  connection's reservations, {id: Job} in the order it made them.
+
+A connection's blocks follow reservation order, not ids, because that order
+is visible: the reference returns a closing connection's jobs in the order
+they were reserved, handing each to a waiting client at once. New
+reservations go to the open block until it holds SIZE, so a worker that
+reserves and deletes one job at a time keeps one small block forever.
+
+Blocks that empty are dropped, and blocks that thin out are copied small (a
+dict never shrinks its table), except the two that a worker's
+reserve-delete cycle would otherwise make and drop every time: a
+connection's open block and the newest block of owners.
+
+Queue's hot paths index both inline; these helpers serve the rarer steps.
+"""
+from __future__ import annotations
+
+from .jobmap import THIN
+
+SIZE = 4096  # reservations a block takes before the next one opens
+
+
+class Held:
+    """A block of one connection's reservations."""
+
+    __slots__ = ("conn", "jobs", "key")
+
+    def __init__(self, conn, key: int):
+        self.conn = conn
+        self.jobs: dict = {}  # id -> Job, in reservation order
+        self.key = key  # its place in conn.held
+
+
+def open_block(c) -> Held:
+    """c's block for its next reservation: the first, or one after a full one."""
+    h = c.open_held
+    key = 0 if h is None else h.key + 1
+    h = c.open_held = Held(c, key)
+    c.held[key] = h
+    return h
+
+
+def thinned(h: Held):
+    """A reservation left h, which now holds THIN or fewer and is not its
+    connection's open block: drop h once empty, or copy it once at THIN."""
+    c = h.conn
+    if not h.jobs:
+        del c.held[h.key]
+    elif len(h.jobs) == THIN:
+        h.jobs = h.jobs.copy()
+
+
+def new_owners(q, k: int) -> dict:
+    """Make block k of q.owners; the newest block before it, kept while
+    it was the newest, is dropped if empty."""
+    last = q.owners.get(q.owners_new)
+    if last is not None and not last:
+        del q.owners[q.owners_new]
+    b = q.owners[k] = {}
+    q.owners_new = k
+    return b
+
+
+def drop_owners(owners: dict, b: dict, k: int):
+    """Block k of owners (not the newest) holds THIN or fewer: drop it once
+    empty, or copy it once at THIN."""
+    if not b:
+        del owners[k]
+    elif len(b) == THIN:
+        owners[k] = b.copy()
