@@ -89,7 +89,7 @@ class HttpServer:
         end = time.monotonic() + 10
         while True:
             try:
-                with urllib.request.urlopen(self.base + "/healthz", timeout=2) as r:
+                with urllib.request.urlopen(self.base + "/readyz", timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:

@@ -84,7 +84,7 @@ def wait_http(port, proc):
     while time.monotonic() < end:
         assert proc.poll() is None
         try:
-            if request(port, "GET", "/healthz")[0] == 200:
+            if request(port, "GET", "/readyz")[0] == 200:  # (with -b: after the replay)
                 return
         except OSError:
             pass
@@ -390,3 +390,48 @@ def test_http_port_in_use_exits():
                               "--http", f"127.0.0.1:{port}"], capture_output=True, timeout=30)
     assert res.returncode == 111
     assert b"--http 127.0.0.1:%d" % port in res.stderr
+
+
+def test_readyz_says_replaying_while_a_long_binlog_replays(tmp_path):
+    """With --http the HTTP side starts before the replay: /healthz answers,
+    /readyz and everything else answer 503 until every job is back."""
+    from binlogtools import full_record, write_binlog
+
+    wal = tmp_path / "wal"
+    wal.mkdir()
+    n, per_file = 300_000, 100_000
+    for k in range(n // per_file):
+        write_binlog(wal / f"binlog.{k + 1}", 7,
+                     *(full_record(7, "default", b"x" * 40, id=i + 1)
+                       for i in range(k * per_file, (k + 1) * per_file)), mode=0o600)
+    hport = free_port()
+    proc = subprocess.Popen(ours_argv() + ["-l", "127.0.0.1", "-p", str(free_port()), "-b", str(wal),
+                                           "--http", f"127.0.0.1:{hport}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen = []
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            try:
+                status, body = request(hport, "GET", "/readyz")
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.005)
+                continue
+            if status == 503:
+                if not seen:
+                    assert request(hport, "GET", "/healthz") == (200, b"ok\n")
+                    status2, body2 = request(hport, "GET", "/api/v1/stats")
+                    assert status2 in (503, 200)  # (the replay may end in between)
+                    if status2 == 503:
+                        assert json.loads(body2) == {"error": "replaying the binlog"}
+                seen.append(json.loads(body))
+            else:
+                assert (status, json.loads(body)) == (200, {"ready": True})
+                break
+        assert seen and seen[0] == {"ready": False, "reason": "replaying"}, seen
+        status, body = request(hport, "GET", "/api/v1/stats")
+        assert status == 200 and json.loads(body)["stats"]["current-jobs-ready"] == n
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)

@@ -69,7 +69,6 @@ class Http:
         self.srv = srv
         self.auth = None if auth is None else ("%s:%s" % auth).encode()
         self.dashboard = pathlib.Path(dashboard)
-        self.registry = metrics.registry(srv, self.now)
         # A put's body may be base64 in JSON: 4/3 of the job size, and some.
         size = max(1 << 20, srv.engine.max_job_size * 4 // 3 + (64 << 10))
         self.app = web.Application(middlewares=[self.guard], client_max_size=size)
@@ -137,6 +136,9 @@ class Http:
                                 headers={"WWW-Authenticate": 'Basic realm="pybeanstalkd"'})
         if request.method == "POST" and request.headers.get("X-Pybeanstalkd") != "1":
             return _error(403, "actions need the header X-Pybeanstalkd: 1")
+        if self.srv.replaying and request.path not in ("/healthz", "/readyz"):
+            # The engine belongs to the replay's thread until it is done.
+            return _error(503, "replaying the binlog")
         try:
             response = await handler(request)
         except api.BadRequest as e:
@@ -189,13 +191,24 @@ class Http:
         return web.Response(text="ok\n")
 
     async def readyz(self, request):
+        if self.srv.replaying:
+            return web.json_response({"ready": False, "reason": "replaying"}, status=503)
         if self.engine.draining:
             return web.json_response({"ready": False, "reason": "draining"}, status=503)
         return web.json_response({"ready": True})
 
     async def metrics(self, request):
-        return web.Response(body=metrics.render(self.registry),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+        # Rendered in parts with other events served in between: a scrape of
+        # many active tubes would otherwise hold the loop for its whole time.
+        gen = metrics.render(self.srv, self.now)
+        while True:
+            try:
+                next(gen)
+            except StopIteration as done:
+                body = done.value
+                break
+            await asyncio.sleep(0)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def stats(self, request):
         self.now()

@@ -150,13 +150,30 @@ def open_binlog(engine: Engine, opts) -> Wal:
     return wal
 
 
+async def _start_http(srv: Server, opts):
+    from ..ops.http import start  # only with --http: aiohttp is slow to import
+
+    return await start(srv, opts.http_sock, opts.http_auth)
+
+
 async def _serve(loop, sock: socket.socket, opts) -> int:
     engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log, host=ProcessHost())
     srv = Server(loop, engine, opts.verbose)
+    http = None
     if opts.wal_dir is not None:
-        wal = open_binlog(engine, opts)
+        if getattr(opts, "http_sock", None) is not None:
+            # The HTTP side answers while a long replay runs (in a thread:
+            # nothing else touches the engine until it is done), so that
+            # /healthz says the process is alive and /readyz says why it is
+            # not ready yet.
+            srv.replaying = True
+            http = await _start_http(srv, opts)
+            wal = await loop.run_in_executor(None, open_binlog, engine, opts)
+            srv.replaying = False
+        else:
+            wal = open_binlog(engine, opts)
         srv.syncer = Syncer(loop, wal, srv, opts.wantsync, opts.syncrate_ms * 1_000_000)
     if opts.max_memory is not None:
         engine.max_memory = opts.max_memory
@@ -179,11 +196,8 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
     loop.add_signal_handler(signal.SIGTERM, terminate)
     loop.add_signal_handler(signal.SIGINT, terminate)
     listener = start_accepting(loop, sock, srv, opts)
-    http = None
-    if getattr(opts, "http_sock", None) is not None:
-        from ..ops.http import start as start_http  # only with --http: aiohttp is slow to import
-
-        http = await start_http(srv, opts.http_sock, opts.http_auth)
+    if http is None and getattr(opts, "http_sock", None) is not None:
+        http = await _start_http(srv, opts)
     try:
         return await stop
     finally:

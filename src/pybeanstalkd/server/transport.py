@@ -174,6 +174,7 @@ class Server:
         self.stepping = False  # a slice of background work is scheduled
         self.acceptor = None  # our accept loop, told of each close
         self.sync_waiters: list = []  # (lsn, future): the HTTP side's actions under -f0
+        self.replaying = False  # the binlog is being replayed (in a thread; --http only)
 
     @staticmethod
     def log(msg: str):
