@@ -455,3 +455,33 @@ def test_young_collection_survivors_are_frozen_and_still_freed():
     finally:
         gc.callbacks.remove(_freeze_survivors)
         gc.unfreeze()
+
+
+def test_a_list_grown_without_allocations_is_frozen_within_gc_passes():
+    """A connection's deadlines grow with every reserve, and a reserve
+    allocates no GC-tracked object: the server collects (and so freezes) the
+    young generation every GC_PASSES loop passes, so such a list is never
+    young for long (a collection would walk all of it)."""
+    import asyncio
+    import gc
+
+    from pybeanstalkd.server.loop import _freeze_survivors
+    from pybeanstalkd.core.engine import Engine
+    from pybeanstalkd.server.transport import GC_PASSES, Server
+
+    loop = asyncio.new_event_loop()
+    gc.callbacks.append(_freeze_survivors)
+    try:
+        srv = Server(loop, Engine(0, log=lambda m: None))
+        gc.collect(0)
+        grown = []
+        for _ in range(GC_PASSES):
+            assert any(o is grown for o in gc.get_objects(0))  # young until...
+            grown.extend(range(1000, 1100))  # (ints: no tracked allocation)
+            srv.flush()
+        assert not any(o is grown for o in gc.get_objects(0))  # ...frozen
+        assert not any(o is grown for o in gc.get_objects(1) + gc.get_objects(2))
+    finally:
+        gc.callbacks.remove(_freeze_survivors)
+        gc.unfreeze()
+        loop.close()
