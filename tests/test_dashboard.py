@@ -6,10 +6,12 @@ These tests never skip: without /usr/bin/chromium and /usr/bin/chromedriver
 they fail (.ci/run installs the `chromium` and `chromium-driver` packages)."""
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import greenstalk
@@ -80,16 +82,22 @@ def browser(tmp_path_factory):
 class HttpServer:
     """pybeanstalkd with --http on its own port."""
 
-    def __init__(self, *extra):
+    def __init__(self, *extra, auth: str | None = None):
         self.http_port = free_port()
+        if auth is not None:
+            extra = ("--http-auth", auth, *extra)
         self.srv = Server(ours_argv(), ["--http", f"127.0.0.1:{self.http_port}", *extra])
         drain_pipes(self.srv.proc)
         self.addr = ("127.0.0.1", self.srv.port)
         self.base = f"http://127.0.0.1:{self.http_port}"
+        headers = self.headers = {}
+        if auth is not None:
+            headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
         end = time.monotonic() + 10
         while True:
             try:
-                with urllib.request.urlopen(self.base + "/readyz", timeout=2) as r:
+                req = urllib.request.Request(f"http://127.0.0.1:{self.http_port}/readyz", headers=headers)
+                with urllib.request.urlopen(req, timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:
@@ -620,3 +628,36 @@ def test_charts_draw_the_last_minutes(browser, server):
     finally:
         stop.set()
         t.join(5)
+
+
+def test_the_dashboard_works_behind_http_auth(browser):
+    """--http-auth: once the browser has the credentials (a person types
+    them into its prompt; here DevTools adds the header a browser then
+    sends), every request the page makes, its actions included, works."""
+    server = HttpServer(auth="ops:s3cret-pw")
+    server.clients = []
+    try:
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": server.headers})
+        populate(server)
+        observer = server.client()
+        server.clients.append(observer)
+        # Without credentials: 401, for the page and for its data.
+        for path in ("/", "/api/v1/tubes"):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(server.base + path, timeout=5)
+            assert e.value.code == 401
+        open_page(browser, server)
+        table = wait_for(lambda: (lambda t: t if "beta" in t else None)(tube_table(browser)),
+                         what="the tube table")
+        assert int(table["beta"]["current-jobs-buried"]["value"]) == 4
+        click(browser, 'tr[data-tube="beta"] [data-testid=tube-kick]')
+        answer_modal(browser, {"n": 2}, title="beta")
+        assert take_toast(browser) == "Kicked 2 jobs in beta."
+        assert observer.stats_tube("beta")["current-jobs-buried"] == 2
+        no_error_toasts(browser)
+    finally:
+        browser.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {}})
+        for c in server.clients:
+            c.close()
+        server.stop()
