@@ -10,10 +10,12 @@
     pybeanstalkd-bench --compare --stalls 1000000,6000000   a probe's waits during big work
     pybeanstalkd-bench --compare --memcap 256M      --max-memory: RSS against the cap, its cost
     pybeanstalkd-bench --compare --http-cost        throughput with --http scraped and browsed
+    pybeanstalkd-bench --micro                      each hot command's Python cost, by layer
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
-recovery), stalls.py (a probe during big work), memcap.py (--max-memory), cross.py (bsload cross-check), client.py (load processes), drivers.py
+recovery), stalls.py (a probe during big work), memcap.py (--max-memory),
+micro.py (in-process cost by layer), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ import sys
 from dataclasses import asdict, replace
 from time import monotonic
 
-from . import httpcost, memcap as memcap_mod, modes, stalls as stalls_mod
+from . import httpcost, memcap as memcap_mod, micro as micro_mod, modes, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference
@@ -179,6 +181,14 @@ def stalls_table(rows, names) -> str:
                   "steal %", ""], out)
 
 
+def micro_table(rows) -> str:
+    return table(["command", "total", "framing+dispatch", "parse", "queue", "reply", "budget"],
+                 [[r["command"], f"{r['total']:.2f}", f"{r['framing']:.2f}", f"{r['parse']:.2f}",
+                   f"{r['queue']:.2f}", f"{r['reply']:.2f}",
+                   "" if r["budget"] is None else f"{r['budget']:.1f}"
+                   + (" (over)" if r["total"] > r["budget"] else "")] for r in rows])
+
+
 def variant_table(rows, key: str, name: str, ratio: str) -> str:
     """modes.variant_rows as a table: ours with a flag against ours without."""
     return table(["workload", "reference ops/s", "ours ops/s", f"{name} ops/s", ratio,
@@ -236,6 +246,9 @@ def parse_args(argv):
     a("--http-cost", action="store_true",
       help="with --compare: throughput of ours with --http (scraped and polled every second) "
            "against without, the reference beside")
+    a("--micro", type=int, nargs="?", const=200_000, metavar="N",
+      help="no server: each hot command's Python path in-process, N times (default "
+           "200,000), in microseconds by layer (framing and dispatch, parse, queue, reply)")
     a("--cases", default=",".join(stalls_mod.CASES),
       help=f"--stalls cases (default {','.join(stalls_mod.CASES)})")
     args = p.parse_args(argv)
@@ -290,10 +303,15 @@ def main(argv=None) -> int:
         servers = [lambda: modes.Running((args.host, args.port))]
         names = ["server"]
     special = (args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
-               or args.memcap or args.http_cost)
+               or args.memcap or args.http_cost or args.micro)
     out = {"options": vars(args), "servers": names}
     t0 = monotonic()
     try:
+        if args.micro:
+            rows = out["micro"] = micro_mod.micro(args.micro)
+            say(f"\n--micro: Python per command in-process ({args.micro:,} each, best of "
+                f"{micro_mod.ROUNDS}), in microseconds; no sockets, no syscalls")
+            say(micro_table(rows))
         if args.idle_conns:  # first: it raises the fd limit the servers inherit
             rows = out["idle_conns"] = modes.idle_conns(servers, args.idle_conns, progress)
             say(f"\n{args.idle_conns:,} idle connections (RSS in bytes)")

@@ -1,0 +1,189 @@
+"""--micro: each hot command's Python cost in-process, by layer, no sockets.
+
+Each command runs N times on a fresh Engine, as one command per read (the
+unpipelined path without the transport): cycles of put, reserve, release,
+reserve, touch and delete on batches of BATCH jobs, each phase timed as a
+whole (the queue stays small, as in steady service). Then each layer runs
+alone on the same inputs:
+
+- parse: `protocol.parse` of the command line;
+- queue: the Queue call the handler makes (put: new_job and insert);
+- reply: formatting the reply and queueing it on the connection, and the
+  join a flush does;
+- framing and dispatch: the rest of the total (Engine.data: buffering, line
+  splitting, counting, the handler).
+
+Budgets are the issue's goals for Python per command (issue 12).
+"""
+from __future__ import annotations
+
+import gc
+from time import perf_counter_ns
+
+from ..core.engine import Engine
+from ..core.protocol import NS, job_header, parse
+
+COMMANDS = ["put", "reserve", "release", "touch", "delete"]
+BUDGET_US = {"put": 1.5, "reserve": 1.5, "delete": 1.0}
+ROUNDS = 5
+BODY = b"x" * 100
+LINES = {"put": b"put 0 0 60 100", "reserve": b"reserve", "release": b"release %d 0 0",
+         "touch": b"touch %d", "delete": b"delete %d"}
+
+
+BATCH = 10  # jobs a cycle: a small queue, a worker holding a few jobs
+
+
+def _timed(fn, n: int) -> float:
+    """ns per call of fn(i) for i in range(n), the loop's own cost taken off."""
+    t0 = perf_counter_ns()
+    for i in range(n):
+        fn(i)
+    t1 = perf_counter_ns()
+    for i in range(n):
+        pass
+    return (t1 - t0 - (perf_counter_ns() - t1)) / n
+
+
+def _engine():
+    now = 1_000 * NS
+    e = Engine(now, log=lambda m: None)
+    c = e.connect()
+    return e, c, now
+
+
+def _flush(e, c):
+    # What Server.flush does with a connection's replies, less the write.
+    out = c.out
+    if out:
+        out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+    e.dirty.clear()
+
+
+def _cycles(n: int, phases) -> dict:
+    """Run the phases (name, fn(i) for the i-th job of a batch) over batches
+    of BATCH jobs until n of each; ns per call of each phase."""
+    spent = dict.fromkeys([name for name, _ in phases], 0.0)
+    for _ in range(max(1, n // BATCH)):
+        for name, fn in phases:
+            spent[name] += _timed(fn, BATCH) * BATCH
+    return {name: ns / (max(1, n // BATCH) * BATCH) for name, ns in spent.items()}
+
+
+def totals(n: int) -> tuple[dict, list[int]]:
+    """ns per command through Engine.data, and the ids of one batch."""
+    e, c, now = _engine()
+    data = e.data
+    put = LINES["put"] + b"\r\n" + BODY + b"\r\n"
+    first = [1]
+
+    def cmd(make):
+        def one(i):
+            data(c, make(first[0] + i), now)
+            _flush(e, c)
+        return one
+
+    def next_batch(i):
+        if i == BATCH - 1:
+            first[0] += BATCH
+    res = _cycles(n, [
+        ("put", cmd(lambda id_: put)),
+        ("reserve", cmd(lambda id_: b"reserve\r\n")),
+        ("release", cmd(lambda id_: b"release %d 0 0\r\n" % id_)),
+        ("reserve again", cmd(lambda id_: b"reserve\r\n")),
+        ("touch", cmd(lambda id_: b"touch %d\r\n" % id_)),
+        ("delete", cmd(lambda id_: b"delete %d\r\n" % id_)),
+        ("next", next_batch)])
+    assert not e.q.jobs and e.q.next_id == first[0], "every job was deleted"
+    return res, list(range(1, BATCH + 1))
+
+
+def parses(n: int, ids: list[int]) -> dict:
+    res = {}
+    for name in COMMANDS:
+        line = LINES[name]
+        lines = [line % id_ if b"%d" in line else line for id_ in ids]
+        res[name] = _timed(lambda i: parse(lines[i % BATCH]), n)
+    return res
+
+
+def queues(n: int, ids: list[int]) -> dict:
+    e, c, now = _engine()
+    q = e.q
+    t = c.use
+    first = [1]
+
+    def put(i):
+        j = q.new_job(t, 0, 0, 60 * NS, now)
+        j.body = BODY + b"\r\n"
+        q.store.reserve_put(j)
+        q.insert(j, now)
+
+    def reserve(i):
+        q.reserve(c, None, now)
+        if i == BATCH - 1:
+            c.out.clear()
+            e.dirty.clear()
+
+    def next_batch(i):
+        if i == BATCH - 1:
+            first[0] += BATCH
+    return _cycles(n, [
+        ("put", put), ("reserve", reserve),
+        ("release", lambda i: q.release(c, first[0] + i, 0, 0, now)),
+        ("reserve again", reserve),
+        ("touch", lambda i: q.touch(c, first[0] + i, now)),
+        ("delete", lambda i: q.delete(c, first[0] + i, now)),
+        ("next", next_batch)])
+
+
+def replies(n: int, ids: list[int]) -> dict:
+    ids = [ids[i % BATCH] for i in range(n)]
+    e, c, now = _engine()
+    body = BODY + b"\r\n"
+    res = {}
+
+    def send(reply):
+        def one(i):
+            c.send(reply(i))
+            _flush(e, c)
+        return one
+
+    header = job_header(b"RESERVED", 1, 100)
+
+    def reserved(i):
+        # Queue._reserve makes and queues the header itself (in "queue"):
+        # only the flush's join is left here.
+        c.out.extend((header, body))
+        _flush(e, c)
+    res["put"] = _timed(send(lambda i: b"INSERTED %d\r\n" % ids[i]), n)
+    res["reserve"] = _timed(reserved, n)
+    res["release"] = _timed(send(lambda i: b"RELEASED\r\n"), n)
+    res["touch"] = _timed(send(lambda i: b"TOUCHED\r\n"), n)
+    res["delete"] = _timed(send(lambda i: b"DELETED\r\n"), n)
+    return res
+
+
+def micro(n: int = 200_000, rounds: int = ROUNDS) -> list[dict]:
+    """A row per command: µs per command, total and by layer (the best of
+    `rounds` for each, as timing noise only ever adds)."""
+    best: dict = {}
+    gc.disable()  # (the server freezes its survivors; a collection here is noise)
+    try:
+        for _ in range(rounds):
+            total, ids = totals(n)
+            layers = {"total": total, "parse": parses(n, ids), "queue": queues(n, ids),
+                      "reply": replies(n, ids)}
+            for layer, res in layers.items():
+                for cmd, ns in res.items():
+                    key = (cmd, layer)
+                    best[key] = min(best.get(key, ns), ns)
+    finally:
+        gc.enable()
+    rows = []
+    for cmd in COMMANDS:
+        us = {layer: best[(cmd, layer)] / 1000 for layer in ("total", "parse", "queue", "reply")}
+        us["framing"] = us["total"] - us["parse"] - us["queue"] - us["reply"]
+        rows.append({"command": cmd, **us, "budget": BUDGET_US.get(cmd)})
+    return rows
