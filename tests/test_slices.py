@@ -504,3 +504,33 @@ def test_owners_blocks_stay_few_as_a_worker_goes_through_many_ids(h):
     for i in sorted(first)[:-THIN]:
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
     assert len(q.owners[k]) == THIN and sys.getsizeof(q.owners[k]) < table
+
+
+def test_a_tick_runs_at_most_tick_slice_timer_entries(h):
+    a = h.conn()
+    for _ in range(100):
+        put(h, a, delay=1)
+    q = h.e.q
+    q.tick_slice = 10  # as the I/O layer sets it (server/transport.py)
+    h.now += 2 * NS
+    h.e.tick(h.now)
+    assert q.ready_ct == 10 and q.delayed_ct == 90
+    assert h.e.next_due() <= h.now  # the rest is still due: the caller ticks again
+    while q.delayed_ct:
+        h.e.tick(h.now)
+    assert [reserve_id(h, a) for _ in range(100)] == list(range(1, 101))
+
+
+def test_tick_slice_follows_the_time_budget():
+    from pybeanstalkd.server.transport import TICK_BUDGET_NS, TICK_MAX, TICK_MIN, tick_slice
+
+    # Over budget: scaled down in proportion, never below TICK_MIN.
+    assert tick_slice(256, 4 * TICK_BUDGET_NS, True) == 64
+    assert tick_slice(256, 20 * TICK_BUDGET_NS, True) == 12
+    assert tick_slice(16, 100 * TICK_BUDGET_NS, True) == TICK_MIN
+    # Fast and stopped by the count: doubled, up to TICK_MAX.
+    assert tick_slice(32, TICK_BUDGET_NS // 4, True) == 64
+    assert tick_slice(TICK_MAX, 1, True) == TICK_MAX
+    # Fast because little was due: unchanged; within budget: unchanged.
+    assert tick_slice(32, TICK_BUDGET_NS // 4, False) == 32
+    assert tick_slice(100, TICK_BUDGET_NS * 3 // 4, True) == 100

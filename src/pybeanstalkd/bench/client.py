@@ -248,8 +248,16 @@ def run_phase(addr, groups, duration=None, stop_when=None, progress=None) -> Pha
             if progress:
                 progress(counts, groups, elapsed)
             dead = [i for i, p in enumerate(procs) if p.exitcode is not None and i not in got]
-            if dead and results.empty():
-                raise BenchError(f"load process {dead[0]} died (exit {procs[dead[0]].exitcode})")
+            if dead:
+                # Its result may still be on the way: a worker that reports an
+                # error exits at once.
+                try:
+                    i, r = results.get(timeout=2.0)
+                except queue_mod.Empty:
+                    raise BenchError(f"load process {dead[0]} died (exit {procs[dead[0]].exitcode})") from None
+                got[i] = r
+                if "error" in r:
+                    raise BenchError(r["error"])
     finally:
         stop.value = 1
         for p in procs:

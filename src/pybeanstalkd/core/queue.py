@@ -219,6 +219,9 @@ class Queue:
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.due = None  # earliest timer pushed since the engine last looked
+        # Timer entries a tick may run. The I/O layer, which has a clock,
+        # tunes it to a time budget (server/transport.py: tick_slice).
+        self.tick_slice = SLICE
         self.store = NullStore()
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
         self.work: deque = deque()  # background work: primed generators, see step()
@@ -1073,9 +1076,9 @@ class Queue:
         """Run the timers that are due, in the reference's order: delays,
         pauses, then reservations' TTRs and blocked reserves' timeouts.
 
-        At most SLICE entries a call: what is left is still due, so
+        At most tick_slice entries a call: what is left is still due, so
         next_due() <= now and the caller ticks again soon."""
-        n = SLICE
+        n = self.tick_slice
         blocks = self.blocks
         heap = self.delay_heap
         while heap and heap[0] >> SHIFT <= now:
