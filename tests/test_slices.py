@@ -42,6 +42,14 @@ def reserve_id(h, s) -> int:
     return int(out.split()[1])
 
 
+def hold(h, s, n, **put_kw):
+    """Put n jobs, then reserve them all on s."""
+    for _ in range(n):
+        put(h, s, **put_kw)
+    for _ in range(n):
+        reserve_id(h, s)
+
+
 def drain(h) -> int:
     steps = 0
     while h.step():
@@ -167,10 +175,7 @@ def test_ttr_expiries_due_together_move_in_slices(h):
 
 def test_close_returns_reservations_in_slices(h):
     a, b = h.conn(), h.conn()
-    for _ in range(N):
-        put(h, a, ttr=5)
-    for _ in range(N):
-        reserve_id(h, a)
+    hold(h, a, N, ttr=5)
     q = h.e.q
     h.close(a)
     assert q.reserved_ct == N - SLICE and q.ready_ct == SLICE
@@ -290,10 +295,7 @@ def test_a_thinned_block_is_copied_small(h):
 def test_a_big_stale_heap_is_swept_in_slices(h):
     a = h.conn()
     n = 2 * SMALL_HEAP
-    for _ in range(n):
-        put(h, a)
-    for _ in range(n):
-        reserve_id(h, a)
+    hold(h, a, n)
     for i in range(1, n + 1):
         h.send(a, b"release %d 0 0\r\n" % i)  # n stale entries in ttr_heap
     q = h.e.q
@@ -434,10 +436,7 @@ def test_reservations_across_blocks_return_in_reservation_order(h, small_held):
 
 def test_other_connections_cannot_touch_a_held_job(h, small_held):
     a, b = h.conn(), h.conn()
-    for _ in range(3 * small_held):
-        put(h, a)
-    for _ in range(3 * small_held):
-        reserve_id(h, a)
+    hold(h, a, 3 * small_held)
     for cmd in (b"delete 70", b"release 70 0 0", b"bury 70 0", b"touch 70"):
         assert h.send(b, cmd + b"\r\n") == b"NOT_FOUND\r\n"
     assert h.send(a, b"touch 70\r\n") == b"TOUCHED\r\n"
@@ -448,10 +447,7 @@ def test_other_connections_cannot_touch_a_held_job(h, small_held):
 def test_emptied_blocks_are_dropped_and_thinned_ones_copied(h, small_held):
     a = h.conn()
     n = 4 * small_held
-    for _ in range(n):
-        put(h, a)
-    for _ in range(n):
-        reserve_id(h, a)
+    hold(h, a, n)
     q = h.e.q
     first = a.held[0]
     table = sys.getsizeof(first.jobs)
@@ -493,10 +489,7 @@ def test_owners_blocks_stay_few_as_a_worker_goes_through_many_ids(h):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
         assert len(q.owners) == 1 and len(a.held) == 1
     # A block of owners thinned by deletes is copied small.
-    for _ in range(2 << BITS):
-        put(h, a)
-    for _ in range(2 << BITS):
-        reserve_id(h, a)
+    hold(h, a, 2 << BITS)
     k = (n + 1) >> BITS  # (ids n + 1 ... of the block: n was in the first loop)
     first = q.owners[k]
     assert len(first) == (1 << BITS) - 1
