@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
-from .protocol import LINE_BUF_SIZE, NS, Bad, find_line_end, name_ok, parse
+from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, name_ok, parse
 from .job import JOB_OVERHEAD, RESERVED_OVERHEAD
 from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
@@ -89,6 +89,9 @@ class Engine:
         self.start = now
         self.max_job_size = max_job_size
         self.verbose = verbose
+        # The hot commands' fast paths (command()); off with -V -V, which
+        # logs each command line, and in tests that compare the two paths.
+        self.fast = verbose < 2
         self.log = log
         self.q.store.filesize = filesize  # shown by stats even without -b
         self.counts = dict.fromkeys(CMD_KEYS, 0)
@@ -133,13 +136,24 @@ class Engine:
 
     def data(self, s: Session, data: bytes, now: int):
         self.now = now
-        s.pending.append(data)
-        s.plen += len(data)
-        state = s.state
-        if s.waiting or s.closing or (state and (
-                state == BUSY or (state == BODY and s.plen < s.need))):
+        if s.plen or s.state or s.waiting or s.closing:
+            s.pending.append(data)
+            s.plen += len(data)
+            state = s.state
+            if s.waiting or s.closing or (state and (
+                    state == BUSY or (state == BODY and s.plen < s.need))):
+                return
+            self._run(s, now)
             return
-        self._run(s, now)
+        # The common case, flat: nothing buffered, a command line next.
+        if self.hold_writes:
+            pos = self._process(s, data, now)
+        else:
+            pos = self._process_commands(s, data, now)
+        if pos != len(data):
+            self._keep(s, data, pos)
+        if self.resume:
+            self._resume(now)
 
     def eof(self, s: Session, now: int):
         """The peer half-closed: a blocked reserve gets TIMED_OUT, commands
@@ -217,7 +231,13 @@ class Engine:
         buf = s.pending[0] if len(s.pending) == 1 else b"".join(s.pending)
         if type(buf) is not bytes:  # a lone view kept below (rare)
             buf = bytes(buf)
-        pos = self._process(s, buf, now)
+        self._keep(s, buf, self._process(s, buf, now))
+        if self.resume:
+            self._resume(now)
+
+    @staticmethod
+    def _keep(s: Session, buf: bytes, pos: int):
+        """Keep what is left of buf after pos for the next read."""
         if not pos:
             rest = buf
         elif s.state == BODY and len(buf) - pos > BIG_REST:
@@ -228,8 +248,6 @@ class Engine:
             rest = buf[pos:]
         s.pending = [rest] if rest else []
         s.plen = len(rest)
-        if self.resume:
-            self._resume(now)
 
     # -- framing ------------------------------------------------------------
 
@@ -249,19 +267,20 @@ class Engine:
         size = len(buf)
         k = 0  # commands run
         check = 4  # OUT_FIRST; when to look at the size of the replies next
-        while not s.waiting and not s.closing:
+        while pos < size and not s.waiting and not s.closing:
             state = s.state
             if state <= SKIP:
                 end = pos + LINE_BUF_SIZE if size - pos > LINE_BUF_SIZE else size
-                n = find_line_end(buf, pos, end)
-                if not n:
+                # (protocol.find_line_end, inline)
+                i = buf.find(b"\r", pos, end - 1)
+                if i < 0 or buf[i + 1] != 10:
                     if end - pos == LINE_BUF_SIZE:  # over-long: discard a buffer's worth
                         pos = end
                         s.state = SKIP
                         continue
                     break
-                line = buf[pos:pos + n - 2]
-                pos += n
+                line = buf[pos:i]
+                pos = i + 2
                 if state == SKIP:
                     s.state = LINE
                     s.send(P.BAD_FORMAT)
@@ -297,6 +316,87 @@ class Engine:
         return pos
 
     def command(self, s: Session, line: bytes, now: int):
+        """Run one command line (CRLF stripped).
+
+        The hot commands in their plain form (single spaces, plain digits
+        that fit) take a fast path: no tuple, no handler lookup. Anything
+        else, and anything unusual in them, goes through parse(), which
+        has every rule of the reference's."""
+        if self.fast and line:
+            c = line[0]
+            if c == 114:  # r
+                if line == b"reserve":
+                    self.counts["reserve"] += 1
+                    if not s.worker:
+                        s.worker = True
+                        self.worker_ct += 1
+                    self.q.reserve(s, None, now)
+                    if s.waiting and s.hup:
+                        self.q.hangup(s)
+                    return
+                if line[:8] == b"release ":
+                    args = line[8:].split(b" ")
+                    if len(args) == 3:
+                        a, b, d = args
+                        if (a.isdigit() and b.isdigit() and d.isdigit() and len(a) < 20
+                                and len(b) < 11 and len(d) < 11):
+                            pri, delay = int(b), int(d)
+                            if pri <= U32_MAX and delay <= U32_MAX:
+                                self.counts["release"] += 1
+                                reply = self.q.release(s, int(a), pri, delay * NS, now)
+                                out = s.out
+                                if not out:
+                                    self.dirty.append(s)
+                                out.append(reply)
+                                return
+                elif line[:21] == b"reserve-with-timeout ":
+                    arg = line[21:]
+                    if arg.isdigit() and len(arg) < 11:
+                        timeout = int(arg)
+                        if timeout <= INT_MAX:
+                            self.counts["reserve-with-timeout"] += 1
+                            if not s.worker:
+                                s.worker = True
+                                self.worker_ct += 1
+                            self.q.reserve(s, timeout * NS, now)
+                            if s.waiting and s.hup:
+                                self.q.hangup(s)
+                            return
+            elif c == 100:  # d
+                if line[:7] == b"delete ":
+                    arg = line[7:]
+                    if arg.isdigit() and len(arg) < 20:
+                        self.counts["delete"] += 1
+                        reply = self.q.delete(s, int(arg), now)
+                        out = s.out
+                        if not out:
+                            self.dirty.append(s)
+                        out.append(reply)
+                        return
+            elif c == 112:  # p
+                if line[:4] == b"put ":
+                    args = line[4:].split(b" ")
+                    if len(args) == 4:
+                        a, b, d, z = args
+                        if (a.isdigit() and b.isdigit() and d.isdigit() and z.isdigit()
+                                and len(a) < 11 and len(b) < 11 and len(d) < 11 and len(z) < 11):
+                            pri, delay, ttr, size = int(a), int(b), int(d), int(z)
+                            if (pri <= U32_MAX and delay <= U32_MAX and ttr <= U32_MAX
+                                    and size <= U32_MAX):
+                                self.counts["put"] += 1
+                                self.put(s, pri, delay * NS, ttr * NS, size, True, now)
+                                return
+            elif c == 116:  # t
+                if line[:6] == b"touch ":
+                    arg = line[6:]
+                    if arg.isdigit() and len(arg) < 20:
+                        self.counts["touch"] += 1
+                        reply = P.TOUCHED if self.q.touch(s, int(arg), now) else P.NOT_FOUND
+                        out = s.out
+                        if not out:
+                            self.dirty.append(s)
+                        out.append(reply)
+                        return
         if self.verbose >= 2 and b"\0" not in line:
             prefix = P.match_prefix(line)[2]
             self.log("<%d command %s" % (s.fd, prefix.decode() if prefix else "<unknown>"))
@@ -321,7 +421,10 @@ class Engine:
     # -- commands -----------------------------------------------------------
 
     def c_put(self, s, cmd, now):
-        _, pri, delay, ttr, size, clean = cmd
+        self.put(s, *cmd[1:], now)
+
+    def put(self, s, pri, delay, ttr, size, clean, now):
+        """put's command line; its body comes next (finish_put)."""
         if size > self.max_job_size:
             s.state = BITBUCKET
             s.need = size + 2
