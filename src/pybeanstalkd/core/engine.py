@@ -145,13 +145,30 @@ class Engine:
                 return
             self._run(s, now)
             return
-        # The common case, flat: nothing buffered, a command line next.
-        if self.hold_writes:
-            pos = self._process(s, data, now)
-        else:
-            pos = self._process_commands(s, data, now)
-        if pos != len(data):
-            self._keep(s, data, pos)
+        # The common case, flat: nothing buffered, and the read starts with
+        # a whole command line (an unpipelined command, with a put's body).
+        size = len(data)
+        i = data.find(b"\r", 0, (size if size < LINE_BUF_SIZE else LINE_BUF_SIZE) - 1)
+        if i < 0 or data[i + 1] != 10:
+            s.pending.append(data)
+            s.plen = size
+            self._run(s, now)
+            return
+        hold = self.hold_writes
+        if hold:
+            lsn = self.q.store.lsn
+        self.command(s, data[:i], now)
+        pos = i + 2
+        if pos != size:
+            if s.state == BODY and size - pos == s.need:
+                s.state = LINE
+                self.finish_put(s, data[pos:], now)
+            else:
+                pos = self._process_commands(s, data, now, pos)
+                if pos != size:
+                    self._keep(s, data, pos)
+        if hold and self.q.store.lsn != lsn:
+            s.hold = self.q.store.lsn
         if self.resume:
             self._resume(now)
 
@@ -262,8 +279,7 @@ class Engine:
             return pos
         return self._process_commands(s, buf, now)
 
-    def _process_commands(self, s: Session, buf: bytes, now: int) -> int:
-        pos = 0
+    def _process_commands(self, s: Session, buf: bytes, now: int, pos: int = 0) -> int:
         size = len(buf)
         k = 0  # commands run
         check = 4  # OUT_FIRST; when to look at the size of the replies next
@@ -450,7 +466,7 @@ class Engine:
                 s.need = size + 2
                 s.skip_reply = P.OUT_OF_MEMORY
                 return
-        s.in_job = self.q.new_job(s.use, pri, delay, max(ttr, NS), now)
+        s.in_job = self.q.new_job(s.use, pri, delay, ttr if ttr > NS else NS, now)
         s.state = BODY
         s.need = size + 2
 

@@ -63,7 +63,8 @@ class Job:
         self.id = id_
         self.tube = tube
         self.pri = pri
-        self.times = times(delay, ttr)  # ns: the last put or release delay, and ttr
+        # ns: the last put or release delay, and ttr (times(), inline)
+        self.times = _TIMES.get((delay, ttr)) or times(delay, ttr)
         self.body = body  # bytes, with the trailing CRLF
         self.state = INVALID
         self.created = created

@@ -579,16 +579,19 @@ class Queue:
             b = new_owners(self, id_ >> BITS)
         b[id_] = held
         c.nreserved += 1
-        j.counts = bump(j.counts, RESERVES)
-        j.deadline = now + j.times[1]
+        n = j.counts  # bump(j.counts, RESERVES), inline
+        j.counts = n + 1 if n & M32 != M32 else n & ~M32
+        deadline = j.deadline = now + j.times[1]
         t.nreserved += 1
         self.reserved_ct += 1
-        key = (j.deadline << SHIFT) | j.id
+        key = (deadline << SHIFT) | id_
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)
         if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
             self._sweep_ttr()
-        self._timer(j.deadline + 1)  # expiry is "deadline < now"
+        due = self.due  # _timer(deadline + 1), inline: expiry is "deadline < now"
+        if due is None or deadline < due:
+            self.due = deadline + 1
         if c.waiting:
             self._unwait(c)
             c.woken()
@@ -727,17 +730,27 @@ class Queue:
         return None
 
     def ready_top(self, t: Tube) -> Job | None:
+        # _run_job and _top(t.ready, _ready_live), inline: every reserve's path
+        blocks = self.blocks
         run = t.run
         j = None
         while run:
-            j = self._run_job(run[0])
-            if j is not None:
+            id_ = run[0]
+            j = blocks.get(id_ >> BITS, EMPTY).get(id_)
+            if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
                 break
+            j = None
             run.popleft()
-        if t.ready:
-            h = self._top(t.ready, self._ready_live)
-            if h is not None and (j is None or h.pri < j.pri or (h.pri == j.pri and h.id < j.id)):
-                return h
+        ready = t.ready
+        while ready:
+            key = ready[0]
+            id_ = key & MASK
+            h = blocks.get(id_ >> BITS, EMPTY).get(id_)
+            if h is not None and h.state == READY and h.pri == key >> SHIFT:
+                if j is None or key < ((j.pri << SHIFT) | j.id):
+                    return h
+                break
+            heappop(ready)
         return j
 
     def _pop_ready(self, t: Tube) -> Job:
@@ -854,17 +867,32 @@ class Queue:
 
     def reserve(self, c: Conn, timeout: int | None, now: int):
         """reserve / reserve-with-timeout (timeout in ns)."""
-        if self._deadline_soon(c, now) and not any(t.nready for t in c.watch):
+        # (the heap's first entry, stale or not, is no later than the soonest
+        # live deadline: when it is not soon, no reservation is)
+        if (c.nreserved and (c.deadlines[0] >> SHIFT) - SAFETY_MARGIN <= now
+                and self._deadline_soon(c, now) and not any(t.nready for t in c.watch)):
             c.send(DEADLINE_SOON)
             return
-        j = self._best_ready(c, now)
-        if j is not None and j.tube.waiting:
-            j = self._best_ready_unclaimed(c, now)
+        watch = c.watch.items
+        if len(watch) == 1:  # the common case, inline
+            t = watch[0]
+            j = (self.ready_top(t) if t.nready and not t.waiting
+                 and not (t.pause and t.unpause_at > now) else None)
+        else:
+            j = self._best_ready(c, now)
+            if j is not None and j.tube.waiting:
+                j = self._best_ready_unclaimed(c, now)
         if j is not None:
-            run = j.tube.run
+            t = j.tube
+            run = t.run
             if run and run[0] == j.id:
                 run.popleft()  # (else ready_top would look it up again to drop it)
-            self._leave_ready(j)
+            # _leave_ready(j), inline
+            t.nready -= 1
+            self.ready_ct -= 1
+            if j.pri < URGENT_PRI:
+                t.urgent -= 1
+                self.urgent_ct -= 1
             self._reserve(c, j, now)
             return
         c.waiting = True
@@ -960,9 +988,11 @@ class Queue:
         if len(b) <= THIN:
             drop(self.blocks, b, id_, self.next_id)
         self.body_bytes -= len(j.body)
-        j.tube.cmd_delete += count
+        t = j.tube
+        t.cmd_delete += count
         ok = self.store.write(j)  # state INVALID: a delete record
-        self.maybe_free(j.tube)
+        if not (t.using or t.watching):
+            self.maybe_free(t)
         return DELETED if ok else INTERNAL_ERROR
 
     def _held_by(self, c: Conn, id_: int) -> Job | None:
