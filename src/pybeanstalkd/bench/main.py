@@ -182,8 +182,8 @@ def stalls_table(rows, names) -> str:
 
 
 def micro_table(rows) -> str:
-    return table(["command", "total", "framing+dispatch", "parse", "queue", "reply", "budget"],
-                 [[r["command"], f"{r['total']:.2f}", f"{r['framing']:.2f}", f"{r['parse']:.2f}",
+    return table(["command", "total", "framing", "dispatch", "queue", "reply", "budget"],
+                 [[r["command"], f"{r['total']:.2f}", f"{r['framing']:.2f}", f"{r['dispatch']:.2f}",
                    f"{r['queue']:.2f}", f"{r['reply']:.2f}",
                    "" if r["budget"] is None else f"{r['budget']:.1f}"
                    + (" (over)" if r["total"] > r["budget"] else "")] for r in rows])
@@ -248,7 +248,7 @@ def parse_args(argv):
            "against without, the reference beside")
     a("--micro", type=int, nargs="?", const=200_000, metavar="N",
       help="no server: each hot command's Python path in-process, N times (default "
-           "200,000), in microseconds by layer (framing and dispatch, parse, queue, reply)")
+           "200,000), in microseconds by layer (framing, dispatch, queue, reply)")
     a("--cases", default=",".join(stalls_mod.CASES),
       help=f"--stalls cases (default {','.join(stalls_mod.CASES)})")
     args = p.parse_args(argv)

@@ -3,15 +3,18 @@
 Each command runs N times on a fresh Engine, as one command per read (the
 unpipelined path without the transport): cycles of put, reserve, release,
 reserve, touch and delete on batches of BATCH jobs, each phase timed as a
-whole (the queue stays small, as in steady service). Then each layer runs
-alone on the same inputs:
+whole (the queue stays small, as in steady service). Then the same cycles
+run one layer down, and each layer alone on the same inputs:
 
-- parse: `protocol.parse` of the command line;
+- command: `Engine.command` on the line already framed (a put's body
+  handed to `finish_put`), with the same flush;
 - queue: the Queue call the handler makes (put: new_job and insert);
 - reply: formatting the reply and queueing it on the connection, and the
-  join a flush does;
-- framing and dispatch: the rest of the total (Engine.data: buffering, line
-  splitting, counting, the handler).
+  join a flush does.
+
+framing is total less command (Engine.data: buffering, line splitting);
+dispatch is command less queue and reply (the fast path's parsing, the
+counts, the handler's own lines).
 
 Budgets are the issue's goals for Python per command (issue 12).
 """
@@ -21,7 +24,7 @@ import gc
 from time import perf_counter_ns
 
 from ..core.engine import Engine
-from ..core.protocol import NS, job_header, parse
+from ..core.protocol import NS, job_header
 
 COMMANDS = ["put", "reserve", "release", "touch", "delete"]
 BUDGET_US = {"put": 1.5, "reserve": 1.5, "delete": 1.0}
@@ -99,12 +102,37 @@ def totals(n: int) -> tuple[dict, list[int]]:
     return res, list(range(1, BATCH + 1))
 
 
-def parses(n: int, ids: list[int]) -> dict:
-    res = {}
-    for name in COMMANDS:
-        line = LINES[name]
-        lines = [line % id_ if b"%d" in line else line for id_ in ids]
-        res[name] = _timed(lambda i: parse(lines[i % BATCH]), n)
+def commands(n: int) -> dict:
+    """ns per command through Engine.command, the line already framed."""
+    e, c, now = _engine()
+    command = e.command
+    body = BODY + b"\r\n"
+    first = [1]
+
+    def cmd(make):
+        def one(i):
+            command(c, make(first[0] + i), now)
+            _flush(e, c)
+        return one
+
+    def put(i):
+        command(c, LINES["put"], now)
+        c.state = 0  # (LINE: the framing's part, as Engine.data does it)
+        e.finish_put(c, body, now)
+        _flush(e, c)
+
+    def next_batch(i):
+        if i == BATCH - 1:
+            first[0] += BATCH
+    res = _cycles(n, [
+        ("put", put),
+        ("reserve", cmd(lambda id_: b"reserve")),
+        ("release", cmd(lambda id_: b"release %d 0 0" % id_)),
+        ("reserve again", cmd(lambda id_: b"reserve")),
+        ("touch", cmd(lambda id_: b"touch %d" % id_)),
+        ("delete", cmd(lambda id_: b"delete %d" % id_)),
+        ("next", next_batch)])
+    assert not e.q.jobs and e.q.next_id == first[0], "every job was deleted"
     return res
 
 
@@ -173,7 +201,7 @@ def micro(n: int = 200_000, rounds: int = ROUNDS) -> list[dict]:
     try:
         for _ in range(rounds):
             total, ids = totals(n)
-            layers = {"total": total, "parse": parses(n, ids), "queue": queues(n, ids),
+            layers = {"total": total, "command": commands(n), "queue": queues(n, ids),
                       "reply": replies(n, ids)}
             for layer, res in layers.items():
                 for cmd, ns in res.items():
@@ -183,7 +211,8 @@ def micro(n: int = 200_000, rounds: int = ROUNDS) -> list[dict]:
         gc.enable()
     rows = []
     for cmd in COMMANDS:
-        us = {layer: best[(cmd, layer)] / 1000 for layer in ("total", "parse", "queue", "reply")}
-        us["framing"] = us["total"] - us["parse"] - us["queue"] - us["reply"]
+        us = {layer: best[(cmd, layer)] / 1000 for layer in ("total", "command", "queue", "reply")}
+        us["framing"] = us["total"] - us["command"]
+        us["dispatch"] = us.pop("command") - us["queue"] - us["reply"]
         rows.append({"command": cmd, **us, "budget": BUDGET_US.get(cmd)})
     return rows
