@@ -218,13 +218,24 @@ class Server:
             gc.collect(0)
         engine = self.engine
         syncer = self.syncer
-        if syncer is not None and not engine.hold_writes:
+        dirty = engine.dirty
+        if syncer is None:
+            for s in dirty:  # (_send, inline: every command's path)
+                out = s.out
+                data = out[0] if len(out) == 1 else b"".join(out)
+                out.clear()
+                t = s.transport
+                if t is not None and not t.is_closing():
+                    t.write(data)
+                    if s.closing:
+                        t.close()
+            dirty.clear()
+        elif not engine.hold_writes:
             # Records reach the kernel before any reply goes out. With -f0
             # replies wait for the fsync anyway: one write per group (_start).
             syncer.wal.flush()
-        dirty = engine.dirty
-        if dirty:
-            synced = 0 if syncer is None else (syncer.wal.synced if syncer.wal.use else 1 << 62)
+        if dirty:  # (with a binlog)
+            synced = syncer.wal.synced if syncer.wal.use else 1 << 62
             for s in dirty:
                 if s.hold > synced:
                     self.held.add(s)
