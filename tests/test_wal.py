@@ -44,6 +44,43 @@ def test_repeated_delayed_release_does_not_grow_the_log(tmp_path):
     assert b"releases: 2000\n" in h2.send(c2, b"stats-job 1\r\n")
 
 
+def test_compaction_finds_a_live_job_behind_many_stale_ids(tmp_path):
+    """A file's ids are kept stale and all (8 bytes a record): compaction
+    walks them from the end, LIVE_SCAN a step, to the one live job left at
+    the front, moves it, and the file goes."""
+    from pybeanstalkd.binlog.files import LIVE_SCAN
+
+    h, wal = with_binlog(tmp_path, filesize=131072)
+    c = h.conn()
+    first = wal.cur
+    n = 0
+    while wal.cur is first:  # fill the first file
+        n += 1
+        assert h.send(c, b"put 0 0 60 10\r\n%010d\r\n" % n) == b"INSERTED %d\r\n" % n
+    assert len(first.ids) > 3 * LIVE_SCAN
+    for i in range(2, n + 1):  # all but job 1
+        assert h.send(c, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert first.refs == 1 and "binlog.1" in binlogs(tmp_path)
+    dropped = []  # stale ids dropped by each step
+
+    def live_in(f, step=wal._live_in):
+        before = len(f.ids)
+        j = step(f)
+        dropped.append(before - len(f.ids))
+        return j
+    wal._live_in = live_in
+    for i in range(n + 1, 20 * n):  # keep writing: compaction runs
+        h.send(c, b"put 0 0 60 10\r\n%010d\r\n" % i)
+        h.send(c, b"delete %d\r\n" % i)
+        wal.flush()
+        if "binlog.1" not in binlogs(tmp_path):
+            break
+    assert "binlog.1" not in binlogs(tmp_path) and wal.nmig >= 1
+    assert len(dropped) > 1 and max(dropped) == LIVE_SCAN  # in bounded steps
+    h2, _ = restart(h, wal, tmp_path, 131072)
+    assert h2.send(h2.conn(), b"peek 1\r\n") == b"FOUND 1 10\r\n0000000001\r\n"
+
+
 def test_buried_order_and_count_survive_restarts(tmp_path):
     """beanstalkd #668: buries grew on every restart and the order changed."""
     h, wal = with_binlog(tmp_path)

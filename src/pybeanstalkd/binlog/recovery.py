@@ -104,11 +104,12 @@ def _recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
     _reserve_deletes(jobs, wal)
     q.loading = None
     q.load(jobs.values(), now, wall_offset)
+    wal.find = q.jobs.get
     return len(jobs)
 
 
 def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn) -> bool:
-    tubes, loading, fjobs, new_job = q.tubes, q.loading, f.jobs, Job.__new__
+    tubes, loading, fids, new_job = q.tubes, q.loading, f.ids, Job.__new__
     alive = 0
     fixed = F.full_size(b"", 0)  # a full record's bytes besides name and body
     for off, name, r, body in records:
@@ -129,7 +130,7 @@ def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn
             else:
                 j.state, j.deadline = (F.READY if state == F.RESERVED else state), r[8]
             alive += fixed + len(name) + len(body)
-            fjobs[id_] = j
+            fids.append(id_)
             f.refs += 1
             loading[t] = loading.get(t, 0) + 1
         elif not _apply(off, name, r, body, j, f, jobs, q, wal, wall_offset, warn):
@@ -171,7 +172,7 @@ def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn)
         j.body = body
         wal._drop(j)
         j.file = f
-        f.jobs[j.id] = j
+        f.ids.append(j.id)
         f.refs += 1
         wal.alive += F.full_size(name, len(body))
     return True
