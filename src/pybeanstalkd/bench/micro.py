@@ -74,65 +74,77 @@ def _cycles(n: int, phases) -> dict:
     return {name: ns / (max(1, n // BATCH) * BATCH) for name, ns in spent.items()}
 
 
+class _Lines:
+    """Each command's lines for the current batch's ids, made before the
+    batch (in place), so that no phase times the formatting of its line."""
+
+    def __init__(self, end: bytes, put: bytes | None = None):
+        self.end = end
+        self.put = put  # what a put sends, if not its line and end
+        self.first = 1
+        self.by_cmd = {name: [b""] * BATCH for name in LINES}
+        self._fill()
+
+    def _fill(self):
+        for name, line in LINES.items():
+            self.by_cmd[name][:] = [
+                self.put if name == "put" and self.put is not None
+                else (line % (self.first + i) if b"%d" in line else line) + self.end
+                for i in range(BATCH)]
+
+    def next_batch(self, i):
+        if i == BATCH - 1:
+            self.first += BATCH
+            self._fill()
+
+
 def totals(n: int) -> tuple[dict, list[int]]:
     """ns per command through Engine.data, and the ids of one batch."""
     e, c, now = _engine()
     data = e.data
-    put = LINES["put"] + b"\r\n" + BODY + b"\r\n"
-    first = [1]
+    lines = _Lines(b"\r\n", put=LINES["put"] + b"\r\n" + BODY + b"\r\n")
 
-    def cmd(make):
+    def cmd(name):
+        batch = lines.by_cmd[name]
+
         def one(i):
-            data(c, make(first[0] + i), now)
+            data(c, batch[i], now)
             _flush(e, c)
         return one
-
-    def next_batch(i):
-        if i == BATCH - 1:
-            first[0] += BATCH
     res = _cycles(n, [
-        ("put", cmd(lambda id_: put)),
-        ("reserve", cmd(lambda id_: b"reserve\r\n")),
-        ("release", cmd(lambda id_: b"release %d 0 0\r\n" % id_)),
-        ("reserve again", cmd(lambda id_: b"reserve\r\n")),
-        ("touch", cmd(lambda id_: b"touch %d\r\n" % id_)),
-        ("delete", cmd(lambda id_: b"delete %d\r\n" % id_)),
-        ("next", next_batch)])
-    assert not e.q.jobs and e.q.next_id == first[0], "every job was deleted"
+        ("put", cmd("put")), ("reserve", cmd("reserve")), ("release", cmd("release")),
+        ("reserve again", cmd("reserve")), ("touch", cmd("touch")),
+        ("delete", cmd("delete")), ("next", lines.next_batch)])
+    assert not e.q.jobs and e.q.next_id == lines.first, "every job was deleted"
     return res, list(range(1, BATCH + 1))
 
 
 def commands(n: int) -> dict:
     """ns per command through Engine.command, the line already framed."""
     e, c, now = _engine()
-    command = e.command
+    command, finish_put = e.command, e.finish_put
     body = BODY + b"\r\n"
-    first = [1]
+    lines = _Lines(b"")
+    put_line = LINES["put"]
 
-    def cmd(make):
+    def cmd(name):
+        batch = lines.by_cmd[name]
+
         def one(i):
-            command(c, make(first[0] + i), now)
+            command(c, batch[i], now)
             _flush(e, c)
         return one
 
     def put(i):
-        command(c, LINES["put"], now)
+        command(c, put_line, now)
         c.state = 0  # (LINE: the framing's part, as Engine.data does it)
-        e.finish_put(c, body, now)
+        finish_put(c, body, now)
         _flush(e, c)
-
-    def next_batch(i):
-        if i == BATCH - 1:
-            first[0] += BATCH
     res = _cycles(n, [
-        ("put", put),
-        ("reserve", cmd(lambda id_: b"reserve")),
-        ("release", cmd(lambda id_: b"release %d 0 0" % id_)),
-        ("reserve again", cmd(lambda id_: b"reserve")),
-        ("touch", cmd(lambda id_: b"touch %d" % id_)),
-        ("delete", cmd(lambda id_: b"delete %d" % id_)),
-        ("next", next_batch)])
-    assert not e.q.jobs and e.q.next_id == first[0], "every job was deleted"
+        ("put", put), ("reserve", cmd("reserve")), ("release", cmd("release")),
+        ("reserve again", cmd("reserve")), ("touch", cmd("touch")),
+        ("delete", cmd("delete")), ("next", lines.next_batch)])
+    assert not e.q.jobs and e.q.next_id == lines.first, "every job was deleted"
     return res
 
 

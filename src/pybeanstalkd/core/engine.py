@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, name_ok, parse
-from .job import JOB_OVERHEAD, RESERVED_OVERHEAD
+from .job import JOB_OVERHEAD, RESERVED_OVERHEAD, Job
 from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 
@@ -27,6 +27,11 @@ OUT_FIRST = 4
 # few values (priority, delay, ttr, body size), and a lookup costs half of
 # isdigit and int. Only plain digits that fit are ever added.
 U32S: dict[bytes, int] = {}
+
+
+# Whole put lines, parsed: a producer sends the same few (they differ only
+# where the body size does). Only lines the fast path took are added.
+PUTS: dict[bytes, tuple[int, int, int, int]] = {}
 
 
 def u32(arg: bytes) -> int:
@@ -407,6 +412,11 @@ class Engine:
                         out.append(reply)
                         return
             elif c == 112:  # p
+                hdr = PUTS.get(line)
+                if hdr is not None:
+                    self.counts["put"] += 1
+                    self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
+                    return
                 if line[:4] == b"put ":
                     args = line[4:].split(b" ")
                     if len(args) == 4:
@@ -417,7 +427,11 @@ class Engine:
                             pri, delay, ttr, size = u32(a), u32(b), u32(d), u32(z)
                         if (pri | delay | ttr | size) >= 0:
                             self.counts["put"] += 1
-                            self.put(s, pri, delay * NS, ttr * NS, size, True, now)
+                            delay *= NS
+                            ttr *= NS
+                            if len(PUTS) < 4096:
+                                PUTS[line] = (pri, delay, ttr, size)
+                            self.put(s, pri, delay, ttr, size, True, now)
                             return
             elif c == 116:  # t
                 if line[:6] == b"touch ":
@@ -483,7 +497,9 @@ class Engine:
                 s.need = size + 2
                 s.skip_reply = P.OUT_OF_MEMORY
                 return
-        s.in_job = self.q.new_job(s.use, pri, delay, ttr if ttr > NS else NS, now)
+        q = self.q  # (q.new_job, inline: every put's path)
+        s.in_job = Job(q.next_id, s.use, pri, delay, ttr if ttr > NS else NS, b"", now)
+        q.next_id += 1
         s.state = BODY
         s.need = size + 2
 
