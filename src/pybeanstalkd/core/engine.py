@@ -361,18 +361,13 @@ class Engine:
         else, and anything unusual in them, goes through parse(), which
         has every rule of the reference's."""
         if self.fast and line:
+            reply = None  # what a fast path answers, if it took the line
             c = line[0]
             if c == 114:  # r
+                op = timeout = None
                 if line == b"reserve":
-                    self.counts["reserve"] += 1
-                    if not s.worker:
-                        s.worker = True
-                        self.worker_ct += 1
-                    self.q.reserve(s, None, now)
-                    if s.waiting and s.hup:
-                        self.q.hangup(s)
-                    return
-                if line[:8] == b"release ":
+                    op = "reserve"
+                elif line[:8] == b"release ":
                     args = line[8:].split(b" ")
                     if len(args) == 3:
                         a, b, d = args
@@ -382,35 +377,28 @@ class Engine:
                         if (pri | delay) >= 0 and a.isdigit() and len(a) < 20:
                             self.counts["release"] += 1
                             reply = self.q.release(s, int(a), pri, delay * NS, now)
-                            out = s.out
-                            if not out:
-                                self.dirty.append(s)
-                            out.append(reply)
-                            return
                 elif line[:21] == b"reserve-with-timeout ":
                     arg = line[21:]
                     if arg.isdigit() and len(arg) < 11:
                         timeout = int(arg)
                         if timeout <= INT_MAX:
-                            self.counts["reserve-with-timeout"] += 1
-                            if not s.worker:
-                                s.worker = True
-                                self.worker_ct += 1
-                            self.q.reserve(s, timeout * NS, now)
-                            if s.waiting and s.hup:
-                                self.q.hangup(s)
-                            return
+                            op = "reserve-with-timeout"
+                            timeout *= NS
+                if op is not None:
+                    self.counts[op] += 1
+                    if not s.worker:
+                        s.worker = True
+                        self.worker_ct += 1
+                    self.q.reserve(s, timeout, now)
+                    if s.waiting and s.hup:
+                        self.q.hangup(s)
+                    return
             elif c == 100:  # d
                 if line[:7] == b"delete ":
                     arg = line[7:]
                     if arg.isdigit() and len(arg) < 20:
                         self.counts["delete"] += 1
                         reply = self.q.delete(s, int(arg), now)
-                        out = s.out
-                        if not out:
-                            self.dirty.append(s)
-                        out.append(reply)
-                        return
             elif c == 112:  # p
                 hdr = PUTS.get(line)
                 if hdr is not None:
@@ -439,11 +427,12 @@ class Engine:
                     if arg.isdigit() and len(arg) < 20:
                         self.counts["touch"] += 1
                         reply = P.TOUCHED if self.q.touch(s, int(arg), now) else P.NOT_FOUND
-                        out = s.out
-                        if not out:
-                            self.dirty.append(s)
-                        out.append(reply)
-                        return
+            if reply is not None:
+                out = s.out  # (s.send, inline)
+                if not out:
+                    self.dirty.append(s)
+                out.append(reply)
+                return
         if self.verbose >= 2 and b"\0" not in line:
             prefix = P.match_prefix(line)[2]
             self.log("<%d command %s" % (s.fd, prefix.decode() if prefix else "<unknown>"))
