@@ -98,25 +98,31 @@ class _Lines:
             self._fill()
 
 
-def totals(n: int) -> tuple[dict, list[int]]:
-    """ns per command through Engine.data, and the ids of one batch."""
-    e, c, now = _engine()
-    data = e.data
-    lines = _Lines(b"\r\n", put=LINES["put"] + b"\r\n" + BODY + b"\r\n")
+def _through(n: int, feed, lines: _Lines, e, c, put=None) -> dict:
+    """ns per command of each phase, each line handed to feed(c, line, now)
+    (put: its own phase function, if not that)."""
+    now = e.now
 
     def cmd(name):
         batch = lines.by_cmd[name]
 
         def one(i):
-            data(c, batch[i], now)
+            feed(c, batch[i], now)
             _flush(e, c)
         return one
     res = _cycles(n, [
-        ("put", cmd("put")), ("reserve", cmd("reserve")), ("release", cmd("release")),
+        ("put", put or cmd("put")), ("reserve", cmd("reserve")), ("release", cmd("release")),
         ("reserve again", cmd("reserve")), ("touch", cmd("touch")),
         ("delete", cmd("delete")), ("next", lines.next_batch)])
     assert not e.q.jobs and e.q.next_id == lines.first, "every job was deleted"
-    return res, list(range(1, BATCH + 1))
+    return res
+
+
+def totals(n: int) -> tuple[dict, list[int]]:
+    """ns per command through Engine.data, and the ids of one batch."""
+    e, c, now = _engine()
+    lines = _Lines(b"\r\n", put=LINES["put"] + b"\r\n" + BODY + b"\r\n")
+    return _through(n, e.data, lines, e, c), list(range(1, BATCH + 1))
 
 
 def commands(n: int) -> dict:
@@ -124,28 +130,14 @@ def commands(n: int) -> dict:
     e, c, now = _engine()
     command, finish_put = e.command, e.finish_put
     body = BODY + b"\r\n"
-    lines = _Lines(b"")
     put_line = LINES["put"]
-
-    def cmd(name):
-        batch = lines.by_cmd[name]
-
-        def one(i):
-            command(c, batch[i], now)
-            _flush(e, c)
-        return one
 
     def put(i):
         command(c, put_line, now)
         c.state = 0  # (LINE: the framing's part, as Engine.data does it)
         finish_put(c, body, now)
         _flush(e, c)
-    res = _cycles(n, [
-        ("put", put), ("reserve", cmd("reserve")), ("release", cmd("release")),
-        ("reserve again", cmd("reserve")), ("touch", cmd("touch")),
-        ("delete", cmd("delete")), ("next", lines.next_batch)])
-    assert not e.q.jobs and e.q.next_id == lines.first, "every job was deleted"
-    return res
+    return _through(n, command, _Lines(b""), e, c, put)
 
 
 def queues(n: int, ids: list[int]) -> dict:
