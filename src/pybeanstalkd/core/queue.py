@@ -54,7 +54,6 @@ from .protocol import (
     OUT_OF_MEMORY,
     RELEASED,
     TIMED_OUT,
-    job_header,
 )
 from .jobmap import BITS, EMPTY, THIN, JobMap, drop
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
@@ -188,10 +187,12 @@ class Conn:
         self.out.append(data)
 
     def send_job(self, word: bytes, job: Job):
-        if not self.out:
+        out = self.out
+        if not out:
             self.sink.append(self)
-        self.out.append(job_header(word, job.id, len(job.body) - 2))
-        self.out.append(job.body)
+        body = job.body
+        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
+        out.append(body)
 
     def woken(self):
         """Called when a blocked reserve has been answered."""
