@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, name_ok, parse
-from .job import JOB_OVERHEAD, RESERVED_OVERHEAD, Job
+from .job import JOB_OVERHEAD, RESERVED_OVERHEAD
 from .queue import Conn, Queue
 from .stats import CMD_KEYS, job_stats, server_stats, tube_stats
 
@@ -486,9 +486,8 @@ class Engine:
                 s.need = size + 2
                 s.skip_reply = P.OUT_OF_MEMORY
                 return
-        q = self.q  # (q.new_job, inline: every put's path)
-        s.in_job = Job(q.next_id, s.use, pri, delay, ttr if ttr > NS else NS, b"", now)
-        q.next_id += 1
+        # (ids come from the queue alone: one place hands them out)
+        s.in_job = self.q.new_job(s.use, pri, delay, ttr if ttr > NS else NS, now)
         s.state = BODY
         s.need = size + 2
 
