@@ -220,15 +220,8 @@ class Server:
         syncer = self.syncer
         dirty = engine.dirty
         if syncer is None:
-            for s in dirty:  # (_send, inline: every command's path)
-                out = s.out
-                data = out[0] if len(out) == 1 else b"".join(out)
-                out.clear()
-                t = s.transport
-                if t is not None and not t.is_closing():
-                    t.write(data)
-                    if s.closing:
-                        t.close()
+            for s in dirty:
+                self._send(s)
             dirty.clear()
         elif not engine.hold_writes:
             # Records reach the kernel before any reply goes out. With -f0
