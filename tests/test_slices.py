@@ -506,24 +506,50 @@ def test_a_tick_runs_at_most_tick_slice_timer_entries(h):
     q = h.e.q
     q.tick_slice = 10  # as the I/O layer sets it (server/transport.py)
     h.now += 2 * NS
-    h.e.tick(h.now)
+    assert h.e.tick(h.now) is True  # stopped by the count, more due
     assert q.ready_ct == 10 and q.delayed_ct == 90
     assert h.e.next_due() <= h.now  # the rest is still due: the caller ticks again
-    while q.delayed_ct:
-        h.e.tick(h.now)
+    calls = 1
+    while h.e.tick(h.now):
+        calls += 1
+    calls += 1  # the one that returned False: it ran the last 10 entries
+    assert q.delayed_ct == 0 and calls == 10
     assert [reserve_id(h, a) for _ in range(100)] == list(range(1, 101))
 
 
-def test_tick_slice_follows_the_time_budget():
-    from pybeanstalkd.server.transport import TICK_BUDGET_NS, TICK_MAX, TICK_MIN, tick_slice
+class StepClock:
+    """A clock that advances by `cost` ns each time it is read."""
 
-    # Over budget: scaled down in proportion, never below TICK_MIN.
-    assert tick_slice(256, 4 * TICK_BUDGET_NS, True) == 64
-    assert tick_slice(256, 20 * TICK_BUDGET_NS, True) == 12
-    assert tick_slice(16, 100 * TICK_BUDGET_NS, True) == TICK_MIN
-    # Fast and stopped by the count: doubled, up to TICK_MAX.
-    assert tick_slice(32, TICK_BUDGET_NS // 4, True) == 64
-    assert tick_slice(TICK_MAX, 1, True) == TICK_MAX
-    # Fast because little was due: unchanged; within budget: unchanged.
-    assert tick_slice(32, TICK_BUDGET_NS // 4, False) == 32
-    assert tick_slice(100, TICK_BUDGET_NS * 3 // 4, True) == 100
+    def __init__(self, cost):
+        self.t, self.cost, self.reads = 0, cost, 0
+
+    def __call__(self):
+        self.reads += 1
+        self.t += self.cost
+        return self.t
+
+
+def test_run_timers_stops_at_the_time_budget_between_small_chunks(h):
+    from pybeanstalkd.server.transport import TICK_BUDGET_NS, TICK_CHUNK, run_timers
+
+    a = h.conn()
+    for _ in range(1000):
+        put(h, a, delay=1)
+    q = h.e.q
+    h.now += 2 * NS
+    # Each chunk "costs" a quarter of the budget: four chunks, then a stop
+    # with the rest still due, whatever the count would have allowed.
+    clock = StepClock(TICK_BUDGET_NS // 4)
+    assert run_timers(h.e, h.now, clock) is True
+    assert q.ready_ct == 4 * TICK_CHUNK and h.e.next_due() <= h.now
+    # A slow chunk (memory gone cold) ends the pass after that chunk alone.
+    clock = StepClock(TICK_BUDGET_NS)
+    assert run_timers(h.e, h.now, clock) is True
+    assert q.ready_ct == 5 * TICK_CHUNK
+    # A cheap clock: everything due runs in one pass, and False says so.
+    clock = StepClock(1)
+    assert run_timers(h.e, h.now, clock) is False
+    assert q.ready_ct == 1000 and q.delayed_ct == 0
+    # (read once at the start and after every chunk but the last)
+    assert clock.reads == (1000 - 5 * TICK_CHUNK) // TICK_CHUNK
+    assert [reserve_id(h, a) for _ in range(1000)] == list(range(1, 1001))

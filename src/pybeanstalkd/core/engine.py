@@ -218,10 +218,12 @@ class Engine:
         self.worker_ct -= s.worker
         self._resume(now)
 
-    def tick(self, now: int):
+    def tick(self, now: int) -> bool:
+        """Run what is due (at most q.tick_slice entries); True if more is."""
         self.now = now
-        self.q.tick(now)
+        more = self.q.tick(now)
         self._resume(now)
+        return more
 
     def next_due(self):
         return self.q.next_due()

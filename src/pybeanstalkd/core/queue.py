@@ -221,7 +221,7 @@ class Queue:
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.due = None  # earliest timer pushed since the engine last looked
         # Timer entries a tick may run. The I/O layer, which has a clock,
-        # tunes it to a time budget (server/transport.py: tick_slice).
+        # ticks a few at a time up to a time budget (transport.run_timers).
         self.tick_slice = SLICE
         self.store = NullStore()
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
@@ -1103,18 +1103,18 @@ class Queue:
             cands.append(self.pause_heap[0][0])
         return min(cands) if cands else None
 
-    def tick(self, now: int):
+    def tick(self, now: int) -> bool:
         """Run the timers that are due, in the reference's order: delays,
         pauses, then reservations' TTRs and blocked reserves' timeouts.
 
-        At most tick_slice entries a call: what is left is still due, so
-        next_due() <= now and the caller ticks again soon."""
+        At most tick_slice entries a call: True if it stopped there with
+        more due (next_due() <= now: the caller ticks again soon)."""
         n = self.tick_slice
         blocks = self.blocks
         heap = self.delay_heap
         while heap and heap[0] >> SHIFT <= now:
             if not n:
-                return
+                return True
             n -= 1
             key = heappop(heap)
             if self._delayed_live(key):
@@ -1126,7 +1126,7 @@ class Queue:
         heap = self.pause_heap
         while heap and heap[0][0] <= now:
             if not n:
-                return
+                return True
             n -= 1
             _, _, t = heappop(heap)
             if t.alive and t.pause and t.unpause_at <= now:
@@ -1137,7 +1137,7 @@ class Queue:
         owners = self.owners
         while heap and heap[0] >> SHIFT < now:
             if not n:
-                return
+                return True
             n -= 1
             key = heappop(heap)
             if self._reserved_live(key):
@@ -1153,9 +1153,10 @@ class Queue:
         heap = self.wait_heap
         while heap and heap[0][0] <= now:
             if not n:
-                return
+                return True
             n -= 1
             entry = heappop(heap)
             c = entry[2]
             if c.waiting and c.wait_key is entry:
                 self._wait_expired(c, now)
+        return False
