@@ -138,6 +138,8 @@ def test_stalls_mode_runs_every_case_and_times_the_probe():
         # The probe ran while the work did, and its replies were all its own.
         assert r["jobs"] == 2000 and r["work_s"] > 0 and r["samples"] > 0
         assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"]
+        # The sleeper ran too: it wakes late by at least the scheduler's slack.
+        assert 0 < r["machine_max_ms"] < r["work_s"] * 1e3 + 1e3
     assert rows[0]["fill_rate"] > 0 and rows[2]["delay_s"] >= 3
 
 

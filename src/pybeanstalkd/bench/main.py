@@ -176,9 +176,10 @@ def stalls_table(rows, names) -> str:
         elif "delay_s" in r:
             extra = f"delay {r['delay_s']} s"
         out.append([r["jobs"], r["case"], r["server"], r["work_s"], r["samples"], r["p50_ms"],
-                    r["p99_ms"], r["p999_ms"], r["max_ms"], r.get("steal_pct"), extra])
+                    r["p99_ms"], r["p999_ms"], r["max_ms"], r.get("machine_max_ms"),
+                    r.get("steal_pct"), extra])
     return table(["jobs", "case", "server", "work s", "probes", "p50", "p99", "p99.9", "worst",
-                  "steal %", ""], out)
+                  "machine", "steal %", ""], out)
 
 
 def micro_table(rows) -> str:

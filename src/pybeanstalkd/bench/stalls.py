@@ -15,7 +15,10 @@ server is stopped (SIGSTOP) before the first one is due and continued
 on either server. The probe starts at the SIGCONT.
 
 The probe's worst wait, p99.9, p99 and p50 are reported per case and
-server, with how long the big work itself took.
+server, with how long the big work itself took, and with the machine's own
+worst hiccup over the same time: a third process that only sleeps 1 ms at
+a time reports how late it woke (a stall there is the kernel's or the
+hypervisor's, not the server's).
 """
 from __future__ import annotations
 
@@ -71,6 +74,24 @@ def _probe(addr, go, stop, out):
         out.send(("error", f"{type(e).__name__}: {e}"))
 
 
+def _sleeper(go, stop, out):
+    """Until stop: sleep 1 ms at a time; report the worst lateness (ns)."""
+    worst = 0
+    try:
+        out.send(("ready", None))
+        while not go.value:
+            time.sleep(0.0001)
+        while not stop.value:
+            t0 = time.monotonic_ns()
+            time.sleep(INTERVAL_NS / 1e9)
+            late = time.monotonic_ns() - t0 - INTERVAL_NS
+            if late > worst:
+                worst = late
+        out.send(("done", worst))
+    except BaseException as e:  # reported to the parent
+        out.send(("error", f"{type(e).__name__}: {e}"))
+
+
 class Probe:
     """The probe process: connected by start(), sending from go() until stop()."""
 
@@ -82,12 +103,19 @@ class Probe:
         self.proc = ctx.Process(target=_probe, daemon=True,
                                 args=(addr, self.go_flag, self.stop_flag, tx))
         self.proc.start()
+        self.srx, tx = ctx.Pipe(duplex=False)
+        self.sleeper = ctx.Process(target=_sleeper, daemon=True,
+                                   args=(self.go_flag, self.stop_flag, tx))
+        self.sleeper.start()
+        self.machine_ns = None  # the sleeper's worst lateness, after stop()
         self._expect("ready", 30)
+        self._expect("ready", 30, self.srx)
 
-    def _expect(self, what, timeout):
-        if not self.rx.poll(timeout):
+    def _expect(self, what, timeout, rx=None):
+        rx = rx or self.rx
+        if not rx.poll(timeout):
             raise BenchError(f"the probe did not report {what!r} within {timeout} s")
-        kind, val = self.rx.recv()
+        kind, val = rx.recv()
         if kind == "error":
             raise BenchError(val)
         return val
@@ -99,13 +127,16 @@ class Probe:
         self.stop_flag.value = 1
         rtt = array("q")
         rtt.frombytes(self._expect("done", 120))
+        self.machine_ns = self._expect("done", 120, self.srx)
         self.proc.join(5)
+        self.sleeper.join(5)
         return sorted(rtt)
 
     def kill(self):
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
+        for p in (self.proc, self.sleeper):
+            if p.is_alive():
+                p.kill()
+                p.join()
 
 
 def cpu_ticks() -> tuple[int, int]:
@@ -126,6 +157,11 @@ def _summary(rtt: list[int]) -> dict:
     return {"samples": len(rtt), "p50_ms": percentile(rtt, 0.5) / 1e3,
             "p99_ms": percentile(rtt, 0.99) / 1e3, "p999_ms": percentile(rtt, 0.999) / 1e3,
             "max_ms": percentile(rtt, 1.0) / 1e3}  # (the same arithmetic: p999 <= max exactly)
+
+
+def _stopped(probe: Probe, took: float, extra: dict):
+    rtt = probe.stop()
+    return rtt, took, extra | {"machine_max_ms": probe.machine_ns / 1e6}
 
 
 def _wait_stats(addr, key, want, timeout=WORK_TIMEOUT):
@@ -149,7 +185,7 @@ def case_fill(s, o, n, progress, fill_s):
     try:
         probe.go()
         took = _fill(s, o, n, progress, "fill")
-        return probe.stop(), took, {"fill_rate": n / took}
+        return _stopped(probe, took, {"fill_rate": n / took})
     finally:
         probe.kill()
 
@@ -169,7 +205,7 @@ def case_kick(s, o, n, progress, fill_s):
             if got != b"KICKED %d\r\n" % n:
                 raise BenchError(f"kick: {got[:80]!r}")
         time.sleep(0.05)
-        return probe.stop(), took, {}
+        return _stopped(probe, took, {})
     finally:
         probe.kill()
 
@@ -199,7 +235,7 @@ def case_due(s, o, n, progress, fill_s):
         _wait_stats(s.addr, "current-jobs-delayed", 0)
         took = time.monotonic() - t1
         time.sleep(0.05)
-        return probe.stop(), took, {"delay_s": delay}
+        return _stopped(probe, took, {"delay_s": delay})
     finally:
         os.kill(s.pid, signal.SIGCONT)
         probe.kill()
@@ -247,7 +283,7 @@ def case_close(s, o, n, progress, fill_s):
         _wait_stats(s.addr, "current-jobs-reserved", 0)
         took = time.monotonic() - t0
         time.sleep(0.05)
-        return probe.stop(), took, {}
+        return _stopped(probe, took, {})
     finally:
         probe.kill()
 
