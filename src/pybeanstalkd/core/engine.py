@@ -476,9 +476,10 @@ class Engine:
             self.producer_ct += 1
         cap = self.max_memory
         if cap is not None:  # inline: this is every put's path
-            q = self.q
-            over = (q.body_bytes + size + 2 + (len(q.jobs) + 1) * JOB_OVERHEAD
-                    + q.reserved_ct * RESERVED_OVERHEAD > cap)
+            q = self.q  # (memory_used(), inline; len(q.jobs) is a call)
+            over = (q.body_bytes + size + 2
+                    + (q.ready_ct + q.delayed_ct + q.buried_ct + 1) * JOB_OVERHEAD
+                    + q.reserved_ct * (JOB_OVERHEAD + RESERVED_OVERHEAD) > cap)
             if over is not self.at_cap:
                 self._cap_crossed(over)
             if over:
