@@ -12,6 +12,7 @@ operation count, start/end times and latency samples.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue as queue_mod
 import select
 import socket
@@ -35,6 +36,7 @@ class Group:
     role: str
     drivers: list
     pacer: Pacer | None = None
+    nice: int = 0  # added to the process's nice value (stalls: the load yields to the probe)
 
 
 @dataclass
@@ -197,6 +199,8 @@ def _drive(idx, conns, pacer, stop, counts) -> dict:
 def _worker(idx, addr, group, barrier, stop, counts, results):
     conns = []
     try:
+        if group.nice:
+            os.nice(group.nice)
         conns = [_open(addr, d) for d in group.drivers]
         barrier.wait()
         results.put((idx, _drive(idx, conns, group.pacer, stop, counts)))

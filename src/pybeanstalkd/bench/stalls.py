@@ -38,6 +38,11 @@ CASES = ["fill", "kick", "due", "close"]
 PROBE = b"list-tube-used\r\n"
 PROBE_REPLY = b"USING default\r\n"
 INTERVAL_NS = 1_000_000
+# The fill's load processes run at this nice value. On a machine with few
+# cores they otherwise take the CPU from the server and the probe for
+# 8-30 ms at a time (seen as involuntary context switches of an idle-waiting
+# server), which measures the scheduler, not the server. Same for both.
+LOAD_NICE = 10
 WORK_TIMEOUT = 900.0  # s: big work on millions of jobs, on a loaded machine
 
 
@@ -174,7 +179,8 @@ def _wait_stats(addr, key, want, timeout=WORK_TIMEOUT):
 
 def _fill(s, o, n, progress, label, delay=0, ttr=60):
     t0 = time.monotonic()
-    fill(s.addr, o, n, progress=progress and progress.labelled(label), delay=delay, ttr=ttr)
+    fill(s.addr, o, n, progress=progress and progress.labelled(label), delay=delay, ttr=ttr,
+         nice=LOAD_NICE)
     if progress:
         progress.clear()
     return time.monotonic() - t0

@@ -90,11 +90,14 @@ def plan(workload: str, o: Options) -> list[Group]:
     raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
 
 
-def fill(addr, o: Options, jobs: int, tube: str | None = None, progress=None, delay=0, ttr=60):
+def fill(addr, o: Options, jobs: int, tube: str | None = None, progress=None, delay=0, ttr=60,
+         nice=0):
     """Put `jobs` jobs (pipelined, untimed) into the tube, each with `delay` and `ttr`."""
     budget = split(jobs, o.conns)
     groups = _groups("load", o.conns, o.procs,
                      lambda i: Put(budget[i], o.size, 64, tube or o.tube, delay, ttr))
+    for g in groups:
+        g.nice = nice
     return run_phase(addr, groups, progress=progress)
 
 
