@@ -198,14 +198,19 @@ def _drive(idx, conns, pacer, stop, counts) -> dict:
 
 def _worker(idx, addr, group, barrier, stop, counts, results):
     conns = []
+    started = False
     try:
         if group.nice:
             os.nice(group.nice)
         conns = [_open(addr, d) for d in group.drivers]
         barrier.wait()
+        started = True
         results.put((idx, _drive(idx, conns, group.pacer, stop, counts)))
     except BaseException as e:  # reported to the parent, which raises it
-        barrier.abort()
+        if not started:
+            # (after the start, an abort would hit workers still waking
+            # from wait(): their BrokenBarrierError could be reported first)
+            barrier.abort()
         results.put((idx, {"error": f"{type(e).__name__}: {e}"}))
     finally:
         for c in conns:
