@@ -395,7 +395,10 @@ async def test_move_and_flush(w, client):
 
 
 @http_test()
-async def test_flush_of_many_jobs_while_another_client_works(w, client):
+async def test_flush_of_many_jobs_while_another_client_works(w, client, monkeypatch):
+    from pybeanstalkd.server import transport
+
+    monkeypatch.setattr(transport, "STEP_BUDGET_NS", 0)  # a slice a pass, whatever the speed
     s, other = w.conn(), w.conn()
     n = 20 * SLICE
     w.send(s, b"use big\r\n" + b"put 0 0 60 1\r\nx\r\n" * n)

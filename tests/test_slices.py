@@ -520,8 +520,8 @@ def test_a_tick_runs_at_most_tick_slice_timer_entries(h):
 class StepClock:
     """A clock that advances by `cost` ns each time it is read."""
 
-    def __init__(self, cost):
-        self.t, self.cost, self.reads = 0, cost, 0
+    def __init__(self, cost, start=0):
+        self.t, self.cost, self.reads = start, cost, 0
 
     def __call__(self):
         self.reads += 1
@@ -553,3 +553,26 @@ def test_run_timers_stops_at_the_time_budget_between_small_chunks(h):
     # (read once at the start and after every chunk but the last)
     assert clock.reads == (1000 - 5 * TICK_CHUNK) // TICK_CHUNK
     assert [reserve_id(h, a) for _ in range(1000)] == list(range(1, 1001))
+
+
+def test_run_work_runs_slices_until_the_time_budget(h):
+    from pybeanstalkd.server.transport import STEP_BUDGET_NS, run_work
+
+    a = h.conn()
+    n = 20 * SLICE
+    for _ in range(n):
+        put(h, a, delay=100)
+    h.send(a, b"use default\r\n")
+    q = h.e.q
+    assert h.send(a, b"kick %d\r\n" % n) == b""  # the first slice ran at once
+    assert q.ready_ct == SLICE
+    # Each slice "costs" a quarter of the budget: four more slices, then a
+    # stop with work left, whatever the count of slices.
+    assert run_work(h.e, StepClock(STEP_BUDGET_NS // 4, h.now)) is True
+    assert q.ready_ct == 5 * SLICE
+    # A slow slice (memory gone cold) ends the pass after that slice alone.
+    assert run_work(h.e, StepClock(STEP_BUDGET_NS, h.now)) is True
+    assert q.ready_ct == 6 * SLICE
+    # A cheap clock: the rest in one pass, then the reply.
+    assert run_work(h.e, StepClock(1, h.now)) is False
+    assert q.ready_ct == n and h.take(a) == b"KICKED %d\r\n" % n
