@@ -98,7 +98,8 @@ def _sleeper(go, stop, out):
 
 
 class Probe:
-    """The probe process: connected by start(), sending from go() until stop()."""
+    """The probe process (and the sleeper beside it): connected at creation,
+    sending from go() until stop()."""
 
     def __init__(self, addr):
         ctx = mp.get_context("fork")
