@@ -40,8 +40,8 @@ PROBE_REPLY = b"USING default\r\n"
 INTERVAL_NS = 1_000_000
 # The fill's load processes run at this nice value. On a machine with few
 # cores they otherwise take the CPU from the server and the probe for
-# 8-30 ms at a time (seen as involuntary context switches of an idle-waiting
-# server), which measures the scheduler, not the server. Same for both.
+# 8-30 ms at a time (seen as involuntary context switches of a server that
+# had work to do), which measures the scheduler, not the server. Same for both.
 LOAD_NICE = 10
 WORK_TIMEOUT = 900.0  # s: big work on millions of jobs, on a loaded machine
 

@@ -14,7 +14,8 @@ Work that moves many jobs at once (a big kick, a connection closing with many
 reservations, timers coming due together, waiters of an unpaused tube) runs
 in slices of at most SLICE jobs: the first slice at once, the rest as
 background work (`Queue.work`, one slice per `step`) that the I/O layer runs
-between other events, about 1 ms of slices per pass of its loop. Below one slice nothing changes.
+between other events, about 1 ms of slices per pass of its loop. Below one
+slice nothing changes.
 
 A tube's freshly put jobs of one priority arrive in id order, which is ready
 order: they queue in a deque of ids (`Tube.run`, 8 bytes a job) instead of
@@ -67,7 +68,7 @@ WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
 # Jobs (or heap entries) moved per slice of background work. A job moved by a
 # kick or a close costs 1 to 5 us of Python, but up to 100 us on memory left
 # idle for minutes: 64 keeps even such a slice near 6 ms. The I/O layer runs
-# slices until about 1 ms is spent (transport.Server.step).
+# slices until about 1 ms is spent (server/transport.py: run_work).
 SLICE = 64
 SMALL_HEAP = 2048  # a heap this small is compacted at once (under 1 ms)
 WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
