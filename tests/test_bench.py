@@ -1,13 +1,16 @@
 """Smoke tests of pybeanstalkd-bench: tiny runs against our server. The
 numbers must add up; how fast anything is is never asserted."""
 import json
+import socket
+import sys
+import time
 
 import pytest
 
 from pybeanstalkd.bench import main as bench, modes as benchmodes
 from pybeanstalkd.bench.cross import bsload_argv
 from pybeanstalkd.bench.drivers import BenchError
-from pybeanstalkd.bench.spawn import stats
+from pybeanstalkd.bench.spawn import Spawned, exchange, stats
 from pybeanstalkd.bench.workloads import WORKLOADS, Options, run_workload
 from support import REFERENCE, Server, ours_argv
 
@@ -96,6 +99,50 @@ def test_compare_mode(capsys, tmp_path):
     for w in ("put", "mixed"):
         assert set(data["workloads"][w]) == {"reference", "ours"}
     assert data["workloads"]["put"]["reference"][0]["notes"]["dir_bytes"] > 0  # its binlog
+
+
+def floor_server():
+    return Spawned("floor", [sys.executable, "-m", "pybeanstalkd.bench.floor"])
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_floor_server_runs_every_workload(workload):
+    with floor_server() as f:
+        r = run_workload(f.addr, workload, small(), cpu=f.cpu)
+        sane(r)
+        assert r.ops == (900 if workload == "cycle" else 300)
+        assert r.notes["server_cpu"] >= 0
+
+
+def test_floor_server_answers_what_the_workloads_send():
+    with floor_server() as f, socket.create_connection(f.addr, timeout=5) as a, \
+            socket.create_connection(f.addr, timeout=5) as b:
+        assert exchange(a, b"use t\r\nput 1 0 60 2\r\nhi\r\nput 1 0 60 3\r\nyou\r\n", 3) == \
+            b"USING t\r\nINSERTED 1\r\nINSERTED 2\r\n"
+        assert exchange(b, b"reserve-with-timeout 0\r\nwatch t\r\nignore default\r\n", 3) == \
+            b"TIMED_OUT\r\nWATCHING 2\r\nWATCHING 1\r\n"
+        assert exchange(b, b"reserve\r\ndelete 1\r\ndelete 1\r\n", 4) == \
+            b"RESERVED 1 2\r\nhi\r\nDELETED\r\nNOT_FOUND\r\n"
+        assert exchange(b, b"reserve\r\nreserve-with-timeout 5\r\n", 2) == b"RESERVED 2 3\r\nyou\r\n"
+        b.sendall(b"delete 2\r\n")  # behind the waiting reserve: answered after it
+        time.sleep(0.2)
+        assert exchange(a, b"put 1 0 60 1\r\nx\r\n", 1) == b"INSERTED 3\r\n"
+        assert exchange(b, b"", 3) == b"RESERVED 3 1\r\nx\r\nDELETED\r\n"
+
+
+@pytest.mark.skipif(not REFERENCE, reason="reference beanstalkd is not installed")
+def test_compare_with_the_floor(capsys):
+    assert bench.main(["--compare", "--floor", "-n", "200", "-c", "2", "-w", "put,reserve",
+                       "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "floor ops/s" in out and "ours CPU us/op" in out
+    assert bench.main(["--compare", "--floor", "-n", "200", "-c", "2", "-w", "cycle", "-q",
+                       "--json", "-"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["workloads"]["cycle"]) == {"reference", "ours", "floor"}
+    assert data["workloads"]["cycle"]["floor"][0]["ops"] == 600
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--floor", "-w", "put"])
 
 
 def test_bsload_arguments():

@@ -122,6 +122,8 @@ def workload_tables(res, names) -> str:
             rows.append([w, r.ops, r.seconds, r.ops_s, _cpu(r), r.p50_us, r.p99_us, r.max_us])
         return table(["workload", "ops", "seconds", "ops/s", "server CPU", "p50 us", "p99 us",
                       "max us"], rows)
+    if len(names) == 3:
+        return floor_table(res, names)
     ref, ours = names
     rows = []
     for w, per in res.items():
@@ -130,6 +132,26 @@ def workload_tables(res, names) -> str:
                      a.p99_us, b.p99_us, _ratio(b.p99_us, a.p99_us)])
     return table(["workload", f"{ref} ops/s", f"{ours} ops/s", "ratio", f"{ref} CPU",
                   f"{ours} CPU", f"{ref} p99 us", f"{ours} p99 us", "p99 ratio"], rows)
+
+
+def _us_per_op(r):
+    c = r.notes.get("server_cpu")
+    return None if c is None or not r.ops_s else 1e6 * c / r.ops_s
+
+
+def floor_table(res, names) -> str:
+    """Rates and the server's CPU per op (user + system, us) of the
+    reference, ours and the floor; ratios against the reference."""
+    ref, ours, floor = names
+    rows = []
+    for w, per in res.items():
+        a, b, f = (median_result(per[n]) for n in names)
+        rows.append([w, a.ops_s, b.ops_s, _ratio(b.ops_s, a.ops_s), f.ops_s,
+                     _ratio(f.ops_s, a.ops_s), _us_per_op(a), _us_per_op(b), _us_per_op(f),
+                     _ratio(b.p99_us, a.p99_us), _ratio(f.p99_us, a.p99_us)])
+    return table(["workload", f"{ref} ops/s", f"{ours} ops/s", "ratio", f"{floor} ops/s",
+                  f"{floor} ratio", f"{ref} CPU us/op", f"{ours} CPU us/op",
+                  f"{floor} CPU us/op", "p99 ratio", f"{floor} p99 ratio"], rows)
 
 
 def crosscheck_table(res, names) -> str:
@@ -227,6 +249,9 @@ def parse_args(argv):
     a("--compare", action="store_true", help="start the reference and ours, alternate between them")
     a("--reference", default=None, help="reference server binary (default: beanstalkd in PATH)")
     a("--ours", default=None, help="our server command (default: this Python -m pybeanstalkd)")
+    a("--floor", action="store_true",
+      help="with --compare: the workloads also on a minimal pure-Python server (put, "
+           "reserve, delete and nothing else), the floor for a Python design")
     a("--server-args", default="", help="extra server flags; {tmpdir} is a fresh dir per server")
     a("--bsload", metavar="PATH", help="also run the C load generator bsload on each workload")
     a("--rounds", type=int, default=1, help="runs of each workload per server (median shown)")
@@ -266,6 +291,8 @@ def parse_args(argv):
         p.error("--http-cost needs --compare (it starts the servers with and without --http)")
     if args.memcap and not args.compare:
         p.error("--memcap needs --compare (it starts the servers with and without the cap)")
+    if args.floor and not args.compare:
+        p.error("--floor needs --compare (it starts the floor server beside the others)")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
     bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES)
@@ -300,9 +327,15 @@ def main(argv=None) -> int:
                    lambda: Spawned("ours", ours, args.server_args)]
         names = ["reference", "ours"]
         argvs = [("reference", ref), ("ours", ours)]
+        if args.floor:
+            floor = [sys.executable, "-m", "pybeanstalkd.bench.floor"]
+            load_servers = servers + [lambda: Spawned("floor", floor)]
+            load_names = names + ["floor"]
     else:
         servers = [lambda: modes.Running((args.host, args.port))]
         names = ["server"]
+    if not args.floor:
+        load_servers, load_names = servers, names
     special = (args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
                or args.memcap or args.http_cost or args.micro)
     out = {"options": vars(args), "servers": names}
@@ -322,14 +355,14 @@ def main(argv=None) -> int:
                            ["rss_before", "rss_after", "bytes_per_conn"]))
         if args.workloads or not special:
             chosen = args.workloads.split(",") if args.workloads else WORKLOADS
-            res = modes.workloads(servers, chosen, o, args.rounds, progress, args.bsload)
+            res = modes.workloads(load_servers, chosen, o, args.rounds, progress, args.bsload)
             progress.clear()
             out["workloads"] = {w: {n: [asdict(r) | {"ops_s": r.ops_s} for r in rs]
                                     for n, rs in per.items()} for w, per in res.items()}
             say(f"\n{o.conns} connections, {o.size}-byte bodies, pipeline {o.pipeline}"
                 + (f", {args.rounds} rounds (median)" if args.rounds > 1 else "")
                 + (f", server flags {args.server_args!r}" if args.server_args else ""))
-            say(workload_tables(res, names))
+            say(workload_tables(res, load_names))
             if args.bsload:
                 say("\ncross-check: this client against bsload (C, a thread per connection)")
                 say(crosscheck_table(res, names))
