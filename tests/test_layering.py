@@ -11,6 +11,9 @@
   nothing of ours outside ops/admin*.
 - the rest of ops/ (the HTTP side) imports core/ and binlog/ of ours: the
   server hands it its objects; it never imports server/, cluster/ or cli.
+- cluster/ (replication, issue 13) is imported only by cli.py, server/ and
+  cluster/, so that without --cluster none of it loads. Its frame and state
+  modules (cluster/frame.py) are pure, as core/ is.
 - aiohttp and prometheus_client are imported only in ops/ (which the server
   imports only with --http), so that start-up without --http stays fast.
 """
@@ -32,6 +35,7 @@ IMPURE = {
 }
 HTTP_ONLY = {"aiohttp", "prometheus_client", "yarl", "multidict"}
 IMPURE_CALLS = {"open", "print", "input", "__import__", "exec", "eval"}
+PURE_CLUSTER = {"pybeanstalkd.cluster.frame"}
 PACKAGE_CONSTANTS = {"pybeanstalkd", "pybeanstalkd.BEANSTALKD_VERSION", "pybeanstalkd.__version__"}
 
 
@@ -93,6 +97,10 @@ def violations(modname: str, source: str, is_package: bool = False) -> list[str]
                 bad.append(f"{where}: core/ does no I/O and reads no clock")
             if ours(name) and room(name) != "core" and name not in PACKAGE_CONSTANTS:
                 bad.append(f"{where}: core/ imports only core/ (and the package's constants)")
+        if modname in PURE_CLUSTER and top in IMPURE:
+            bad.append(f"{where}: {modname} is pure: no I/O, no clock")
+        if here not in ("server", "cli", "cluster") and ours(name) and room(name) == "cluster":
+            bad.append(f"{where}: only cli.py, server/ and cluster/ import cluster/")
         if here == "binlog" and ours(name) and room(name) in ("server", "ops", "cluster", "bench", "cli"):
             bad.append(f"{where}: binlog/ never imports {room(name)}/")
         if (here == "bench" and ours(name) and room(name) != "bench" and name != "pybeanstalkd"
@@ -108,8 +116,8 @@ def violations(modname: str, source: str, is_package: bool = False) -> list[str]
             bad.append(f"{where}: ops/ imports only core/ and binlog/ of ours")
         if here != "ops" and top in HTTP_ONLY:
             bad.append(f"{where}: only ops/ imports {top} (start-up stays fast without --http)")
-    if here == "core":
-        bad += [f"{modname}:{line} calls {fn}(): core/ does no I/O"
+    if here == "core" or modname in PURE_CLUSTER:
+        bad += [f"{modname}:{line} calls {fn}(): {here}/ does no I/O"
                 for line, fn in calls(source) if fn in IMPURE_CALLS]
     return bad
 
@@ -125,7 +133,7 @@ def test_the_tree_keeps_its_rules():
 
 
 def test_every_room_exists_and_has_a_docstring():
-    for pkg in ("core", "binlog", "server", "bench"):
+    for pkg in ("core", "binlog", "server", "bench", "cluster"):
         assert (PKG / pkg / "__init__.py").exists()
     for m, src, _ in sources():
         assert ast.get_docstring(ast.parse(src)), f"{m} has no docstring saying what it is for"
@@ -160,6 +168,10 @@ def test_every_room_exists_and_has_a_docstring():
     ("pybeanstalkd.ops.metrics", "from pybeanstalkd import cli\n"),
     ("pybeanstalkd.server.loop", "import aiohttp\n"),
     ("pybeanstalkd.binlog.sync", "from prometheus_client import Counter\n"),
+    ("pybeanstalkd.cluster.frame", "import socket\n"),
+    ("pybeanstalkd.cluster.frame", "def f():\n    print(1)\n"),
+    ("pybeanstalkd.core.queue", "from ..cluster import frame\n"),
+    ("pybeanstalkd.binlog.files", "from ..cluster.frame import Reader\n"),
 ])
 def test_the_checker_catches(mod, src):
     assert violations(mod, src)
@@ -176,6 +188,8 @@ def test_the_checker_catches(mod, src):
                                "def f():\n    import pybeanstalkd.ops.admin_views as v\n"),
     ("pybeanstalkd.ops.http", "from aiohttp import web\nfrom ..core import admin\nfrom ..binlog import files\n"),
     ("pybeanstalkd.server.loop", "def f():\n    from ..ops.http import start\n"),
+    ("pybeanstalkd.cluster.frame", "import struct, zlib\n"),
+    ("pybeanstalkd.server.loop", "def f():\n    from ..cluster import frame\n"),
 ])
 def test_the_checker_lets_allowed_imports_pass(mod, src):
     assert violations(mod, src) == []

@@ -1,0 +1,1 @@
+"""Replication for high availability (issue 13): loaded only with --cluster."""
