@@ -140,6 +140,7 @@ def test_compare_with_the_floor(capsys):
                        "--json", "-"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data["workloads"]["cycle"]) == {"reference", "ours", "floor"}
+    assert data["servers"] == ["reference", "ours", "floor"]
     assert data["workloads"]["cycle"]["floor"][0]["ops"] == 600
     with pytest.raises(SystemExit):
         bench.parse_args(["--floor", "-w", "put"])

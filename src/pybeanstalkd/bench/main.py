@@ -338,7 +338,8 @@ def main(argv=None) -> int:
         load_servers, load_names = servers, names
     special = (args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
                or args.memcap or args.http_cost or args.micro)
-    out = {"options": vars(args), "servers": names}
+    out = {"options": vars(args), "servers": load_names if args.workloads or not special
+           else names}
     t0 = monotonic()
     try:
         if args.micro:
