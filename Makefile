@@ -10,7 +10,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[http,admin,test]'
+	$(VENV)/bin/pip install -q -e '.[http,admin,cluster,test]'
 	touch $(STAMP)
 
 run: install

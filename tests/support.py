@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager
 
 REFERENCE = shutil.which("beanstalkd")
+ETCD = shutil.which("etcd")
 
 
 def require_reference() -> str:
@@ -22,6 +23,49 @@ def require_reference() -> str:
     if os.environ.get("PYBEANSTALKD_REQUIRE_REFERENCE") or os.environ.get("CI"):
         pytest.fail("reference beanstalkd is not installed (apt-get install beanstalkd)")
     pytest.skip("reference beanstalkd is not installed")
+
+
+def require_etcd() -> str:
+    """Path of etcd (Debian's etcd-server); a hard failure in CI when missing."""
+    import pytest
+
+    if ETCD:
+        return ETCD
+    if os.environ.get("CI"):
+        pytest.fail("etcd is not installed (apt-get install etcd-server)")
+    pytest.skip("etcd is not installed")
+
+
+@contextmanager
+def etcd_server(data_dir: str):
+    """A one-member etcd on free loopback ports (no fsync: tests only);
+    yields (host, client port), once it answers /health."""
+    import urllib.request
+
+    client, peer = free_port(), free_port()
+    c_url, p_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+    proc = subprocess.Popen(
+        [require_etcd(), "--name", "n1", "--data-dir", data_dir, "--unsafe-no-fsync",
+         "--listen-client-urls", c_url, "--advertise-client-urls", c_url,
+         "--listen-peer-urls", p_url, "--initial-advertise-peer-urls", p_url,
+         "--initial-cluster", f"n1={p_url}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(c_url + "/health", timeout=1) as r:
+                    if b'"true"' in r.read():
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > end:
+                raise RuntimeError("etcd did not start")
+            time.sleep(0.05)
+        yield "127.0.0.1", client
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def ours_argv() -> list[str]:

@@ -13,7 +13,8 @@
   server hands it its objects; it never imports server/, cluster/ or cli.
 - cluster/ (replication, issue 13) is imported only by cli.py, server/ and
   cluster/, so that without --cluster none of it loads. Its frame and state
-  modules (cluster/frame.py) are pure, as core/ is.
+  modules (cluster/frame.py) are pure, as core/ is. Only cluster/ imports
+  the etcd client (aetcd, grpc).
 - aiohttp and prometheus_client are imported only in ops/ (which the server
   imports only with --http), so that start-up without --http stays fast.
 """
@@ -34,6 +35,7 @@ IMPURE = {
     "sys", "mmap", "uvloop", "importlib", "builtins", "logging", "ctypes",
 }
 HTTP_ONLY = {"aiohttp", "prometheus_client", "yarl", "multidict"}
+CLUSTER_ONLY = {"aetcd", "grpc"}
 IMPURE_CALLS = {"open", "print", "input", "__import__", "exec", "eval"}
 PURE_CLUSTER = {"pybeanstalkd.cluster.frame"}
 PACKAGE_CONSTANTS = {"pybeanstalkd", "pybeanstalkd.BEANSTALKD_VERSION", "pybeanstalkd.__version__"}
@@ -114,6 +116,8 @@ def violations(modname: str, source: str, is_package: bool = False) -> list[str]
             bad.append(f"{where}: only cli.py, server/ and cluster/ import server/")
         if here == "ops" and ours(name) and room(name) in ("cluster", "cli"):
             bad.append(f"{where}: ops/ imports only core/ and binlog/ of ours")
+        if here != "cluster" and top in CLUSTER_ONLY:
+            bad.append(f"{where}: only cluster/ imports {top} (loaded only with --cluster)")
         if here != "ops" and top in HTTP_ONLY:
             bad.append(f"{where}: only ops/ imports {top} (start-up stays fast without --http)")
     if here == "core" or modname in PURE_CLUSTER:
@@ -170,6 +174,7 @@ def test_every_room_exists_and_has_a_docstring():
     ("pybeanstalkd.binlog.sync", "from prometheus_client import Counter\n"),
     ("pybeanstalkd.cluster.frame", "import socket\n"),
     ("pybeanstalkd.cluster.frame", "def f():\n    print(1)\n"),
+    ("pybeanstalkd.server.loop", "import aetcd\n"),
     ("pybeanstalkd.core.queue", "from ..cluster import frame\n"),
     ("pybeanstalkd.binlog.files", "from ..cluster.frame import Reader\n"),
 ])
@@ -189,6 +194,7 @@ def test_the_checker_catches(mod, src):
     ("pybeanstalkd.ops.http", "from aiohttp import web\nfrom ..core import admin\nfrom ..binlog import files\n"),
     ("pybeanstalkd.server.loop", "def f():\n    from ..ops.http import start\n"),
     ("pybeanstalkd.cluster.frame", "import struct, zlib\n"),
+    ("pybeanstalkd.cluster.coord", "import json\nimport aetcd\n"),
     ("pybeanstalkd.server.loop", "def f():\n    from ..cluster import frame\n"),
 ])
 def test_the_checker_lets_allowed_imports_pass(mod, src):

@@ -1,0 +1,118 @@
+"""What etcd decides (cluster/coord.py), against a real etcd on loopback:
+one leader at a time, epochs that only grow, only ISR members may lead, a
+deposed leader can write nothing, and job id blocks never overlap."""
+import asyncio
+import time
+
+import pytest
+
+from support import etcd_server
+
+pytest.importorskip("aetcd")  # the `cluster` extra, which `make install` installs
+from pybeanstalkd.cluster.coord import Coordinator  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory):
+    with etcd_server(str(tmp_path_factory.mktemp("etcd"))) as addr:
+        yield addr
+
+
+_n = 0
+
+
+def run(etcd, body):
+    """body(make) in a fresh cluster name; make(node, ttl=3) -> Coordinator."""
+    global _n
+    _n += 1
+    made = []
+
+    def make(node, ttl=3):
+        c = Coordinator(f"t{_n}", node, *etcd, ttl=ttl)
+        made.append(c)
+        return c
+
+    async def main():
+        try:
+            return await body(make)
+        finally:
+            for c in made:
+                await c.close()
+    return asyncio.run(main())
+
+
+def test_the_first_to_campaign_leads_and_founds_the_isr(etcd):
+    async def body(make):
+        a, b = make("a"), make("b")
+        assert await a.leader() is None and await a.isr() is None
+        epoch = await a.campaign({"peer": "127.0.0.1:1"})
+        assert epoch > 0 and a.epoch == epoch
+        assert await b.campaign({}) == 0  # held
+        assert await b.leader() == ("a", epoch, {"node": "a", "peer": "127.0.0.1:1"})
+        assert await b.isr() == (epoch, ["a"])
+        assert await a.keepalive() is True
+    run(etcd, body)
+
+
+def test_only_an_isr_member_may_take_the_lead(etcd):
+    async def body(make):
+        a, b, c = make("a"), make("b"), make("c")
+        e1 = await a.campaign({})
+        assert await a.set_isr(["a", "b"])
+        await a.resign()
+        assert await a.leader() is None
+        assert await c.campaign({}) == 0  # not in the ISR
+        e2 = await b.campaign({})
+        assert e2 > e1  # epochs only grow
+        assert await c.isr() == (e1, ["a", "b"])  # b leads; the ISR is as a left it
+        assert await b.set_isr(["b"])
+        assert await c.isr() == (e2, ["b"])
+    run(etcd, body)
+
+
+def test_a_deposed_leader_can_write_nothing(etcd):
+    async def body(make):
+        a, b = make("a", ttl=1), make("b")
+        e1 = await a.campaign({})
+        assert await a.set_isr(["a", "b"])
+        # a stops refreshing (paused, cut off): its lease runs out.
+        end = time.monotonic() + 10
+        while await b.leader() is not None:
+            assert time.monotonic() < end, "the lease never expired"
+            await asyncio.sleep(0.2)
+        e2 = await b.campaign({})
+        assert e2 > e1
+        # a still believes it leads under e1: every write it tries fails.
+        assert a.epoch == e1
+        assert await a.set_isr(["a"]) is False
+        assert await b.isr() == (e1, ["a", "b"])
+        assert await a.take_ids(100) is None and a.epoch == 0
+        assert await a.keepalive() is False
+        assert await b.leader() == ("b", e2, {"node": "b"})
+    run(etcd, body)
+
+
+def test_job_id_blocks_never_overlap_across_leaders(etcd):
+    async def body(make):
+        a, b = make("a"), make("b")
+        await a.campaign({})
+        await a.set_isr(["a", "b"])
+        blocks = list(await asyncio.gather(*(a.take_ids(1000) for _ in range(5))))
+        await a.resign()
+        await b.campaign({})
+        blocks.append(await b.take_ids(1000))
+        ids = [i for r in blocks for i in r]
+        assert len(ids) == len(set(ids)) == 6000
+        assert blocks[-1] == range(5001, 6001)  # after every block the old leader took
+        assert await make("c").take_ids(10) is None  # not a leader
+    run(etcd, body)
+
+
+def test_nodes_register_themselves(etcd):
+    async def body(make):
+        a, b = make("a"), make("b")
+        await a.register({"peer": "127.0.0.1:7001", "http": "127.0.0.1:8001"})
+        await b.register({"peer": "127.0.0.1:7002", "http": "127.0.0.1:8002"})
+        assert await a.nodes() == {"a": {"peer": "127.0.0.1:7001", "http": "127.0.0.1:8001"},
+                                   "b": {"peer": "127.0.0.1:7002", "http": "127.0.0.1:8002"}}
+    run(etcd, body)
