@@ -90,6 +90,7 @@ class Wal:
         # id -> the stored job or None: the queue's job map, once recover()
         # has loaded it. Compaction finds a file's live jobs through it.
         self.find = lambda id_: None
+        self.tap = None  # --cluster: called with each batch of records written
 
     # -- files ------------------------------------------------------------
 
@@ -335,6 +336,8 @@ class Wal:
             self._fail(f"write {self.cur.path}: {e.strerror}")
             return
         self.written = self.lsn
+        if self.tap is not None:
+            self.tap(data)
 
     def _fail(self, why: str):
         self.warn(f"binlog disabled: {why}; jobs are kept in memory only")
