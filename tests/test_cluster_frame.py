@@ -134,3 +134,24 @@ def test_fencing_holds_in_any_sequence(steps):
             else:
                 assert v == (F.STALE if epoch < seen else F.RESYNC)
             seen = max(seen, epoch)
+
+
+def test_snapshots_and_acks():
+    data = F.encode(3, 0, b"all", snapshot=True) + F.encode(3, 1, b"next")
+    got = F.Reader().feed(data)
+    assert [(f.epoch, f.seq, f.records, f.snapshot) for f in got] == [
+        (3, 0, b"all", True), (3, 1, b"next", False)]
+    with pytest.raises(ValueError):
+        F.encode(3, 0, b"")  # a batch's seq starts at 1
+    acks = F.encode_ack(3, 7) + F.encode_ack(4, 1)
+    r = F.AckReader()
+    assert r.feed(acks[:5]) == [] and r.feed(acks[5:]) == [(3, 7), (4, 1)]
+    with pytest.raises(F.FrameError):
+        F.AckReader().feed(b"RESERVED 1 5\r\nhello\r\n")
+    f = F.Follower()
+    f.start(3, 5)
+    assert f.check(F.Frame(2, 9, b"", True)) == F.STALE
+    assert f.check(F.Frame(3, 9, b"", True)) == F.RESTART
+    assert f.check(F.Frame(4, 0, b"", True)) == F.RESTART
+    f.start(4, 0)
+    assert f.check(F.Frame(4, 1, b"")) == F.APPLY

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fakeclock import Harness
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
-from pybeanstalkd.cluster.apply import apply_records
+from pybeanstalkd.cluster.apply import apply_records, restart, snapshot
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
 from support import Client, Server, require_reference
 
@@ -50,6 +50,13 @@ class Pair:
             apply_records(self.fh.e.q, b, self.fwal.wall_offset, self.fh.now,
                           self.fh.e.max_job_size)
         self.batches.clear()
+        self.fwal.flush()
+
+    def resnap(self):
+        self.lwal.flush()
+        self.batches.clear()  # what the snapshot already holds
+        restart(self.fh.e.q, snapshot(self.lh.e.q, self.lwal.wall_offset), self.fwal.wall_offset,
+                self.fh.now, self.fh.e.max_job_size)
         self.fwal.flush()
 
     def advance(self, seconds):
@@ -122,6 +129,7 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("kick"), st.sampled_from([b"default", b"a"]), st.integers(1, 3)),
     st.tuples(st.just("kick-job"), st.integers(1, 30)),
     st.tuples(st.just("advance"), st.sampled_from([0.5, 1.5, 4, 61])),
+    st.tuples(st.just("snapshot")),
 ), max_size=60)
 
 
@@ -153,6 +161,8 @@ def test_a_follower_holds_what_its_leader_holds(tmp_path_factory, steps):
             p.send(b"kick %d\r\n" % op[2])
         elif kind == "kick-job":
             p.send(b"kick-job %d\r\n" % op[1])
+        elif kind == "snapshot":  # the follower catches up from scratch
+            p.resnap()
         elif kind == "advance":
             p.advance(op[1])
             held = [i for i in held if p.lh.e.q.jobs.get(i) is not None
@@ -170,6 +180,27 @@ def _delayed_came_due(h2, p):
     a, b = jobs(h2.e.q, exact=False), jobs(p.lh.e.q, exact=False)
     strip = lambda d: {i: v[:3] + ((READY,) if v[3] == DELAYED else v[3:4]) for i, v in d.items()}  # noqa: E731
     return strip(a) == strip(b)
+
+
+def test_a_snapshot_replaces_what_a_follower_had(tmp_path):
+    p = Pair(str(tmp_path))
+    for i in range(6):
+        p.send(b"put %d 0 60 3\r\nj%02d\r\n" % (i, i))
+    # The follower misses what comes next (it was down)...
+    p.lwal.tap = None
+    p.send(b"delete 2\r\n")
+    p.send(b"reserve-with-timeout 0\r\n")
+    p.send(b"bury 1 4\r\n")
+    p.send(b"reserve-with-timeout 0\r\n")
+    p.send(b"bury 3 4\r\n")
+    p.send(b"put 0 30 60 1\r\nd\r\n")
+    assert jobs(p.fh.e.q) != jobs(p.lh.e.q)
+    p.lwal.tap = p.batches.append
+    p.resnap()  # ...and catches up
+    same(p)
+    assert list(p.fh.e.q.tubes[b"default"].buried) == [1, 3]
+    p.send(b"kick 1\r\n")
+    same(p)
 
 
 def test_the_followers_binlog_is_one_beanstalkd_reads(tmp_path):

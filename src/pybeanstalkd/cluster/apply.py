@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..binlog import format as F
 from ..core import replica
-from ..core.job import pack_counters
+from ..core.job import BURIED, pack_counters
 
 _HEAD = F.FULL_HEAD.pack(F.VERSION)
 
@@ -35,3 +35,26 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
     if problems or not st[1]:
         raise ApplyError("; ".join(problems) or "a torn record")
     return n
+
+
+def snapshot(q, wall_offset: int) -> bytes:
+    """A full record of every job q holds; buried ones last, in each tube's
+    bury order, which is the order a follower buries them in."""
+    out = [F.encode(j, True, wall_offset) for b in q.blocks.values() for j in b.values()
+           if j.state != BURIED]
+    out += [F.encode(j, True, wall_offset) for t in q.tubes.values() for j in t.buried.values()]
+    return b"".join(out)
+
+
+def restart(q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:
+    """Replace every job q holds with a snapshot's (deleting the others
+    through the queue, so the follower's binlog drops them too)."""
+    keep = set()
+    head = _HEAD + records
+    for rec in F.read_records(head, F.VERSION, max_job_size, "snapshot", lambda m: None, [0, True]):
+        if rec is None:
+            break
+        keep.add(rec[2][0])
+    for id_ in [i for b in q.blocks.values() for i in b if i not in keep]:
+        q.delete(None, id_, now, count=False)
+    return apply_records(q, records, wall_offset, now, max_job_size)

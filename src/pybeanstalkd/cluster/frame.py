@@ -1,10 +1,15 @@
 """Replication frames: what a leader ships to its followers (issue 13).
 
 A frame carries one group-commit batch: the binlog v7 records the leader
-wrote in one flush cycle, byte for byte, so that a follower's directory
-stays a binlog beanstalkd can read. Around them:
+wrote in one flush cycle, byte for byte. Around them:
 
     magic "pbr1" | epoch u64 | seq u64 | length u32 | crc32 u32 | records
+
+A snapshot (magic "pbs1") carries a full record of every job the leader
+holds, as of its batch `seq`: a follower replaces what it has with it, and
+the stream goes on from seq + 1. A follower acks what it has on disk with
+
+    magic "pba1" | epoch u64 | seq u64
 
 - epoch: the revision of the leader key in etcd, a fencing number etcd
   hands out, not we. A follower that has seen epoch E refuses any frame
@@ -22,7 +27,10 @@ import zlib
 from dataclasses import dataclass
 
 MAGIC = b"pbr1"
+SNAPSHOT = b"pbs1"
 HEAD = struct.Struct("<4sQQII")
+ACK = struct.Struct("<4sQQ")
+ACK_MAGIC = b"pba1"
 HEAD_SIZE = HEAD.size  # 28
 # Bounds what a reader buffers before it can check a frame's checksum.
 MAX_RECORDS = 1 << 30
@@ -37,14 +45,16 @@ class Frame:
     epoch: int
     seq: int
     records: bytes
+    snapshot: bool = False
 
 
-def encode(epoch: int, seq: int, records: bytes) -> bytes:
-    if not (0 < epoch < 1 << 64 and 0 < seq < 1 << 64):
-        raise ValueError("epoch and seq must be u64 and not 0")
+def encode(epoch: int, seq: int, records: bytes, snapshot: bool = False) -> bytes:
+    """A batch (seq from 1), or a snapshot as of batch seq (from 0)."""
+    if not (0 < epoch < 1 << 64 and (0 if snapshot else 1) <= seq < 1 << 64):
+        raise ValueError("epoch and seq must be u64, and not 0 (but a snapshot's seq)")
     if len(records) > MAX_RECORDS:
         raise ValueError("batch too big")
-    head = struct.pack("<4sQQI", MAGIC, epoch, seq, len(records))
+    head = struct.pack("<4sQQI", SNAPSHOT if snapshot else MAGIC, epoch, seq, len(records))
     crc = zlib.crc32(records, zlib.crc32(head))
     return head + struct.pack("<I", crc) + records
 
@@ -63,7 +73,7 @@ class Reader:
         pos = 0
         while len(buf) - pos >= HEAD_SIZE:
             magic, epoch, seq, n, crc = HEAD.unpack_from(buf, pos)
-            if magic != MAGIC:
+            if magic != MAGIC and magic != SNAPSHOT:
                 raise FrameError(f"bad magic {bytes(magic)!r}")
             if n > self.max_records:
                 raise FrameError(f"frame of {n} bytes, over {self.max_records}")
@@ -73,16 +83,42 @@ class Reader:
             records = bytes(buf[pos + HEAD_SIZE:end])
             if zlib.crc32(records, zlib.crc32(buf[pos:pos + HEAD_SIZE - 4])) != crc:
                 raise FrameError(f"bad checksum in frame {epoch}/{seq}")
-            if not epoch or not seq:
+            snapshot = magic == SNAPSHOT
+            if not epoch or not (seq or snapshot):
                 raise FrameError(f"frame {epoch}/{seq}: epoch and seq start at 1")
-            out.append(Frame(epoch, seq, records))
+            out.append(Frame(epoch, seq, records, snapshot))
             pos = end
         del buf[:pos]
         return out
 
 
+def encode_ack(epoch: int, seq: int) -> bytes:
+    return ACK.pack(ACK_MAGIC, epoch, seq)
+
+
+class AckReader:
+    """(epoch, seq) acks out of a follower's byte stream."""
+
+    def __init__(self):
+        self.buf = b""
+
+    def feed(self, data: bytes) -> list[tuple[int, int]]:
+        buf = self.buf + data
+        out = []
+        pos = 0
+        while len(buf) - pos >= ACK.size:
+            magic, epoch, seq = ACK.unpack_from(buf, pos)
+            if magic != ACK_MAGIC:
+                raise FrameError(f"bad ack magic {bytes(magic)!r}")
+            out.append((epoch, seq))
+            pos += ACK.size
+        self.buf = buf[pos:]
+        return out
+
+
 # Verdicts on a frame, from the follower's side.
 APPLY = "apply"  # the next batch of the current epoch: append, fsync, ack
+RESTART = "restart"  # a snapshot of a current or newer epoch: replace all, then go on
 STALE = "stale"  # from an epoch older than one seen: refuse (fencing)
 RESYNC = "resync"  # a gap, a repeat, or a new epoch mid-stream: catch up first
 
@@ -121,6 +157,8 @@ class Follower:
     def check(self, f: Frame) -> str:
         if f.epoch < self.epoch:
             return STALE
+        if f.snapshot:
+            return RESTART
         if f.epoch != self.following or f.seq != self.seq + 1:
             if f.epoch > self.epoch:
                 self.epoch = f.epoch  # refuse the old leader from now on
