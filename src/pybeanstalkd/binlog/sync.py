@@ -10,7 +10,7 @@ from ..diag import default_warn as warn
 from .files import Wal
 
 
-def _fsync_all(fds, dirfd):
+def fsync_all(fds, dirfd):
     # fdatasync: the files are preallocated, so only data (and the extent
     # state needed to read it back) must reach the disk; it is 3x cheaper
     # than fsync on fallocated space here.
@@ -64,7 +64,7 @@ class Syncer:
             fds, dirfd = self.jobs.get()
             t0 = monotonic_ns()
             try:
-                _fsync_all(fds, dirfd)
+                fsync_all(fds, dirfd)
             except OSError as e:
                 self.error = e
             self.took = monotonic_ns() - t0
@@ -135,7 +135,7 @@ class Syncer:
         wal.flush()
         if self.wantsync and wal.use:
             fds, dirfd, close = wal.sync_targets()
-            _fsync_all(fds, dirfd)
+            fsync_all(fds, dirfd)
             for fd in close:
                 os.close(fd)
             wal.synced = wal.written

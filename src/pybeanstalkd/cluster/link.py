@@ -1,0 +1,181 @@
+"""The peer link (issue 13): a leader ships frames to each follower over
+TCP; a follower applies them, writes and fsyncs them to its own binlog,
+then acks.
+
+Every connection starts with a snapshot of the leader's jobs, then goes on
+with the batches its binlog writes (Wal.tap). A follower that finds a gap,
+or a frame of another epoch, closes the connection: the leader's next one
+starts with a snapshot again. Frames that arrive while a follower fsyncs
+share its next fsync, and it acks the last of them.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from time import monotonic_ns
+
+from ..binlog.sync import fsync_all
+from . import frame as F
+from .apply import ApplyError, apply_records, restart, snapshot
+
+
+class FollowerNode:
+    """What a follower holds: its queue (with its own binlog as the store),
+    the fencing state, and the link its leader writes to."""
+
+    def __init__(self, q, wal, max_job_size: int, log=lambda m: None):
+        self.q, self.wal, self.max_job_size, self.log = q, wal, max_job_size, log
+        self.state = F.Follower()
+        self.conns: set = set()
+
+    async def serve(self, host: str, port: int):
+        loop = asyncio.get_running_loop()
+        return await loop.create_server(lambda: _Receiver(self), host, port)
+
+    def take(self, f: F.Frame, conn=None) -> bool:
+        """Apply one frame (not yet on disk). False: drop the connection."""
+        verdict = self.state.check(f)
+        now = monotonic_ns()
+        try:
+            if verdict == F.RESTART:
+                restart(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
+                self.state.start(f.epoch, f.seq)
+                for other in [c for c in self.conns if c is not conn]:
+                    other.transport.close()  # the leader it came from is not followed now
+                return True
+            if verdict == F.APPLY:
+                apply_records(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
+                self.state.applied(f)
+                return True
+        except ApplyError as e:
+            self.log(f"replication: {e}; resyncing")
+            return False
+        self.log(f"replication: frame {f.epoch}/{f.seq}: {verdict}")
+        return False
+
+
+class _Receiver(asyncio.Protocol):
+    def __init__(self, node: FollowerNode):
+        self.node = node
+        self.reader = F.Reader()
+        self.syncing = False
+        self.unsynced = None  # (epoch, seq) applied, not yet fsynced
+
+    def connection_made(self, transport):
+        self.node.conns.add(self)
+        self.transport = transport
+
+    def connection_lost(self, exc):
+        self.node.conns.discard(self)
+
+    def data_received(self, data):
+        try:
+            frames = self.reader.feed(data)
+        except F.FrameError as e:
+            self.node.log(f"replication: {e}")
+            self.transport.close()
+            return
+        for f in frames:
+            if not self.node.take(f, self):
+                self.transport.close()
+                return
+            self.unsynced = (f.epoch, f.seq)
+        if self.unsynced is not None and not self.syncing:
+            self.syncing = True
+            asyncio.get_running_loop().create_task(self._sync())
+
+    async def _sync(self):
+        loop = asyncio.get_running_loop()
+        wal = self.node.wal
+        while self.unsynced is not None:
+            ack, self.unsynced = self.unsynced, None
+            wal.flush()
+            fds, dirfd, close = wal.sync_targets()
+            await loop.run_in_executor(None, fsync_all, fds, dirfd)
+            for fd in close:
+                os.close(fd)
+            wal.synced = wal.written
+            if not self.transport.is_closing():
+                self.transport.write(F.encode_ack(*ack))
+        self.syncing = False
+
+
+class Replicator:
+    """The leader's side: numbers each batch its binlog writes, ships it to
+    every connected follower, and tracks what each has acked."""
+
+    def __init__(self, q, wal, epoch: int, log=lambda m: None):
+        self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
+        self.seq = 0  # the last batch numbered
+        self.lsn = {}  # seq -> the wal's written bytes after that batch
+        self.links: dict[str, _Shipper] = {}
+        wal.tap = self._batch
+
+    def _batch(self, data: bytes):
+        self.seq += 1
+        lsn = self.lsn
+        lsn[self.seq] = self.wal.written
+        if len(lsn) > 4096:  # keep what a follower may still ack
+            low = min((link.acked for link in self.links.values()), default=self.seq)
+            for k in [k for k in lsn if k < low]:
+                del lsn[k]
+        frame = F.encode(self.epoch, self.seq, data)
+        for link in self.links.values():
+            link.send(frame)
+
+    def acked_lsn(self, name: str) -> int:
+        """Bytes of this epoch's records the follower has on disk."""
+        link = self.links.get(name)
+        if link is None or not link.acked:
+            return 0
+        return self.lsn.get(link.acked, 0)
+
+    async def connect(self, name: str, host: str, port: int):
+        """Open the link to a follower: a snapshot, then every batch."""
+        reader, writer = await asyncio.open_connection(host, port)
+        self.wal.flush()  # nothing written but not yet shipped: the snapshot holds it
+        link = self.links[name] = _Shipper(self, name, reader, writer)
+        link.send(F.encode(self.epoch, self.seq, snapshot(self.q, self.wal.wall_offset),
+                           snapshot=True))
+        link.task = asyncio.get_running_loop().create_task(link.read_acks())
+        return link
+
+
+class _Shipper:
+    def __init__(self, rep: Replicator, name: str, reader, writer):
+        self.rep, self.name, self.reader, self.writer = rep, name, reader, writer
+        self.acked = 0  # the last seq acked (0: not even the snapshot's yet)
+        self.snapshot_acked = False
+        self.changed = asyncio.Event()
+        self.task = None
+
+    def send(self, frame: bytes):
+        if not self.writer.is_closing():
+            self.writer.write(frame)
+
+    async def read_acks(self):
+        acks = F.AckReader()
+        try:
+            while data := await self.reader.read(65536):
+                for epoch, seq in acks.feed(data):
+                    if epoch == self.rep.epoch:
+                        self.acked = seq
+                        self.snapshot_acked = True
+                        self.changed.set()
+        except (OSError, F.FrameError) as e:
+            self.rep.log(f"replication to {self.name}: {e}")
+        finally:
+            self.writer.close()
+            if self.rep.links.get(self.name) is self:
+                del self.rep.links[self.name]
+            self.changed.set()
+
+    async def until(self, seq: int, timeout: float = 10):
+        """Wait until the follower has acked batch seq (for tests and joins)."""
+        async def wait():
+            while self.acked < seq or not self.snapshot_acked:
+                if self.writer.is_closing():
+                    raise ConnectionError(f"link to {self.name} closed")
+                self.changed.clear()
+                await self.changed.wait()
+        await asyncio.wait_for(wait(), timeout)

@@ -1,0 +1,97 @@
+"""The peer link (cluster/link.py) on loopback: a follower gets a snapshot,
+then every batch, has it on disk when it acks, refuses an old epoch, and
+catches up after a break."""
+import asyncio
+import os
+
+from test_replica import jobs, node
+from pybeanstalkd.cluster.link import FollowerNode, Replicator
+
+
+def setup(tmp_path):
+    lh, lwal = node(os.path.join(tmp_path, "leader"))
+    fh, fwal = node(os.path.join(tmp_path, "follower"))
+    fwal.wall_offset = lwal.wall_offset  # one host, one clock
+    return lh, lwal, fh, fwal
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_a_follower_gets_every_batch_and_has_it_on_disk(tmp_path):
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    c = lh.conn()
+    for i in range(3):
+        lh.send(c, b"put %d 0 60 3\r\npre\r\n" % i)  # before the link: in the snapshot
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
+        srv = await f.serve("127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        rep = Replicator(lh.e.q, lwal, epoch=7)
+        link = await rep.connect("f", "127.0.0.1", port)
+        await link.until(0)
+        assert jobs(fh.e.q) == jobs(lh.e.q)
+        for i in range(50):
+            lh.send(c, b"put 0 %d 60 4\r\nj%03d\r\n" % (i % 2 * 30, i))
+            if i % 5 == 0:
+                lh.send(c, b"delete %d\r\n" % (i + 1))
+            lwal.flush()  # as the transport does after each event
+        lh.send(c, b"reserve-with-timeout 0\r\n")
+        lh.send(c, b"bury 2 9\r\n")
+        lwal.flush()
+        assert rep.seq > 50
+        await link.until(rep.seq)
+        assert jobs(fh.e.q) == jobs(lh.e.q)
+        assert fwal.synced == fwal.written  # acked only once on disk
+        assert rep.acked_lsn("f") == lwal.written
+        srv.close()
+        link.writer.close()
+    run(main())
+    h2, _ = node(os.path.join(str(tmp_path), "follower"), now=fh.now)
+    assert set(jobs(h2.e.q)) == set(jobs(lh.e.q))
+
+
+def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    oh, owal, _, _ = setup(str(tmp_path / "old"))
+    c = lh.conn()
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
+        srv = await f.serve("127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        rep = Replicator(lh.e.q, lwal, epoch=7)
+        link = await rep.connect("f", "127.0.0.1", port)
+        lh.send(c, b"put 0 0 60 1\r\na\r\n")
+        lwal.flush()
+        await link.until(rep.seq)
+        # A deposed leader (epoch 6) tries: refused, nothing of it applied.
+        oc = oh.conn()
+        oh.send(oc, b"put 0 0 60 1\r\nx\r\n")
+        oh.send(oc, b"put 0 0 60 5\r\nstale\r\n")  # an id the leader has not used
+        old = await Replicator(oh.e.q, owal, epoch=6).connect("f", "127.0.0.1", port)
+        try:
+            await old.until(0, timeout=5)
+            raise AssertionError("the follower acked an old epoch")
+        except ConnectionError:
+            pass
+        assert jobs(fh.e.q) == jobs(lh.e.q)
+        lh.send(c, b"put 0 0 60 1\r\nc\r\n")  # the leader's link was not disturbed
+        lwal.flush()
+        await link.until(rep.seq)
+        assert jobs(fh.e.q) == jobs(lh.e.q)
+        # The link breaks; the leader goes on; a new link catches up.
+        link.writer.close()
+        await asyncio.sleep(0.1)
+        for i in range(5):
+            lh.send(c, b"put 0 0 60 1\r\nb\r\n")
+        lh.send(c, b"delete 1\r\n")
+        lwal.flush()
+        link = await rep.connect("f", "127.0.0.1", port)
+        await link.until(rep.seq)
+        assert jobs(fh.e.q) == jobs(lh.e.q) and 1 not in fh.e.q.jobs
+        srv.close()
+        link.writer.close()
+    run(main())
