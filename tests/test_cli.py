@@ -1047,3 +1047,37 @@ def test_cli_import_does_not_load_the_http_side():
     res = run([sys.executable, "-c", code])
     assert res.returncode == 0, res.stderr
     assert res.stdout == b"[]\n"
+
+
+def test_cluster_options_parse(capsys):
+    opts = parse(["-b", "/tmp", "--cluster", "c", "--etcd", "127.0.0.1:2379,h2:2379",
+                  "--node", "n1", "--peer-listen", ":7001", "--peer-advertise=10.0.0.1:7001"],
+                 capsys)[0]
+    assert (opts.cluster, opts.etcd, opts.node) == ("c", "127.0.0.1:2379,h2:2379", "n1")
+    assert (opts.peer_listen, opts.peer_advertise) == (":7001", "10.0.0.1:7001")
+    assert parse([], capsys)[0].cluster is None
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--cluster", "c", "--etcd", "h:1", "--node", "n", "--peer-listen", ":1"],
+     "PROG: --cluster needs -b, --etcd, --node and --peer-listen"),
+    (["-b", "/tmp", "--cluster", "c", "--etcd", "h:1", "--node", "n"],
+     "PROG: --cluster needs -b, --etcd, --node and --peer-listen"),
+    (["--etcd", "h:1"], "PROG: --etcd, --node, --peer-listen and --peer-advertise need --cluster"),
+    (["-b", "/tmp", "--cluster", "c", "--etcd", "h", "--node", "n", "--peer-listen", ":1"],
+     "PROG: invalid value for --etcd: 'h'"),
+    (["--peer-listen", "x"], "PROG: invalid value for --peer-listen: 'x'"),
+])
+def test_cluster_option_errors(argv, msg, capsys):
+    _, code, _, err = parse(argv, capsys)
+    assert code == 5
+    assert err.split("\n")[0].startswith(msg)
+
+
+def test_cli_import_does_not_load_the_cluster_side():
+    code = ("import sys, pybeanstalkd.cli;"
+            " print([m for m in sys.modules if m.split('.')[0] in ('aetcd', 'grpc')"
+            " or m.startswith('pybeanstalkd.cluster')])")
+    res = run([sys.executable, "-c", code])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == b"[]\n"

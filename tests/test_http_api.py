@@ -257,6 +257,7 @@ async def test_actions_need_post_and_the_header(w, client, path):
 @http_test(auth=("admin", "s3cret"))
 async def test_basic_auth_on_everything_but_healthz(w, client):
     assert (await client.get("/healthz")).status == 200
+    assert (await client.get("/leader")).status == 200  # HAProxy's check: no --cluster, it leads
     for path in ("/readyz", "/metrics", "/api/v1/stats", "/", "/static/app.js"):
         r = await client.get(path)
         assert r.status == 401, path

@@ -78,6 +78,11 @@ class Options:
     auth_tokens_file: str | None = None
     http: tuple[str, int] | None = None  # --http: (host, port)
     http_auth: tuple[str, str] | None = None  # --http-auth: (user, password)
+    cluster: str | None = None  # --cluster NAME: replication (issue 13)
+    etcd: str | None = None  # HOST:PORT[,HOST:PORT...]
+    node: str | None = None
+    peer_listen: str | None = None  # HOST:PORT
+    peer_advertise: str | None = None
     # Loaded after the socket is bound (ssl is slow to import).
     tls_context: object = None
     auth_tokens: object = None
@@ -108,6 +113,12 @@ LONG_USAGE = (
     " --http ADDR             serve metrics, health, a JSON API and a dashboard over\n"
     "                         HTTP on host:port (:port means 127.0.0.1)\n"
     " --http-auth USER:PASS   HTTP basic auth on all of it but /healthz\n"
+    " --cluster NAME          replicate to the other nodes of cluster NAME (needs -b,\n"
+    "                         --etcd, --node, --peer-listen); etcd picks the leader\n"
+    " --etcd HOST:PORT        the etcd that decides (first of a comma list, for now)\n"
+    " --node NODE             this node's name in the cluster\n"
+    " --peer-listen ADDR      host:port where the leader ships to this node\n"
+    " --peer-advertise ADDR   host:port the others reach it at (default --peer-listen)\n"
     " --help                  this text"
 )
 
@@ -154,6 +165,13 @@ LONG_OPTIONS = {
     "auth-tokens": ("auth_tokens_file", str, "a file"),
     "http": ("http", _parse_http_addr, "host:port or :port"),
     "http-auth": ("http_auth", _parse_user_password, "USER:PASSWORD"),
+    "cluster": ("cluster", str, "a name"),
+    "etcd": ("etcd", lambda t: t if all(_parse_http_addr(a) for a in t.split(",")) else None,
+             "host:port[,host:port...]"),
+    "node": ("node", str, "a name"),
+    "peer-listen": ("peer_listen", lambda t: t if _parse_http_addr(t) else None, "host:port"),
+    "peer-advertise": ("peer_advertise", lambda t: t if _parse_http_addr(t) else None,
+                       "host:port"),
 }
 
 
@@ -290,6 +308,13 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
         diag.usage(EXIT_USAGE)
     if opts.http_auth is not None and opts.http is None:
         diag.warn("--http-auth needs --http")
+        diag.usage(EXIT_USAGE)
+    parts = (opts.etcd, opts.node, opts.peer_listen, opts.peer_advertise)
+    if opts.cluster is None and any(p is not None for p in parts):
+        diag.warn("--etcd, --node, --peer-listen and --peer-advertise need --cluster")
+        diag.usage(EXIT_USAGE)
+    if opts.cluster is not None and (opts.wal_dir is None or None in parts[:3]):
+        diag.warn("--cluster needs -b, --etcd, --node and --peer-listen")
         diag.usage(EXIT_USAGE)
     return opts
 

@@ -122,7 +122,7 @@ class Syncer:
         for fd in close:
             os.close(fd)
         self.wal.synced = max(self.wal.synced, target)
-        released = self.srv.release_held(self.wal.synced)
+        released = self.srv.release_held(self.srv.committed())
         # Clients still held wrote during this sync; with those just released,
         # that is the group the next fsync should cover.
         self.expect = len(self.srv.held) + released

@@ -108,17 +108,21 @@ class Replicator:
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
         self.seq = 0  # the last batch numbered
         self.lsn = {}  # seq -> the wal's written bytes after that batch
+        self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
         self.links: dict[str, _Shipper] = {}
+        self.on_ack = lambda: None
         wal.tap = self._batch
 
     def _batch(self, data: bytes):
         self.seq += 1
         lsn = self.lsn
         lsn[self.seq] = self.wal.written
+        self.sent_at[self.seq] = monotonic_ns()
         if len(lsn) > 4096:  # keep what a follower may still ack
             low = min((link.acked for link in self.links.values()), default=self.seq)
             for k in [k for k in lsn if k < low]:
                 del lsn[k]
+                self.sent_at.pop(k, None)
         frame = F.encode(self.epoch, self.seq, data)
         for link in self.links.values():
             link.send(frame)
@@ -130,10 +134,18 @@ class Replicator:
             return 0
         return self.lsn.get(link.acked, 0)
 
+    def lagging(self, link, now: int, lag_s: float) -> bool:
+        """Has the follower left a batch (or its snapshot) unacked too long?"""
+        if link.acked >= self.seq and link.snapshot_acked:
+            return False
+        since = link.since if not link.snapshot_acked else self.sent_at.get(link.acked + 1, now)
+        return now - since > lag_s * 1e9
+
     async def connect(self, name: str, host: str, port: int):
         """Open the link to a follower: a snapshot, then every batch."""
         reader, writer = await asyncio.open_connection(host, port)
         self.wal.flush()  # nothing written but not yet shipped: the snapshot holds it
+        self.lsn.setdefault(self.seq, self.wal.written)
         link = self.links[name] = _Shipper(self, name, reader, writer)
         link.send(F.encode(self.epoch, self.seq, snapshot(self.q, self.wal.wall_offset),
                            snapshot=True))
@@ -148,6 +160,7 @@ class _Shipper:
         self.snapshot_acked = False
         self.changed = asyncio.Event()
         self.task = None
+        self.since = monotonic_ns()  # connected at
 
     def send(self, frame: bytes):
         if not self.writer.is_closing():
@@ -162,6 +175,7 @@ class _Shipper:
                         self.acked = seq
                         self.snapshot_acked = True
                         self.changed.set()
+                        self.rep.on_ack()
         except (OSError, F.FrameError) as e:
             self.rep.log(f"replication to {self.name}: {e}")
         finally:

@@ -127,6 +127,9 @@ class Engine:
         self.max_memory = None  # --max-memory: bytes that stored jobs may use
         self.at_cap = False
         self.hold_writes = False  # -f0: a command that wrote is answered after fsync
+        # --cluster: every command is answered once what the binlog holds is
+        # safe, so that no reply (a reserve's job) tells of an unsafe write.
+        self.hold_all = False
         self.auth = None  # --auth-tokens: has verify(token); the server gates new connections
         self.host = host
         self.pid = host.pid
@@ -189,7 +192,7 @@ class Engine:
                 pos = self._process_commands(s, data, now, pos)
                 if pos != size:
                     self._keep(s, data, pos)
-        if hold and self.q.store.lsn != lsn:
+        if hold and (self.q.store.lsn != lsn or self.hold_all):
             s.hold = self.q.store.lsn
         if self.resume:
             self._resume(now)
@@ -298,7 +301,7 @@ class Engine:
             store = self.q.store
             lsn = store.lsn
             pos = self._process_commands(s, buf, now)
-            if store.lsn != lsn:
+            if store.lsn != lsn or self.hold_all:
                 s.hold = store.lsn
             return pos
         return self._process_commands(s, buf, now)

@@ -75,6 +75,7 @@ class Http:
         r = self.app.router
         r.add_get("/healthz", self.healthz)
         r.add_get("/readyz", self.readyz)
+        r.add_get("/leader", self.leader)
         r.add_get("/metrics", self.metrics)
         r.add_get("/", self.index)
         r.add_get("/static/{file}", self.static)
@@ -131,12 +132,13 @@ class Http:
 
     @web.middleware
     async def guard(self, request: web.Request, handler):
-        if self.auth is not None and request.path != "/healthz" and not self._authorized(request):
+        if (self.auth is not None and request.path not in ("/healthz", "/leader")
+                and not self._authorized(request)):
             return web.Response(status=401, text="authorization required\n",
                                 headers={"WWW-Authenticate": 'Basic realm="pybeanstalkd"'})
         if request.method == "POST" and request.headers.get("X-Pybeanstalkd") != "1":
             return _error(403, "actions need the header X-Pybeanstalkd: 1")
-        if self.srv.replaying and request.path not in ("/healthz", "/readyz"):
+        if self.srv.replaying and request.path not in ("/healthz", "/readyz", "/leader"):
             # The engine belongs to the replay's thread until it is done.
             return _error(503, "replaying the binlog")
         try:
@@ -196,6 +198,17 @@ class Http:
         if self.engine.draining:
             return web.json_response({"ready": False, "reason": "draining"}, status=503)
         return web.json_response({"ready": True})
+
+    async def leader(self, request):
+        """200 where clients should go (HAProxy's health check): the
+        cluster's leader, or a server with no --cluster; 503 elsewhere."""
+        node = getattr(self.srv, "cluster", None)
+        if node is None:
+            ok = not self.srv.replaying and not self.engine.draining
+            return web.json_response({"leader": ok}, status=200 if ok else 503)
+        st = node.status()
+        return web.json_response(dict(st, leader=st["role"] == "leader"),
+                                 status=200 if st["role"] == "leader" else 503)
 
     async def metrics(self, request):
         # Rendered in parts with other events served in between: a scrape of

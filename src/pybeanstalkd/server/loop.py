@@ -150,6 +150,22 @@ def open_binlog(engine: Engine, opts) -> Wal:
     return wal
 
 
+def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, stop):
+    """--cluster: a follower until etcd makes this node the leader (only
+    now is cluster/ imported, and its etcd client)."""
+    from ..cluster.node import Node
+
+    node = Node(loop, srv, engine, wal, opts, None, stop)
+    node.srv_sock = sock
+
+    def done(task):
+        if not task.cancelled() and task.exception() is not None and not stop.done():
+            warn(f"cluster: {task.exception()!r}")
+            stop.set_result(1)
+    loop.create_task(node.run()).add_done_callback(done)
+    return node
+
+
 async def _start_http(srv: Server, opts):
     from ..ops.http import start  # only with --http: aiohttp is slow to import
 
@@ -195,13 +211,23 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
     loop.add_signal_handler(signal.SIGUSR1, drain)
     loop.add_signal_handler(signal.SIGTERM, terminate)
     loop.add_signal_handler(signal.SIGINT, terminate)
-    listener = start_accepting(loop, sock, srv, opts)
+    listener = None
+    if getattr(opts, "cluster", None) is not None:
+        srv.cluster = _start_cluster(loop, srv, engine, wal, sock, opts, stop)
+
+        def serve_clients():
+            nonlocal listener
+            listener = start_accepting(loop, sock, srv, opts)
+        srv.cluster.serve_clients = serve_clients
+    else:
+        listener = start_accepting(loop, sock, srv, opts)
     if http is None and getattr(opts, "http_sock", None) is not None:
         http = await _start_http(srv, opts)
     try:
         return await stop
     finally:
-        listener.close()
+        if listener is not None:
+            listener.close()
         sock.close()
         if http is not None:
             await http.cleanup()

@@ -220,6 +220,8 @@ class Server:
         self.sync_waiters: list = []  # (lsn, future): the HTTP side's actions under -f0
         self.replaying = False  # the binlog is being replayed (in a thread; --http only)
         self.passes = 0  # since the last young-generation collection
+        self.commit = None  # --cluster: () -> binlog bytes safe to acknowledge
+        self.cluster = None  # --cluster: the Node (cluster/node.py)
 
     @staticmethod
     def log(msg: str):
@@ -237,12 +239,13 @@ class Server:
             for s in dirty:
                 self._send(s)
             dirty.clear()
-        elif not engine.hold_writes:
-            # Records reach the kernel before any reply goes out. With -f0
-            # replies wait for the fsync anyway: one write per group (_start).
+        elif not engine.hold_writes or self.commit is not None:
+            # Records reach the kernel (and the replicas) before any reply
+            # goes out. With -f0 alone replies wait for the fsync anyway: one
+            # write per group (_start).
             syncer.wal.flush()
         if dirty:  # (with a binlog)
-            synced = syncer.wal.synced if syncer.wal.use else 1 << 62
+            synced = self.committed() if syncer.wal.use else 1 << 62
             for s in dirty:
                 if s.hold > synced:
                     self.held.add(s)
@@ -290,6 +293,10 @@ class Server:
             t.write(data)
             if s.closing:
                 t.close()
+
+    def committed(self) -> int:
+        """Binlog bytes whose commands may be answered."""
+        return self.syncer.wal.synced if self.commit is None else self.commit()
 
     def until_synced(self, lsn: int):
         """A future done once the binlog is fsynced up to lsn (-f0)."""

@@ -1,0 +1,218 @@
+"""One node of a cluster (issue 13): follower until etcd makes it leader.
+
+A follower serves no client (it accepts and closes at once), listens on
+its peer address, and applies what the leader ships (link.py). When the
+leader key is gone and this node is in the ISR, it campaigns; if it wins,
+it leads under the epoch etcd gave it:
+- it takes a block of job ids from etcd, so that no id repeats;
+- it ships every batch its binlog writes to each registered node, each
+  link starting with a snapshot;
+- a reply to any command waits until what the binlog holds so far is on
+  this node (fsynced with -f0, written with -f MS) and acked by every other
+  ISR member: a reserve never hands out a job whose put is not yet safe;
+- a member that does not ack within LAG_S is removed from the ISR in etcd
+  first, and only then is anything acknowledged without it; a node that has
+  caught up (acked a batch as recent as the last) is added back;
+- if its lease cannot be refreshed in time, it acknowledges nothing more
+  and exits (status 75), to come back as a follower and catch up.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+from time import monotonic_ns
+
+from .coord import Coordinator
+from .link import FollowerNode, Replicator
+
+LAG_S = 2.0  # an ISR member silent this long while batches wait is dropped
+MISSING_S = 1.0  # ... and one with no link at all (a new leader's dead peer)
+POLL_S = 0.3  # how often a follower looks at the leader key, a leader at the nodes
+ID_BLOCK = 1 << 32  # job ids taken from etcd at a time
+EXIT_DEPOSED = 75
+
+
+def parse_addr(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return (host or "127.0.0.1"), int(port)
+
+
+class Node:
+    def __init__(self, loop, srv, engine, wal, opts, serve_clients, stop):
+        self.loop, self.srv, self.engine, self.wal, self.opts = loop, srv, engine, wal, opts
+        self.serve_clients = serve_clients  # starts accepting clients; returns the listener
+        self.stop = stop  # the server's stop future
+        self.name = opts.node
+        self.sync = opts.wantsync and opts.syncrate_ms == 0
+        self.log = srv.log
+        host, port = parse_addr(opts.etcd.split(",")[0])
+        self.coord = Coordinator(opts.cluster, self.name, host, port)
+        self.info = {"peer": opts.peer_advertise or opts.peer_listen}
+        if opts.http is not None:
+            self.info["http"] = "%s:%d" % opts.http
+        self.follower = FollowerNode(engine.q, wal, engine.max_job_size, self.log)
+        self.role = "follower"
+        self.epoch = 0
+        self.isr: list[str] = []
+        self.rep: Replicator | None = None
+        self.lease_until = 0  # monotonic ns: past it, nothing is acknowledged
+        self.ids_from = 0
+        self.peer_srv = None
+        self.missing: dict[str, int] = {}  # ISR member -> since when it has no link
+
+    # -- what the server asks ---------------------------------------------
+
+    def committed(self) -> int:
+        """Binlog bytes safe to acknowledge: on this node, and on every
+        other ISR member; none once the lease may have run out."""
+        if self.role != "leader" or monotonic_ns() > self.lease_until:
+            return 0
+        wal = self.wal
+        safe = wal.synced if self.sync else wal.written
+        rep = self.rep
+        for m in self.isr:
+            if m != self.name:
+                acked = rep.acked_lsn(m)
+                if acked < safe:
+                    safe = acked
+        return safe
+
+    def status(self) -> dict:
+        return {"node": self.name, "role": self.role, "epoch": self.epoch, "isr": list(self.isr)}
+
+    # -- the life of a node -------------------------------------------------
+
+    async def run(self):
+        await self.coord.register(self.info)
+        host, port = parse_addr(self.opts.peer_listen)
+        self.peer_srv = await self.follower.serve(host, port)
+        refuse = _refuse_clients(self.loop, self.srv_sock)
+        self.log(f"cluster {self.opts.cluster}: {self.name} follows")
+        while True:
+            if await self.coord.leader() is None:
+                epoch = await self.coord.campaign(self.info)
+                if epoch:
+                    refuse()
+                    await self.lead(epoch)
+                    return
+            await asyncio.sleep(POLL_S)
+
+    async def lead(self, epoch: int):
+        self.peer_srv.close()
+        for c in list(self.follower.conns):
+            c.transport.close()
+        self.epoch, self.role = epoch, "leader"
+        self.lease_until = monotonic_ns() + self.coord.ttl * 1_000_000_000
+        got = await self.coord.isr()
+        self.isr = got[1] if got else [self.name]
+        await self._take_ids()
+        self.rep = Replicator(self.engine.q, self.wal, epoch, self.log)
+        self.rep.on_ack = self._acked
+        self.srv.commit = self.committed
+        self.engine.hold_writes = self.engine.hold_all = True
+        self.log(f"cluster {self.opts.cluster}: {self.name} leads, epoch {epoch}, isr {self.isr}")
+        self.serve_clients()
+        self.srv.flush()
+        due = self.engine.next_due()
+        if due is not None:
+            self.srv.arm(due)
+        await asyncio.gather(self._keepalive(), self._links(), self._watch_isr())
+
+    async def _keepalive(self):
+        ttl_ns = self.coord.ttl * 1_000_000_000
+        while True:
+            sent = monotonic_ns()
+            try:
+                ok = await asyncio.wait_for(self.coord.keepalive(), self.coord.ttl / 3)
+            except (asyncio.TimeoutError, OSError, Exception) as e:  # etcd unreachable
+                self.log(f"cluster: lease refresh failed: {e!r}")
+                ok = None
+            if ok:
+                self.lease_until = sent + ttl_ns
+            elif ok is False or monotonic_ns() > self.lease_until:
+                self._deposed("the lease is gone")
+                return
+            await asyncio.sleep(self.coord.ttl / 3)
+
+    def _deposed(self, why: str):
+        self.log(f"cluster {self.opts.cluster}: {self.name} steps down: {why}")
+        self.role = "follower"
+        if not self.stop.done():
+            self.stop.set_result(EXIT_DEPOSED)
+
+    async def _take_ids(self):
+        q = self.engine.q
+        while True:
+            block = await self.coord.take_ids(ID_BLOCK)
+            if block is None:
+                self._deposed("lost the epoch while taking job ids")
+                return
+            self.ids_from = block.start
+            if q.next_id < block.start:
+                q.next_id = block.start
+            if q.next_id < block.stop:
+                return
+
+    async def _links(self):
+        """Keep a link to every other registered node."""
+        while True:
+            for name, info in (await self.coord.nodes()).items():
+                if name != self.name and name not in self.rep.links and "peer" in info:
+                    try:
+                        await self.rep.connect(name, *parse_addr(info["peer"]))
+                    except OSError:
+                        pass  # down: the ISR watch drops it if it is a member
+            if self.engine.q.next_id - self.ids_from > ID_BLOCK // 2:
+                await self._take_ids()
+            await asyncio.sleep(POLL_S)
+
+    async def _watch_isr(self):
+        """Drop members that lag (in etcd first), add those caught up."""
+        while self.role == "leader":
+            rep = self.rep
+            now = monotonic_ns()
+            isr = list(self.isr)
+            for m in self.isr:
+                if m == self.name:
+                    continue
+                link = rep.links.get(m)
+                if link is None:
+                    if now - self.missing.setdefault(m, now) > MISSING_S * 1e9:
+                        isr.remove(m)
+                else:
+                    self.missing.pop(m, None)
+                    if rep.lagging(link, now, LAG_S):
+                        isr.remove(m)
+            for name, link in rep.links.items():
+                if name not in isr and link.snapshot_acked and link.acked >= rep.seq:
+                    isr.append(name)
+            if isr != self.isr:
+                if not await self.coord.set_isr(isr):
+                    self._deposed("lost the epoch while writing the ISR")
+                    return
+                self.log(f"cluster {self.opts.cluster}: isr {isr}")
+                self.isr = isr
+                self._acked()
+            await asyncio.sleep(0.1)
+
+    def _acked(self):
+        self.srv.release_held(self.committed())
+
+    srv_sock: socket.socket | None = None
+
+
+def _refuse_clients(loop, sock):
+    """Accept and close at once (a follower serves no client); returns the
+    function that stops it."""
+    if sock is None:
+        return lambda: None
+
+    def refuse():
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        conn.close()
+    sock.setblocking(False)
+    loop.add_reader(sock.fileno(), refuse)
+    return lambda: loop.remove_reader(sock.fileno())

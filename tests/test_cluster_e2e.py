@@ -1,0 +1,153 @@
+"""Two nodes and an etcd on loopback: the leader serves, the follower only
+follows; kill -9 of the leader loses no acknowledged put, the follower
+takes over within seconds, and its job ids go on from where no leader has
+been."""
+import asyncio
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from history import History
+from support import Client, Server, drain_pipes, etcd_server, free_port, ours_argv
+
+pytest.importorskip("aetcd")
+from pybeanstalkd.cluster.coord import Coordinator  # noqa: E402
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    with etcd_server(str(tmp_path / "etcd")) as addr:
+        yield addr
+
+
+def start(tmp_path, etcd, name, cluster="c1"):
+    peer, http = free_port(), free_port()
+    os.makedirs(tmp_path / name, exist_ok=True)
+    s = Server(ours_argv(), extra=["-b", str(tmp_path / name), "-f0", "--cluster", cluster,
+                                   "--etcd", "%s:%d" % etcd, "--node", name,
+                                   "--peer-listen", "127.0.0.1:%d" % peer,
+                                   "--http", "127.0.0.1:%d" % http])
+    drain_pipes(s.proc)
+    s.http = http
+    return s
+
+
+def leader_status(srv) -> int:
+    """GET /leader: what HAProxy's health check sees."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/leader" % srv.http, timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def ask(srv, line: bytes, timeout=2.0):
+    """The reply, or None if the node closes the connection (a follower)."""
+    try:
+        with srv.connect(timeout) as sock:
+            c = Client(sock)
+            return c.cmd(line)
+    except (OSError, EOFError):
+        return None
+
+
+def wait_for(cond, timeout=15.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(step)
+    raise AssertionError("timed out")
+
+
+def isr(etcd, cluster="c1"):
+    async def get():
+        c = Coordinator(cluster, "test", *etcd)
+        try:
+            return await c.isr()
+        finally:
+            await c.close()
+    return asyncio.run(get())
+
+
+def test_the_leader_dies_and_no_acknowledged_put_is_lost(tmp_path, etcd):
+    a = start(tmp_path, etcd, "a")
+    b = None
+    try:
+        wait_for(lambda: ask(a, b"list-tube-used\r\n"))  # a leads
+        b = start(tmp_path, etcd, "b")
+        assert ask(b, b"list-tube-used\r\n") is None  # a follower serves no client
+        wait_for(lambda: (isr(etcd) or (0, []))[1] == ["a", "b"])
+        assert (leader_status(a), leader_status(b)) == (200, 503)
+        h = History()
+        with a.connect() as sock:
+            c = Client(sock)
+            for i in range(40):
+                body = b"job-%03d" % i
+                h.put_sent(body)
+                reply = c.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+                assert reply.startswith(b"INSERTED ")
+                h.put_acked(int(reply.split()[1]), body)
+            for i in (1, 2, 3):
+                h.send_delete(i)
+                assert c.cmd(b"delete %d\r\n" % i) == b"DELETED\r\n"
+                h.delete_acked(i)
+            r = c.cmd(b"reserve-with-timeout 0\r\n")
+            assert r.startswith(b"RESERVED 4 ")  # reserved there: ready again after failover
+        a.proc.kill()
+        a.proc.wait()
+        died = time.monotonic()
+        wait_for(lambda: (ask(b, b"put 0 0 60 1\r\nz\r\n") or b"").startswith(b"INSERTED"))
+        failover = time.monotonic() - died
+        assert failover < 10, failover
+        print(f"failover: {failover:.2f} s from kill -9 to a put accepted")
+        with b.connect() as sock:
+            c = Client(sock)
+            jobs = {}
+            for i in range(1, 45):
+                r = c.cmd(b"peek %d\r\n" % i)
+                if r.startswith(b"FOUND"):
+                    jobs[i] = r.split(b"\r\n")[1]
+            assert h.check(jobs) == []
+            assert c.cmd(b"stats-job 4\r\n").find(b"state: ready") > 0
+            r = c.cmd(b"put 0 0 60 1\r\ny\r\n")
+            assert int(r.split()[1]) > max(h.acked)  # a new block of ids
+        got = isr(etcd)
+        assert got[1] == ["b"]  # a was dropped before b acknowledged alone
+        assert leader_status(b) == 200
+    finally:
+        for s in (a, b):
+            if s is not None:
+                s.stop()
+
+
+def test_a_silent_follower_leaves_the_isr_before_anything_is_acknowledged(tmp_path, etcd):
+    a = start(tmp_path, etcd, "a", "c2")
+    b = None
+    try:
+        wait_for(lambda: ask(a, b"list-tube-used\r\n"))
+        b = start(tmp_path, etcd, "b", "c2")
+        wait_for(lambda: (isr(etcd, "c2") or (0, []))[1] == ["a", "b"])
+        assert ask(a, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
+        b.proc.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        assert ask(a, b"put 0 0 60 1\r\ny\r\n", timeout=10).startswith(b"INSERTED")
+        waited = time.monotonic() - t0
+        # Held until b was out of the ISR, in etcd: no ack rested on it.
+        assert waited > 1.5, waited
+        assert isr(etcd, "c2")[1] == ["a"]
+        b.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: (isr(etcd, "c2") or (0, []))[1] == ["a", "b"])  # caught up, back in
+        t0 = time.monotonic()
+        assert ask(a, b"put 0 0 60 1\r\nz\r\n").startswith(b"INSERTED")
+        assert time.monotonic() - t0 < 1
+    finally:
+        for s in (a, b):
+            if s is not None:
+                s.proc.send_signal(signal.SIGCONT)
+                s.stop()

@@ -1,0 +1,124 @@
+"""Three nodes behind HAProxy (examples/haproxy.cfg, ports replaced), one
+etcd, all on loopback: a producer puts through HAProxy without pause; the
+leader is killed (-9); no acknowledged put is lost, and puts go on through
+the same address within seconds."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from history import History
+from support import Client, free_port
+from test_cluster_e2e import ask, etcd, isr, start, wait_for  # noqa: F401 (etcd: a fixture)
+
+pytest.importorskip("aetcd")
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "haproxy.cfg")
+
+
+def require_haproxy() -> str:
+    path = shutil.which("haproxy") or (os.path.exists("/usr/sbin/haproxy") and "/usr/sbin/haproxy")
+    if path:
+        return path
+    if os.environ.get("CI"):
+        pytest.fail("haproxy is not installed (apt-get install haproxy)")
+    pytest.skip("haproxy is not installed")
+
+
+def haproxy_config(front: int, nodes) -> str:
+    text = open(EXAMPLE).read()
+    text = text.replace("bind 127.0.0.1:11300", "bind 127.0.0.1:%d" % front)
+    for i, n in enumerate(nodes, 1):
+        text = re.sub(r"server node%d 127\.0\.0\.1:\d+ check port \d+" % i,
+                      "server node%d 127.0.0.1:%d check port %d" % (i, n.port, n.http), text)
+    return text
+
+
+class Front:
+    """HAProxy's address, as ask() wants a server."""
+
+    def __init__(self, port):
+        self.port = port
+
+    def connect(self, timeout=5.0):
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+
+
+class Producer(threading.Thread):
+    """Unpipelined puts through HAProxy, reconnecting after any break; each
+    put is recorded as sent, and as acknowledged when INSERTED comes."""
+
+    def __init__(self, port, history):
+        super().__init__(daemon=True)
+        self.port, self.h = port, history
+        self.stop = threading.Event()
+        self.acks = []  # (monotonic time, id)
+        self.n = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+                    c = Client(sock)
+                    while not self.stop.is_set():
+                        self.n += 1
+                        body = b"p%06d" % self.n
+                        self.h.put_sent(body)
+                        r = c.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+                        if not r.startswith(b"INSERTED "):
+                            raise AssertionError(r)
+                        i = int(r.split()[1])
+                        self.h.put_acked(i, body)
+                        self.acks.append((time.monotonic(), i))
+            except (OSError, EOFError):
+                time.sleep(0.05)
+
+
+def test_kill_9_of_the_leader_behind_haproxy(tmp_path, etcd):  # noqa: F811
+    nodes = [start(tmp_path, etcd, "a", "h1")]
+    proxy = None
+    try:
+        wait_for(lambda: ask(nodes[0], b"list-tube-used\r\n"))
+        nodes += [start(tmp_path, etcd, n, "h1") for n in ("b", "c")]
+        wait_for(lambda: sorted((isr(etcd, "h1") or (0, []))[1]) == ["a", "b", "c"])
+        front = free_port()
+        cfg = tmp_path / "haproxy.cfg"
+        cfg.write_text(haproxy_config(front, nodes))
+        proxy = subprocess.Popen([require_haproxy(), "-db", "-f", str(cfg)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: ask(Front(front), b"list-tube-used\r\n"))
+        h = History()
+        p = Producer(front, h)
+        p.start()
+        wait_for(lambda: len(p.acks) > 200)
+        nodes[0].proc.kill()
+        nodes[0].proc.wait()
+        died = time.monotonic()
+        wait_for(lambda: any(t > died for t, _ in p.acks), timeout=20)
+        first = min(t for t, _ in p.acks if t > died)
+        wait_for(lambda: sum(t > first for t, _ in p.acks) > 200)
+        p.stop.set()
+        p.join(10)
+        failover = first - died
+        print(f"failover through HAProxy: {failover:.2f} s; {len(h.acked)} puts acknowledged")
+        assert failover < 10
+        # Everything acknowledged is on the new leader, once each.
+        new = next(n for n in nodes[1:] if ask(n, b"list-tube-used\r\n"))
+        with new.connect() as sock:
+            c = Client(sock)
+            jobs = {}
+            for i in sorted(h.acked):
+                r = c.cmd(b"peek %d\r\n" % i)
+                if r.startswith(b"FOUND"):
+                    jobs[i] = r.split(b"\r\n")[1]
+        assert h.check(jobs) == []
+    finally:
+        if proxy is not None:
+            proxy.kill()
+            proxy.wait()
+        for n in nodes:
+            n.stop()
