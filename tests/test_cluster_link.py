@@ -38,9 +38,11 @@ def test_a_follower_gets_every_batch_and_has_it_on_disk(tmp_path):
             if i % 5 == 0:
                 lh.send(c, b"delete %d\r\n" % (i + 1))
             lwal.flush()  # as the transport does after each event
+            await asyncio.sleep(0)  # a pass of the loop: the batch is shipped
         lh.send(c, b"reserve-with-timeout 0\r\n")
         lh.send(c, b"bury 2 9\r\n")
         lwal.flush()
+        rep.ship()
         assert rep.seq > 50
         await link.until(rep.seq)
         assert jobs(fh.e.q) == jobs(lh.e.q)
@@ -66,6 +68,7 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
         link = await rep.connect("f", "127.0.0.1", port)
         lh.send(c, b"put 0 0 60 1\r\na\r\n")
         lwal.flush()
+        rep.ship()
         await link.until(rep.seq)
         # A deposed leader (epoch 6) tries: refused, nothing of it applied.
         oc = oh.conn()
@@ -80,6 +83,7 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
         assert jobs(fh.e.q) == jobs(lh.e.q)
         lh.send(c, b"put 0 0 60 1\r\nc\r\n")  # the leader's link was not disturbed
         lwal.flush()
+        rep.ship()
         await link.until(rep.seq)
         assert jobs(fh.e.q) == jobs(lh.e.q)
         # The link breaks; the leader goes on; a new link catches up.
@@ -89,6 +93,7 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
             lh.send(c, b"put 0 0 60 1\r\nb\r\n")
         lh.send(c, b"delete 1\r\n")
         lwal.flush()
+        rep.ship()
         link = await rep.connect("f", "127.0.0.1", port)
         await link.until(rep.seq)
         assert jobs(fh.e.q) == jobs(lh.e.q) and 1 not in fh.e.q.jobs

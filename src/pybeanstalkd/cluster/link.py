@@ -101,8 +101,10 @@ class _Receiver(asyncio.Protocol):
 
 
 class Replicator:
-    """The leader's side: numbers each batch its binlog writes, ships it to
-    every connected follower, and tracks what each has acked."""
+    """The leader's side: gathers what its binlog writes during one pass of
+    the loop into one batch, ships it to every connected follower (one
+    write each, however many commands the pass ran), and tracks what each
+    has acked."""
 
     def __init__(self, q, wal, epoch: int, log=lambda m: None):
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
@@ -111,9 +113,35 @@ class Replicator:
         self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
         self.links: dict[str, _Shipper] = {}
         self.on_ack = lambda: None
-        wal.tap = self._batch
+        self.pending: list[bytes] = []  # written, not yet shipped
+        self.scheduled = False
+        self.shipping = False
+        wal.tap = self._written
 
-    def _batch(self, data: bytes):
+    def _written(self, data: bytes):
+        self.pending.append(data)
+        if not self.shipping:
+            self.kick()
+
+    def kick(self):
+        """Ship at the end of this pass of the loop (records are buffered
+        meanwhile: one write to the binlog and one to each follower)."""
+        if not self.scheduled:
+            self.scheduled = True
+            asyncio.get_running_loop().call_soon(self.ship)
+
+    def ship(self):
+        """Write what the binlog buffers, number it as one batch, send it."""
+        self.scheduled = False
+        self.shipping = True
+        try:
+            self.wal.flush()  # (its tap adds to pending)
+        finally:
+            self.shipping = False
+        if not self.pending:
+            return
+        data = b"".join(self.pending)
+        self.pending.clear()
         self.seq += 1
         lsn = self.lsn
         lsn[self.seq] = self.wal.written
@@ -144,7 +172,7 @@ class Replicator:
     async def connect(self, name: str, host: str, port: int):
         """Open the link to a follower: a snapshot, then every batch."""
         reader, writer = await asyncio.open_connection(host, port)
-        self.wal.flush()  # nothing written but not yet shipped: the snapshot holds it
+        self.ship()  # to the others: the snapshot holds all of it
         self.lsn.setdefault(self.seq, self.wal.written)
         link = self.links[name] = _Shipper(self, name, reader, writer)
         link.send(F.encode(self.epoch, self.seq, snapshot(self.q, self.wal.wall_offset),

@@ -109,6 +109,7 @@ class Node:
         self.rep = Replicator(self.engine.q, self.wal, epoch, self.log)
         self.rep.on_ack = self._acked
         self.srv.commit = self.committed
+        self.srv.replicate = self.rep.kick
         self.engine.hold_writes = self.engine.hold_all = True
         self.log(f"cluster {self.opts.cluster}: {self.name} leads, epoch {epoch}, isr {self.isr}")
         self.serve_clients()

@@ -222,6 +222,7 @@ class Server:
         self.passes = 0  # since the last young-generation collection
         self.commit = None  # --cluster: () -> binlog bytes safe to acknowledge
         self.cluster = None  # --cluster: the Node (cluster/node.py)
+        self.replicate = None  # --cluster: () -> None, ships the binlog's buffer soon
 
     @staticmethod
     def log(msg: str):
@@ -239,10 +240,14 @@ class Server:
             for s in dirty:
                 self._send(s)
             dirty.clear()
-        elif not engine.hold_writes or self.commit is not None:
-            # Records reach the kernel (and the replicas) before any reply
-            # goes out. With -f0 alone replies wait for the fsync anyway: one
-            # write per group (_start).
+        elif self.replicate is not None:
+            # --cluster: replies wait for the replicas; records are written
+            # and shipped once per pass of the loop.
+            if syncer.wal.buf:
+                self.replicate()
+        elif not engine.hold_writes:
+            # Records reach the kernel before any reply goes out. With -f0
+            # replies wait for the fsync anyway: one write per group (_start).
             syncer.wal.flush()
         if dirty:  # (with a binlog)
             synced = self.committed() if syncer.wal.use else 1 << 62
