@@ -151,3 +151,35 @@ def test_a_silent_follower_leaves_the_isr_before_anything_is_acknowledged(tmp_pa
             if s is not None:
                 s.proc.send_signal(signal.SIGCONT)
                 s.stop()
+
+
+def test_a_paused_leader_steps_down_and_acknowledges_nothing(tmp_path, etcd):
+    a = start(tmp_path, etcd, "a", "c3")
+    b = None
+    try:
+        wait_for(lambda: ask(a, b"list-tube-used\r\n"))
+        b = start(tmp_path, etcd, "b", "c3")
+        wait_for(lambda: (isr(etcd, "c3") or (0, []))[1] == ["a", "b"])
+        sock = a.connect(timeout=30)
+        c = Client(sock)
+        assert c.cmd(b"put 0 0 60 2\r\nok\r\n") == b"INSERTED 1\r\n"
+        a.proc.send_signal(signal.SIGSTOP)  # longer than its lease
+        c.send(b"put 0 0 60 4\r\nlate\r\n")  # waits in the socket meanwhile
+        wait_for(lambda: (ask(b, b"put 0 0 60 1\r\nb\r\n") or b"").startswith(b"INSERTED"))
+        a.proc.send_signal(signal.SIGCONT)
+        # It wakes up, reads the put, and never acknowledges it: its lease is
+        # gone and b refuses its epoch. It exits to come back as a follower.
+        assert a.proc.wait(15) == 75
+        try:
+            reply = c.line()
+        except (OSError, EOFError):
+            reply = None
+        assert reply is None, reply
+        sock.close()
+        assert ask(b, b"peek 1\r\n") == b"FOUND 1 2\r\nok\r\n"
+        assert leader_status(b) == 200
+    finally:
+        for s in (a, b):
+            if s is not None:
+                s.proc.send_signal(signal.SIGCONT)
+                s.stop()
