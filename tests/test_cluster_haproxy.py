@@ -122,3 +122,79 @@ def test_kill_9_of_the_leader_behind_haproxy(tmp_path, etcd):  # noqa: F811
             proxy.wait()
         for n in nodes:
             n.stop()
+
+
+def restart_node(tmp_path, etcd, n, name, cluster, kill=False):  # noqa: F811
+    """The same node again: same -b directory, same name, new ports;
+    stopped with SIGTERM, or kill -9."""
+    if kill:
+        n.proc.kill()
+        n.proc.wait()
+    n.stop()
+    return start(tmp_path, etcd, name, cluster)
+
+
+def test_follower_restart_and_a_rolling_restart_lose_nothing(tmp_path, etcd):  # noqa: F811
+    names = ["a", "b", "c"]
+    nodes = [start(tmp_path, etcd, "a", "r1")]
+    proxy = None
+    p = None
+    try:
+        wait_for(lambda: ask(nodes[0], b"list-tube-used\r\n"))
+        nodes += [start(tmp_path, etcd, n, "r1") for n in names[1:]]
+        wait_for(lambda: sorted((isr(etcd, "r1") or (0, []))[1]) == names)
+        front = free_port()
+        cfg = tmp_path / "haproxy.cfg"
+
+        def reproxy():
+            # New ports after each restart: HAProxy reloads its config.
+            nonlocal proxy
+            cfg.write_text(haproxy_config(front, nodes))
+            if proxy is not None:
+                proxy.kill()
+                proxy.wait()
+            proxy = subprocess.Popen([require_haproxy(), "-db", "-f", str(cfg)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reproxy()
+        wait_for(lambda: ask(Front(front), b"list-tube-used\r\n"))
+        h = History()
+        p = Producer(front, h)
+        p.start()
+        wait_for(lambda: len(p.acks) > 100)
+        # kill -9 of a follower: the ISR shrinks, writes go on; it comes back
+        # and catches up.
+        leader = next(i for i, n in enumerate(nodes) if ask(n, b"list-tube-used\r\n"))
+        f = (leader + 1) % 3
+        nodes[f] = restart_node(tmp_path, etcd, nodes[f], names[f], "r1", kill=True)
+        reproxy()
+        before = len(p.acks)
+        wait_for(lambda: len(p.acks) > before + 100, timeout=20)
+        wait_for(lambda: sorted((isr(etcd, "r1") or (0, []))[1]) == names, timeout=20)
+        # A rolling restart: each node in turn, waiting for it to rejoin.
+        for i in range(3):
+            nodes[i] = restart_node(tmp_path, etcd, nodes[i], names[i], "r1")
+            reproxy()
+            wait_for(lambda: sorted((isr(etcd, "r1") or (0, []))[1]) == names, timeout=30)
+            before = len(p.acks)
+            wait_for(lambda: len(p.acks) > before + 50, timeout=20)
+        p.stop.set()
+        p.join(10)
+        leader = next(n for n in nodes if ask(n, b"list-tube-used\r\n"))
+        with leader.connect() as sock:
+            c = Client(sock)
+            jobs = {}
+            for i in sorted(h.acked):
+                r = c.cmd(b"peek %d\r\n" % i)
+                if r.startswith(b"FOUND"):
+                    jobs[i] = r.split(b"\r\n")[1]
+        print(f"{len(h.acked)} puts acknowledged through a follower's restart and a rolling restart")
+        assert len(h.acked) > 250
+        assert h.check(jobs) == []
+    finally:
+        if p is not None:
+            p.stop.set()
+        if proxy is not None:
+            proxy.kill()
+            proxy.wait()
+        for n in nodes:
+            n.stop()
