@@ -68,6 +68,60 @@ def etcd_server(data_dir: str):
         proc.wait()
 
 
+class EtcdCluster:
+    """Three etcd members on loopback (no fsync: tests only); members can be
+    killed and started again."""
+
+    def __init__(self, data_dir: str, n: int = 3):
+        self.dir = data_dir
+        self.client = [free_port() for _ in range(n)]
+        self.peer = [free_port() for _ in range(n)]
+        self.procs = [None] * n
+        self.initial = ",".join(f"e{i}=http://127.0.0.1:{p}" for i, p in enumerate(self.peer))
+        for i in range(n):
+            self.start(i)
+        for i in range(n):
+            self.wait_healthy(i)
+
+    @property
+    def endpoints(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", p) for p in self.client]
+
+    def start(self, i: int):
+        c, p = f"http://127.0.0.1:{self.client[i]}", f"http://127.0.0.1:{self.peer[i]}"
+        self.procs[i] = subprocess.Popen(
+            [require_etcd(), "--name", f"e{i}", "--data-dir", os.path.join(self.dir, f"e{i}"),
+             "--unsafe-no-fsync", "--listen-client-urls", c, "--advertise-client-urls", c,
+             "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
+             "--initial-cluster", self.initial, "--initial-cluster-state", "new"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_healthy(self, i: int, timeout: float = 30):
+        import urllib.request
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.client[i]}/health",
+                                            timeout=1) as r:
+                    if b'"true"' in r.read():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"etcd member {i} is not healthy")
+
+    def kill(self, i: int):
+        self.procs[i].kill()
+        self.procs[i].wait()
+
+    def stop(self):
+        for p in self.procs:
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def ours_argv() -> list[str]:
     return [sys.executable, "-m", "pybeanstalkd"]
 

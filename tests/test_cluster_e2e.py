@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from history import History
-from support import Client, Server, drain_pipes, etcd_server, free_port, ours_argv
+from support import Client, Server, etcd_server, free_port, ours_argv
 
 pytest.importorskip("aetcd")
 from pybeanstalkd.cluster.coord import Coordinator  # noqa: E402
@@ -28,12 +28,29 @@ def start(tmp_path, etcd, name, cluster="c1"):
     peer, http = free_port(), free_port()
     os.makedirs(tmp_path / name, exist_ok=True)
     s = Server(ours_argv(), extra=["-b", str(tmp_path / name), "-f0", "--cluster", cluster,
-                                   "--etcd", "%s:%d" % etcd, "--node", name,
+                                   "--etcd", etcd if isinstance(etcd, str) else "%s:%d" % etcd,
+                                   "--node", name,
                                    "--peer-listen", "127.0.0.1:%d" % peer,
                                    "--http", "127.0.0.1:%d" % http])
-    drain_pipes(s.proc)
+    keep_log(s.proc, tmp_path / f"{name}.log")
     s.http = http
     return s
+
+
+def keep_log(proc, path):
+    """The node's output, kept in a file for when a test fails."""
+    import threading
+
+    def pump(f, out):
+        try:
+            while data := f.read1(65536):
+                out.write(data)
+                out.flush()
+        except (OSError, ValueError):
+            pass
+    out = open(path, "ab")
+    for f in (proc.stdout, proc.stderr):
+        threading.Thread(target=pump, args=(f, out), daemon=True).start()
 
 
 def leader_status(srv) -> int:

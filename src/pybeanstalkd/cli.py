@@ -115,7 +115,7 @@ LONG_USAGE = (
     " --http-auth USER:PASS   HTTP basic auth on all of it but /healthz\n"
     " --cluster NAME          replicate to the other nodes of cluster NAME (needs -b,\n"
     "                         --etcd, --node, --peer-listen); etcd picks the leader\n"
-    " --etcd HOST:PORT        the etcd that decides (first of a comma list, for now)\n"
+    " --etcd HOST:PORT,...    the etcd members that decide (tried in turn)\n"
     " --node NODE             this node's name in the cluster\n"
     " --peer-listen ADDR      host:port where the leader ships to this node\n"
     " --peer-advertise ADDR   host:port the others reach it at (default --peer-listen)\n"

@@ -24,38 +24,72 @@ from __future__ import annotations
 import json
 
 import aetcd
+from aetcd.exceptions import ClientError
+
+# An etcd member down, cut off or without quorum ("context deadline
+# exceeded" comes as a plain ClientError): try the next endpoint.
+UNREACHABLE = (ClientError,)
 
 
 class Coordinator:
     def __init__(self, cluster: str, node: str, host: str = "127.0.0.1", port: int = 2379,
-                 ttl: int = 3, timeout: float = 2.0):
+                 ttl: int = 3, timeout: float = 2.0, endpoints=None):
         self.node = node
         self.ttl = ttl
+        self.timeout = timeout
+        self.endpoints = list(endpoints or [(host, port)])
+        self.at = 0  # the endpoint in use
         p = f"/pybeanstalkd/{cluster}/"
         self.k_leader, self.k_isr, self.k_ids = (p + "leader").encode(), (p + "isr").encode(), \
             (p + "ids").encode()
         self.k_nodes = (p + "nodes/").encode()
-        self.client = aetcd.Client(host, port, timeout=timeout)
+        self.client = aetcd.Client(*self.endpoints[0], timeout=timeout)
+        self.t = self.client.transactions
         self.lease = None
         self.epoch = 0  # ours while we lead
 
     async def close(self):
         await self.client.close()
 
+    async def _do(self, op):
+        """op(client), on the next endpoint while one is unreachable. (A
+        retried transaction that had gone through fails its compare: each
+        caller treats that as having lost, which is safe.)"""
+        for _ in range(len(self.endpoints) - 1):
+            try:
+                return await op(self.client)
+            except UNREACHABLE:
+                old = self.client
+                self.at = (self.at + 1) % len(self.endpoints)
+                self.client = aetcd.Client(*self.endpoints[self.at], timeout=self.timeout)
+                try:
+                    await old.close()
+                except Exception:  # noqa: BLE001 (it is already broken)
+                    pass
+        return await op(self.client)
+
+    async def _get(self, key: bytes):
+        return await self._do(lambda c: c.get(key))
+
+    async def _txn(self, compare, success):
+        return await self._do(lambda c: c.transaction(compare=compare, success=success,
+                                                      failure=[]))
+
     # -- membership -------------------------------------------------------
 
     async def register(self, info: dict):
-        await self.client.put(self.k_nodes + self.node.encode(), json.dumps(info).encode())
+        key, value = self.k_nodes + self.node.encode(), json.dumps(info).encode()
+        await self._do(lambda c: c.put(key, value))
 
     async def nodes(self) -> dict[str, dict]:
-        got = await self.client.get_prefix(self.k_nodes)
+        got = await self._do(lambda c: c.get_prefix(self.k_nodes))
         return {kv.key[len(self.k_nodes):].decode(): json.loads(kv.value) for kv in got}
 
     # -- leadership -------------------------------------------------------
 
     async def leader(self) -> tuple[str, int, dict] | None:
         """(name, epoch, info) of the current leader, or None."""
-        kv = await self.client.get(self.k_leader)
+        kv = await self._get(self.k_leader)
         if kv is None:
             return None
         info = json.loads(kv.value)
@@ -63,7 +97,7 @@ class Coordinator:
 
     async def isr(self) -> tuple[int, list[str]] | None:
         """(epoch that wrote it, members), or None before the first leader."""
-        kv = await self.client.get(self.k_isr)
+        kv = await self._get(self.k_isr)
         if kv is None:
             return None
         d = json.loads(kv.value)
@@ -72,20 +106,19 @@ class Coordinator:
     async def campaign(self, info: dict) -> int:
         """Take the lead if nobody holds it and we are in the ISR (or there
         is none yet). The epoch if we lead now, else 0."""
-        t = self.client.transactions
-        kv = await self.client.get(self.k_isr)
+        t = self.t
+        kv = await self._get(self.k_isr)
         if kv is not None and self.node not in json.loads(kv.value)["members"]:
             return 0
-        lease = await self.client.lease(self.ttl)
+        lease = await self._do(lambda c: c.lease(self.ttl))
         value = json.dumps(dict(info, node=self.node)).encode()
         same_isr = (t.version(self.k_isr) == 0) if kv is None else (t.mod(self.k_isr) == kv.mod_revision)
-        ok, _ = await self.client.transaction(
-            compare=[t.create(self.k_leader) == 0, same_isr],
-            success=[t.put(self.k_leader, value, lease=lease)], failure=[])
+        ok, _ = await self._txn([t.create(self.k_leader) == 0, same_isr],
+                                [t.put(self.k_leader, value, lease=lease.id)])
         if not ok:
-            await lease.revoke()
+            await self._do(lambda c: c.revoke_lease(lease.id))
             return 0
-        got = await self.client.get(self.k_leader)
+        got = await self._get(self.k_leader)
         if got is None or got.lease != lease.id:  # (expired already)
             return 0
         self.lease, self.epoch = lease, got.create_revision
@@ -97,7 +130,8 @@ class Coordinator:
         """Refresh our lease; False once it is gone (we no longer lead)."""
         if self.lease is None:
             return False
-        reply = await self.lease.refresh()
+        lease_id = self.lease.id
+        reply = await self._do(lambda c: c.refresh_lease(lease_id))
         if reply is None or reply.TTL <= 0:
             self.lease, self.epoch = None, 0
             return False
@@ -106,35 +140,32 @@ class Coordinator:
     async def resign(self):
         if self.lease is not None:
             lease, self.lease, self.epoch = self.lease, None, 0
-            await lease.revoke()
+            await self._do(lambda c: c.revoke_lease(lease.id))
 
     # -- what only the leader of an epoch may write -------------------------
 
     def _ours(self):
-        return self.client.transactions.create(self.k_leader) == self.epoch
+        return self.t.create(self.k_leader) == self.epoch
 
     async def set_isr(self, members: list[str]) -> bool:
         """Write the ISR, if we still lead under our epoch."""
         if not self.epoch:
             return False
-        t = self.client.transactions
         value = json.dumps({"epoch": self.epoch, "members": members}).encode()
-        ok, _ = await self.client.transaction(compare=[self._ours()],
-                                              success=[t.put(self.k_isr, value)], failure=[])
+        ok, _ = await self._txn([self._ours()], [self.t.put(self.k_isr, value)])
         return ok
 
     async def take_ids(self, n: int) -> range | None:
         """A block of n job ids no other leader has or will have, or None
         if we no longer lead."""
-        t = self.client.transactions
+        t = self.t
         while self.epoch:
-            kv = await self.client.get(self.k_ids)
+            kv = await self._get(self.k_ids)
             first = int(kv.value) if kv is not None else 1
             same = (t.version(self.k_ids) == 0) if kv is None else \
                 (t.mod(self.k_ids) == kv.mod_revision)
-            ok, _ = await self.client.transaction(
-                compare=[self._ours(), same],
-                success=[t.put(self.k_ids, str(first + n).encode())], failure=[])
+            ok, _ = await self._txn([self._ours(), same],
+                                    [t.put(self.k_ids, str(first + n).encode())])
             if ok:
                 return range(first, first + n)
             if (await self.leader() or (None, 0))[1] != self.epoch:

@@ -22,7 +22,7 @@ import asyncio
 import socket
 from time import monotonic_ns
 
-from .coord import Coordinator
+from .coord import UNREACHABLE, Coordinator
 from .link import FollowerNode, Replicator
 
 LAG_S = 2.0  # an ISR member silent this long while batches wait is dropped
@@ -45,8 +45,8 @@ class Node:
         self.name = opts.node
         self.sync = opts.wantsync and opts.syncrate_ms == 0
         self.log = srv.log
-        host, port = parse_addr(opts.etcd.split(",")[0])
-        self.coord = Coordinator(opts.cluster, self.name, host, port)
+        self.coord = Coordinator(opts.cluster, self.name,
+                                 endpoints=[parse_addr(a) for a in opts.etcd.split(",")])
         self.info = {"peer": opts.peer_advertise or opts.peer_listen}
         if opts.http is not None:
             self.info["http"] = "%s:%d" % opts.http
@@ -83,19 +83,28 @@ class Node:
     # -- the life of a node -------------------------------------------------
 
     async def run(self):
-        await self.coord.register(self.info)
+        while True:
+            try:
+                await self.coord.register(self.info)
+                break
+            except UNREACHABLE as e:
+                self.log(f"cluster {self.opts.cluster}: etcd: {e!r}")
+                await asyncio.sleep(1)
         host, port = parse_addr(self.opts.peer_listen)
         self.peer_srv = await self.follower.serve(host, port)
         refuse = _refuse_clients(self.loop, self.srv_sock)
         self.log(f"cluster {self.opts.cluster}: {self.name} follows")
-        while True:
-            if await self.coord.leader() is None:
-                epoch = await self.coord.campaign(self.info)
-                if epoch:
-                    refuse()
-                    await self.lead(epoch)
-                    return
+        epoch = 0
+        while not epoch:
             await asyncio.sleep(POLL_S)
+            try:
+                if await self.coord.leader() is None:
+                    epoch = await self.coord.campaign(self.info)
+            except UNREACHABLE as e:  # etcd down or without quorum: keep following
+                self.log(f"cluster {self.opts.cluster}: etcd: {e!r}")
+                await asyncio.sleep(1)
+        refuse()
+        await self.lead(epoch)
 
     async def lead(self, epoch: int):
         self.peer_srv.close()
@@ -117,7 +126,10 @@ class Node:
         due = self.engine.next_due()
         if due is not None:
             self.srv.arm(due)
-        await asyncio.gather(self._keepalive(), self._links(), self._watch_isr())
+        try:
+            await asyncio.gather(self._keepalive(), self._links(), self._watch_isr())
+        except UNREACHABLE as e:
+            self._deposed(f"etcd: {e!r}")
 
     async def _keepalive(self):
         ttl_ns = self.coord.ttl * 1_000_000_000
@@ -125,7 +137,7 @@ class Node:
             sent = monotonic_ns()
             try:
                 ok = await asyncio.wait_for(self.coord.keepalive(), self.coord.ttl / 3)
-            except (asyncio.TimeoutError, OSError, Exception) as e:  # etcd unreachable
+            except Exception as e:  # noqa: BLE001 (etcd unreachable, or its reply late)
                 self.log(f"cluster: lease refresh failed: {e!r}")
                 ok = None
             if ok:
