@@ -200,3 +200,24 @@ def test_a_paused_leader_steps_down_and_acknowledges_nothing(tmp_path, etcd):
             if s is not None:
                 s.proc.send_signal(signal.SIGCONT)
                 s.stop()
+
+
+def test_a_leader_stopped_with_sigterm_hands_over_at_once(tmp_path, etcd):
+    a = start(tmp_path, etcd, "a", "c4")
+    b = None
+    try:
+        wait_for(lambda: ask(a, b"list-tube-used\r\n"))
+        b = start(tmp_path, etcd, "b", "c4")
+        wait_for(lambda: (isr(etcd, "c4") or (0, []))[1] == ["a", "b"])
+        assert ask(a, b"put 0 0 60 2\r\nok\r\n") == b"INSERTED 1\r\n"
+        t0 = time.monotonic()
+        a.stop()  # SIGTERM: it resigns its lease
+        wait_for(lambda: (ask(b, b"put 0 0 60 1\r\nb\r\n") or b"").startswith(b"INSERTED"))
+        took = time.monotonic() - t0
+        print(f"handover after SIGTERM: {took:.2f} s")
+        assert took < 2.5, took  # not the 3 s lease: the next poll and the ISR's 1 s
+        assert ask(b, b"peek 1\r\n") == b"FOUND 1 2\r\nok\r\n"
+    finally:
+        for s in (a, b):
+            if s is not None:
+                s.stop()

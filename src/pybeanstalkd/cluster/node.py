@@ -208,6 +208,15 @@ class Node:
                 self._acked()
             await asyncio.sleep(0.1)
 
+    async def leave(self):
+        """At shutdown, after the last reply (none of the held ones went
+        out): give up the lease, so that another node leads at once."""
+        self.role = "follower"
+        try:
+            await asyncio.wait_for(self.coord.resign(), 2)
+        except Exception as e:  # noqa: BLE001 (then the lease runs out by itself)
+            self.log(f"cluster {self.opts.cluster}: resign: {e!r}")
+
     def _acked(self):
         self.srv.release_held(self.committed())
 

@@ -235,5 +235,7 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
             srv.syncer.final()
         for c in list(srv.clients.values()):
             c.transport.abort()
+        if srv.cluster is not None:
+            await srv.cluster.leave()  # a leader lets the next one take over now
 
 
