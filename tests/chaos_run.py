@@ -1,0 +1,182 @@
+"""The randomized fault run of issue 13, outside CI (pytest does not collect
+it): three nodes, three etcd members and HAProxy on loopback, a producer and
+a consumer through HAProxy, and a fault every few seconds, chosen by a
+seeded random generator:
+
+    kill -9 of the leader or a follower, SIGSTOP of either for 2-6 s,
+    SIGTERM of a node, kill -9 of an etcd member; a dead node or member is
+    started again a few seconds later, as a supervisor would.
+
+At the end the faults stop, the cluster settles, and the history checker
+compares what the clients were told with what the leader holds.
+
+    .venv/bin/python tests/chaos_run.py SEED [SECONDS]
+"""
+import os
+import random
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import pathlib
+
+sys.path.insert(0, os.path.dirname(__file__))
+from history import History  # noqa: E402
+from support import Client, EtcdCluster, free_port  # noqa: E402
+from test_cluster_e2e import ask, start, wait_for  # noqa: E402
+from test_cluster_haproxy import Front, Producer, haproxy_config, require_haproxy  # noqa: E402
+import subprocess  # noqa: E402
+
+
+class Consumer(threading.Thread):
+    """reserve-with-timeout 1 and delete through HAProxy, reconnecting after
+    any break; every step recorded in the history."""
+
+    def __init__(self, port, h):
+        super().__init__(daemon=True)
+        self.port, self.h = port, h
+        self.stop = threading.Event()
+        self.deleted = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=10) as sock:
+                    c = Client(sock)
+                    while not self.stop.is_set():
+                        r = c.cmd(b"reserve-with-timeout 1\r\n")
+                        if not r.startswith(b"RESERVED "):
+                            continue
+                        head, body = r.split(b"\r\n")[:2]
+                        i = int(head.split()[1])
+                        self.h.reserved(i, body)
+                        self.h.send_delete(i)
+                        if c.cmd(b"delete %d\r\n" % i) == b"DELETED\r\n":
+                            self.h.delete_acked(i)
+                            self.deleted += 1
+            except (OSError, EOFError):
+                time.sleep(0.05)
+
+
+def main(seed: int, seconds: float) -> int:
+    rng = random.Random(seed)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
+    etcd = EtcdCluster(str(tmp / "etcd"))
+    endpoints = ",".join("%s:%d" % e for e in etcd.endpoints)
+    names = ["a", "b", "c"]
+    nodes = {"a": start(tmp, endpoints, "a", "chaos")}
+    wait_for(lambda: ask(nodes["a"], b"list-tube-used\r\n"), timeout=30)
+    for n in names[1:]:
+        nodes[n] = start(tmp, endpoints, n, "chaos")
+    front = free_port()
+    cfg = tmp / "haproxy.cfg"
+    proxy = None
+
+    def reproxy():
+        nonlocal proxy
+        live = [nodes[n] for n in names]
+        cfg.write_text(haproxy_config(front, live))
+        if proxy is not None:
+            proxy.kill()
+            proxy.wait()
+        proxy = subprocess.Popen([require_haproxy(), "-db", "-f", str(cfg)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    reproxy()
+    wait_for(lambda: ask(Front(front), b"list-tube-used\r\n"), timeout=30)
+    h = History()
+    prod, cons = Producer(front, h), Consumer(front, h)
+    prod.start()
+    cons.start()
+    dead_nodes: dict[str, float] = {}
+    dead_etcd: dict[int, float] = {}
+    faults = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(rng.uniform(2, 5))
+        now = time.monotonic()
+        for n, at in list(dead_nodes.items()):
+            if now >= at:
+                nodes[n].stop()
+                nodes[n] = start(tmp, endpoints, n, "chaos")
+                del dead_nodes[n]
+                reproxy()
+        for i, at in list(dead_etcd.items()):
+            if now >= at:
+                etcd.start(i)
+                del dead_etcd[i]
+        for n in names:  # exited by itself (75: deposed): the supervisor restarts it
+            if n not in dead_nodes and nodes[n].proc.poll() is not None:
+                dead_nodes[n] = now + 1
+        leader = next((n for n in names if n not in dead_nodes
+                       and ask(nodes[n], b"list-tube-used\r\n", timeout=0.5)), None)
+        followers = [n for n in names if n not in dead_nodes and n != leader]
+        kind = rng.choice(["kill-leader", "kill-follower", "stop-leader", "stop-follower",
+                           "term", "kill-etcd"])
+        who = leader if kind.endswith("leader") else (rng.choice(followers) if followers else None)
+        if kind == "term":
+            who = rng.choice([n for n in names if n not in dead_nodes] or [None])
+        if kind == "kill-etcd":
+            if not dead_etcd:
+                i = rng.randrange(3)
+                etcd.kill(i)
+                dead_etcd[i] = now + rng.uniform(3, 8)
+                faults.append(f"{now - end + seconds:6.1f}s kill -9 etcd member {i}")
+            continue
+        if who is None:
+            continue
+        p = nodes[who].proc
+        if kind.startswith("kill"):
+            p.kill()
+            dead_nodes[who] = now + rng.uniform(2, 6)
+            faults.append(f"{now - end + seconds:6.1f}s kill -9 {who} ({kind})")
+        elif kind == "term":
+            p.terminate()
+            dead_nodes[who] = now + rng.uniform(1, 3)
+            faults.append(f"{now - end + seconds:6.1f}s SIGTERM {who}")
+        else:
+            pause = rng.uniform(2, 6)
+            p.send_signal(signal.SIGSTOP)
+            faults.append(f"{now - end + seconds:6.1f}s SIGSTOP {who} for {pause:.1f}s ({kind})")
+            threading.Timer(pause, lambda p=p: p.poll() is None and p.send_signal(signal.SIGCONT)).start()
+    # Settle: everything back, then check.
+    time.sleep(7)
+    for i in list(dead_etcd):
+        etcd.start(i)
+    for n in names:
+        if n in dead_nodes or nodes[n].proc.poll() is not None:
+            nodes[n].stop()
+            nodes[n] = start(tmp, endpoints, n, "chaos")
+    reproxy()
+    leader = wait_for(lambda: next((nodes[n] for n in names
+                                    if ask(nodes[n], b"list-tube-used\r\n")), None), timeout=60)
+    prod.stop.set()
+    cons.stop.set()
+    prod.join(15)
+    cons.join(15)
+    jobs = {}
+    with leader.connect(timeout=30) as sock:
+        c = Client(sock)
+        for i in sorted(set(h.acked) | h.deleted):
+            r = c.cmd(b"peek %d\r\n" % i)
+            if r.startswith(b"FOUND"):
+                jobs[i] = r.split(b"\r\n")[1]
+    problems = h.check(jobs)
+    print(f"seed {seed}, {seconds:.0f} s, {len(faults)} faults:")
+    for f in faults:
+        print("  " + f)
+    print(f"puts acknowledged {len(h.acked)}, deletes acknowledged {len(h.deleted)}, "
+          f"jobs on the leader at the end {len(jobs)}; problems: {len(problems)}")
+    for p in problems[:20]:
+        print("  " + p)
+    proxy.kill()
+    for n in names:
+        nodes[n].proc.send_signal(signal.SIGCONT)
+        nodes[n].stop()
+    etcd.stop()
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 90))
