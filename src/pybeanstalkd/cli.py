@@ -155,6 +155,17 @@ def _parse_user_password(text: str) -> tuple[str, str] | None:
     return (user, password) if sep and user else None
 
 
+def _checked_addr(text: str) -> str | None:
+    """host:port, kept as text: the cluster side parses it, and advertises
+    it as given."""
+    return text if _parse_http_addr(text) else None
+
+
+def _checked_addrs(text: str) -> str | None:
+    """A comma list of host:port, kept as text."""
+    return text if all(_parse_http_addr(a) for a in text.split(",")) else None
+
+
 # name -> (Options field, parser returning None on a bad value, what it takes)
 LONG_OPTIONS = {
     "max-memory": ("max_memory", _parse_bytes, "a byte count (K, M, G suffixes)"),
@@ -166,12 +177,10 @@ LONG_OPTIONS = {
     "http": ("http", _parse_http_addr, "host:port or :port"),
     "http-auth": ("http_auth", _parse_user_password, "USER:PASSWORD"),
     "cluster": ("cluster", str, "a name"),
-    "etcd": ("etcd", lambda t: t if all(_parse_http_addr(a) for a in t.split(",")) else None,
-             "host:port[,host:port...]"),
+    "etcd": ("etcd", _checked_addrs, "host:port[,host:port...]"),
     "node": ("node", str, "a name"),
-    "peer-listen": ("peer_listen", lambda t: t if _parse_http_addr(t) else None, "host:port"),
-    "peer-advertise": ("peer_advertise", lambda t: t if _parse_http_addr(t) else None,
-                       "host:port"),
+    "peer-listen": ("peer_listen", _checked_addr, "host:port"),
+    "peer-advertise": ("peer_advertise", _checked_addr, "host:port"),
 }
 
 

@@ -19,7 +19,6 @@ it leads under the epoch etcd gave it:
 from __future__ import annotations
 
 import asyncio
-import socket
 from time import monotonic_ns
 
 from .coord import UNREACHABLE, Coordinator
@@ -38,9 +37,10 @@ def parse_addr(text: str) -> tuple[str, int]:
 
 
 class Node:
-    def __init__(self, loop, srv, engine, wal, opts, serve_clients, stop):
+    def __init__(self, loop, srv, engine, wal, opts, sock, serve_clients, stop):
         self.loop, self.srv, self.engine, self.wal, self.opts = loop, srv, engine, wal, opts
-        self.serve_clients = serve_clients  # starts accepting clients; returns the listener
+        self.sock = sock  # the protocol's listening socket
+        self.serve_clients = serve_clients  # starts accepting clients on it
         self.stop = stop  # the server's stop future
         self.name = opts.node
         self.sync = opts.wantsync and opts.syncrate_ms == 0
@@ -92,7 +92,7 @@ class Node:
                 await asyncio.sleep(1)
         host, port = parse_addr(self.opts.peer_listen)
         self.peer_srv = await self.follower.serve(host, port)
-        refuse = _refuse_clients(self.loop, self.srv_sock)
+        refuse = _refuse_clients(self.loop, self.sock)
         self.log(f"cluster {self.opts.cluster}: {self.name} follows")
         epoch = 0
         while not epoch:
@@ -220,7 +220,6 @@ class Node:
     def _acked(self):
         self.srv.release_held(self.committed())
 
-    srv_sock: socket.socket | None = None
 
 
 def _refuse_clients(loop, sock):

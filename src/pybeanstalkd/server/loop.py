@@ -150,13 +150,13 @@ def open_binlog(engine: Engine, opts) -> Wal:
     return wal
 
 
-def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, stop):
-    """--cluster: a follower until etcd makes this node the leader (only
-    now is cluster/ imported, and its etcd client)."""
+def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, serve_clients, stop):
+    """--cluster: a follower until etcd makes this node the leader, which
+    then calls serve_clients() (only now is cluster/ imported, and its etcd
+    client)."""
     from ..cluster.node import Node
 
-    node = Node(loop, srv, engine, wal, opts, None, stop)
-    node.srv_sock = sock
+    node = Node(loop, srv, engine, wal, opts, sock, serve_clients, stop)
 
     def done(task):
         if not task.cancelled() and task.exception() is not None and not stop.done():
@@ -213,12 +213,10 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
     loop.add_signal_handler(signal.SIGINT, terminate)
     listener = None
     if getattr(opts, "cluster", None) is not None:
-        srv.cluster = _start_cluster(loop, srv, engine, wal, sock, opts, stop)
-
         def serve_clients():
             nonlocal listener
             listener = start_accepting(loop, sock, srv, opts)
-        srv.cluster.serve_clients = serve_clients
+        srv.cluster = _start_cluster(loop, srv, engine, wal, sock, opts, serve_clients, stop)
     else:
         listener = start_accepting(loop, sock, srv, opts)
     if http is None and getattr(opts, "http_sock", None) is not None:

@@ -250,7 +250,10 @@ class Server:
             # replies wait for the fsync anyway: one write per group (_start).
             syncer.wal.flush()
         if dirty:  # (with a binlog)
-            synced = self.committed() if syncer.wal.use else 1 << 62
+            if not syncer.wal.use:
+                synced = 1 << 62
+            else:  # committed(), inline: this runs on every event with -b
+                synced = syncer.wal.synced if self.commit is None else self.commit()
             for s in dirty:
                 if s.hold > synced:
                     self.held.add(s)
