@@ -15,7 +15,6 @@ compares what the clients were told with what the leader holds.
 import os
 import random
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -24,40 +23,32 @@ import pathlib
 
 sys.path.insert(0, os.path.dirname(__file__))
 from history import History  # noqa: E402
-from support import Client, EtcdCluster, free_port  # noqa: E402
-from test_cluster_e2e import ask, start, wait_for  # noqa: E402
-from test_cluster_haproxy import Front, Producer, haproxy_config, require_haproxy  # noqa: E402
+from support import EtcdCluster, free_port  # noqa: E402
+from test_cluster_e2e import ask, jobs_on, start, wait_for  # noqa: E402
+from test_cluster_haproxy import Front, Looping, Producer, haproxy_config, require_haproxy  # noqa: E402
 import subprocess  # noqa: E402
 
 
-class Consumer(threading.Thread):
-    """reserve-with-timeout 1 and delete through HAProxy, reconnecting after
-    any break; every step recorded in the history."""
+class Consumer(Looping):
+    """reserve-with-timeout 1 and delete; every step recorded in the history."""
+
+    timeout = 10.0
 
     def __init__(self, port, h):
-        super().__init__(daemon=True)
-        self.port, self.h = port, h
-        self.stop = threading.Event()
+        super().__init__(port, h)
         self.deleted = 0
 
-    def run(self):
-        while not self.stop.is_set():
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=10) as sock:
-                    c = Client(sock)
-                    while not self.stop.is_set():
-                        r = c.cmd(b"reserve-with-timeout 1\r\n")
-                        if not r.startswith(b"RESERVED "):
-                            continue
-                        head, body = r.split(b"\r\n")[:2]
-                        i = int(head.split()[1])
-                        self.h.reserved(i, body)
-                        self.h.send_delete(i)
-                        if c.cmd(b"delete %d\r\n" % i) == b"DELETED\r\n":
-                            self.h.delete_acked(i)
-                            self.deleted += 1
-            except (OSError, EOFError):
-                time.sleep(0.05)
+    def step(self, c):
+        r = c.cmd(b"reserve-with-timeout 1\r\n")
+        if not r.startswith(b"RESERVED "):
+            return
+        head, body = r.split(b"\r\n")[:2]
+        i = int(head.split()[1])
+        self.h.reserved(i, body)
+        self.h.send_delete(i)
+        if c.cmd(b"delete %d\r\n" % i) == b"DELETED\r\n":
+            self.h.delete_acked(i)
+            self.deleted += 1
 
 
 def main(seed: int, seconds: float) -> int:
@@ -155,13 +146,7 @@ def main(seed: int, seconds: float) -> int:
     cons.stop.set()
     prod.join(15)
     cons.join(15)
-    jobs = {}
-    with leader.connect(timeout=30) as sock:
-        c = Client(sock)
-        for i in sorted(set(h.acked) | h.deleted):
-            r = c.cmd(b"peek %d\r\n" % i)
-            if r.startswith(b"FOUND"):
-                jobs[i] = r.split(b"\r\n")[1]
+    jobs = jobs_on(leader, sorted(set(h.acked) | h.deleted))
     problems = h.check(jobs)
     print(f"seed {seed}, {seconds:.0f} s, {len(faults)} faults:")
     for f in faults:

@@ -987,7 +987,7 @@ def test_long_options_parse(capsys):
     assert parse([], capsys)[0].max_memory is None
 
 
-@pytest.mark.parametrize("argv, msg", [
+LONG_OPTION_ERRORS = [
     (["--max-memory", "lots"], "PROG: invalid value for --max-memory: 'lots'"),
     (["--max-memory=-5"], "PROG: invalid value for --max-memory: '-5'"),
     (["--max-connections", "0"], "PROG: invalid value for --max-connections: '0'"),
@@ -995,11 +995,7 @@ def test_long_options_parse(capsys):
     (["--tls-cert", "c.pem"], "PROG: --tls-cert and --tls-key go together"),
     (["--tls-client-ca", "ca.pem"], "PROG: --tls-client-ca needs --tls-cert and --tls-key"),
     (["--no-such"], "PROG: unknown flag: --no-such"),
-])
-def test_long_option_errors(argv, msg, capsys):
-    _, code, _, err = parse(argv, capsys)
-    assert code == 5
-    assert err.split("\n")[0].startswith(msg)
+]
 
 
 def test_long_help_lists_long_options(capsys):
@@ -1019,7 +1015,7 @@ def test_http_options_parse(capsys):
     assert (opts.http, opts.http_auth) == (None, None)
 
 
-@pytest.mark.parametrize("argv, msg", [
+HTTP_OPTION_ERRORS = [
     (["--http", "8080"], "PROG: invalid value for --http: '8080'"),
     (["--http", "host:"], "PROG: invalid value for --http: 'host:'"),
     (["--http", ":65536"], "PROG: invalid value for --http: ':65536'"),
@@ -1028,11 +1024,7 @@ def test_http_options_parse(capsys):
     (["--http", ":1", "--http-auth", "nopassword"], "PROG: invalid value for --http-auth: 'nopassword'"),
     (["--http", ":1", "--http-auth", ":pw"], "PROG: invalid value for --http-auth: ':pw'"),
     (["--http-auth", "a:b"], "PROG: --http-auth needs --http"),
-])
-def test_http_option_errors(argv, msg, capsys):
-    _, code, _, err = parse(argv, capsys)
-    assert code == 5
-    assert err.split("\n")[0].startswith(msg)
+]
 
 
 def test_long_help_lists_http_options(capsys):
@@ -1058,7 +1050,7 @@ def test_cluster_options_parse(capsys):
     assert parse([], capsys)[0].cluster is None
 
 
-@pytest.mark.parametrize("argv, msg", [
+CLUSTER_OPTION_ERRORS = [
     (["--cluster", "c", "--etcd", "h:1", "--node", "n", "--peer-listen", ":1"],
      "PROG: --cluster needs -b, --etcd, --node and --peer-listen"),
     (["-b", "/tmp", "--cluster", "c", "--etcd", "h:1", "--node", "n"],
@@ -1067,8 +1059,12 @@ def test_cluster_options_parse(capsys):
     (["-b", "/tmp", "--cluster", "c", "--etcd", "h", "--node", "n", "--peer-listen", ":1"],
      "PROG: invalid value for --etcd: 'h'"),
     (["--peer-listen", "x"], "PROG: invalid value for --peer-listen: 'x'"),
-])
-def test_cluster_option_errors(argv, msg, capsys):
+]
+
+
+@pytest.mark.parametrize("argv, msg", LONG_OPTION_ERRORS + HTTP_OPTION_ERRORS
+                         + CLUSTER_OPTION_ERRORS)
+def test_long_option_errors(argv, msg, capsys):
     _, code, _, err = parse(argv, capsys)
     assert code == 5
     assert err.split("\n")[0].startswith(msg)

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import time
+from contextlib import contextmanager
 import urllib.error
 import urllib.request
 
@@ -82,6 +83,35 @@ def wait_for(cond, timeout=15.0, step=0.05):
     raise AssertionError("timed out")
 
 
+def jobs_on(srv, ids) -> dict:
+    """id -> body of each of ids the server holds (peek)."""
+    jobs = {}
+    with srv.connect(timeout=30) as sock:
+        c = Client(sock)
+        for i in ids:
+            r = c.cmd(b"peek %d\r\n" % i)
+            if r.startswith(b"FOUND"):
+                jobs[i] = r.split(b"\r\n")[1]
+    return jobs
+
+
+@contextmanager
+def pair(tmp_path, etcd, cluster):
+    """Nodes a (the leader) and b, once b is in the ISR; both stopped after
+    (woken first, if a test paused one)."""
+    a, b = start(tmp_path, etcd, "a", cluster), None
+    try:
+        wait_for(lambda: ask(a, b"list-tube-used\r\n"))  # a leads
+        b = start(tmp_path, etcd, "b", cluster)
+        wait_for(lambda: (isr(etcd, cluster) or (0, []))[1] == ["a", "b"])
+        yield a, b
+    finally:
+        for node in (a, b):
+            if node is not None:
+                node.proc.send_signal(signal.SIGCONT)
+                node.stop()
+
+
 def isr(etcd, cluster="c1"):
     async def get():
         c = Coordinator(cluster, "test", *etcd)
@@ -93,13 +123,8 @@ def isr(etcd, cluster="c1"):
 
 
 def test_the_leader_dies_and_no_acknowledged_put_is_lost(tmp_path, etcd):
-    a = start(tmp_path, etcd, "a")
-    b = None
-    try:
-        wait_for(lambda: ask(a, b"list-tube-used\r\n"))  # a leads
-        b = start(tmp_path, etcd, "b")
+    with pair(tmp_path, etcd, "c1") as (a, b):
         assert ask(b, b"list-tube-used\r\n") is None  # a follower serves no client
-        wait_for(lambda: (isr(etcd) or (0, []))[1] == ["a", "b"])
         assert (leader_status(a), leader_status(b)) == (200, 503)
         h = History()
         with a.connect() as sock:
@@ -123,33 +148,19 @@ def test_the_leader_dies_and_no_acknowledged_put_is_lost(tmp_path, etcd):
         failover = time.monotonic() - died
         assert failover < 10, failover
         print(f"failover: {failover:.2f} s from kill -9 to a put accepted")
+        assert h.check(jobs_on(b, range(1, 45))) == []
         with b.connect() as sock:
             c = Client(sock)
-            jobs = {}
-            for i in range(1, 45):
-                r = c.cmd(b"peek %d\r\n" % i)
-                if r.startswith(b"FOUND"):
-                    jobs[i] = r.split(b"\r\n")[1]
-            assert h.check(jobs) == []
             assert c.cmd(b"stats-job 4\r\n").find(b"state: ready") > 0
             r = c.cmd(b"put 0 0 60 1\r\ny\r\n")
             assert int(r.split()[1]) > max(h.acked)  # a new block of ids
         got = isr(etcd)
         assert got[1] == ["b"]  # a was dropped before b acknowledged alone
         assert leader_status(b) == 200
-    finally:
-        for s in (a, b):
-            if s is not None:
-                s.stop()
 
 
 def test_a_silent_follower_leaves_the_isr_before_anything_is_acknowledged(tmp_path, etcd):
-    a = start(tmp_path, etcd, "a", "c2")
-    b = None
-    try:
-        wait_for(lambda: ask(a, b"list-tube-used\r\n"))
-        b = start(tmp_path, etcd, "b", "c2")
-        wait_for(lambda: (isr(etcd, "c2") or (0, []))[1] == ["a", "b"])
+    with pair(tmp_path, etcd, "c2") as (a, b):
         assert ask(a, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
         b.proc.send_signal(signal.SIGSTOP)
         t0 = time.monotonic()
@@ -163,20 +174,10 @@ def test_a_silent_follower_leaves_the_isr_before_anything_is_acknowledged(tmp_pa
         t0 = time.monotonic()
         assert ask(a, b"put 0 0 60 1\r\nz\r\n").startswith(b"INSERTED")
         assert time.monotonic() - t0 < 1
-    finally:
-        for s in (a, b):
-            if s is not None:
-                s.proc.send_signal(signal.SIGCONT)
-                s.stop()
 
 
 def test_a_paused_leader_steps_down_and_acknowledges_nothing(tmp_path, etcd):
-    a = start(tmp_path, etcd, "a", "c3")
-    b = None
-    try:
-        wait_for(lambda: ask(a, b"list-tube-used\r\n"))
-        b = start(tmp_path, etcd, "b", "c3")
-        wait_for(lambda: (isr(etcd, "c3") or (0, []))[1] == ["a", "b"])
+    with pair(tmp_path, etcd, "c3") as (a, b):
         sock = a.connect(timeout=30)
         c = Client(sock)
         assert c.cmd(b"put 0 0 60 2\r\nok\r\n") == b"INSERTED 1\r\n"
@@ -195,20 +196,10 @@ def test_a_paused_leader_steps_down_and_acknowledges_nothing(tmp_path, etcd):
         sock.close()
         assert ask(b, b"peek 1\r\n") == b"FOUND 1 2\r\nok\r\n"
         assert leader_status(b) == 200
-    finally:
-        for s in (a, b):
-            if s is not None:
-                s.proc.send_signal(signal.SIGCONT)
-                s.stop()
 
 
 def test_a_leader_stopped_with_sigterm_hands_over_at_once(tmp_path, etcd):
-    a = start(tmp_path, etcd, "a", "c4")
-    b = None
-    try:
-        wait_for(lambda: ask(a, b"list-tube-used\r\n"))
-        b = start(tmp_path, etcd, "b", "c4")
-        wait_for(lambda: (isr(etcd, "c4") or (0, []))[1] == ["a", "b"])
+    with pair(tmp_path, etcd, "c4") as (a, b):
         assert ask(a, b"put 0 0 60 2\r\nok\r\n") == b"INSERTED 1\r\n"
         t0 = time.monotonic()
         a.stop()  # SIGTERM: it resigns its lease
@@ -217,7 +208,3 @@ def test_a_leader_stopped_with_sigterm_hands_over_at_once(tmp_path, etcd):
         print(f"handover after SIGTERM: {took:.2f} s")
         assert took < 2.5, took  # not the 3 s lease: the next poll and the ISR's 1 s
         assert ask(b, b"peek 1\r\n") == b"FOUND 1 2\r\nok\r\n"
-    finally:
-        for s in (a, b):
-            if s is not None:
-                s.stop()

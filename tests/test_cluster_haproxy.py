@@ -14,7 +14,7 @@ import pytest
 
 from history import History
 from support import Client, free_port
-from test_cluster_e2e import ask, etcd, isr, start, wait_for  # noqa: F401 (etcd: a fixture)
+from test_cluster_e2e import ask, etcd, isr, jobs_on, start, wait_for  # noqa: F401 (etcd: a fixture)
 
 pytest.importorskip("aetcd")
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "haproxy.cfg")
@@ -48,34 +48,48 @@ class Front:
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
 
 
-class Producer(threading.Thread):
-    """Unpipelined puts through HAProxy, reconnecting after any break; each
-    put is recorded as sent, and as acknowledged when INSERTED comes."""
+class Looping(threading.Thread):
+    """A client through HAProxy that reconnects after any break and runs
+    step() until stopped."""
+
+    timeout = 5.0
 
     def __init__(self, port, history):
         super().__init__(daemon=True)
         self.port, self.h = port, history
         self.stop = threading.Event()
-        self.acks = []  # (monotonic time, id)
-        self.n = 0
 
     def run(self):
         while not self.stop.is_set():
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+                with socket.create_connection(("127.0.0.1", self.port),
+                                              timeout=self.timeout) as sock:
                     c = Client(sock)
                     while not self.stop.is_set():
-                        self.n += 1
-                        body = b"p%06d" % self.n
-                        self.h.put_sent(body)
-                        r = c.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
-                        if not r.startswith(b"INSERTED "):
-                            raise AssertionError(r)
-                        i = int(r.split()[1])
-                        self.h.put_acked(i, body)
-                        self.acks.append((time.monotonic(), i))
+                        self.step(c)
             except (OSError, EOFError):
                 time.sleep(0.05)
+
+
+class Producer(Looping):
+    """Unpipelined puts; each recorded as sent, and as acknowledged when
+    INSERTED comes."""
+
+    def __init__(self, port, history):
+        super().__init__(port, history)
+        self.acks = []  # (monotonic time, id)
+        self.n = 0
+
+    def step(self, c):
+        self.n += 1
+        body = b"p%06d" % self.n
+        self.h.put_sent(body)
+        r = c.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+        if not r.startswith(b"INSERTED "):
+            raise AssertionError(r)
+        i = int(r.split()[1])
+        self.h.put_acked(i, body)
+        self.acks.append((time.monotonic(), i))
 
 
 def test_kill_9_of_the_leader_behind_haproxy(tmp_path, etcd):  # noqa: F811
@@ -108,14 +122,7 @@ def test_kill_9_of_the_leader_behind_haproxy(tmp_path, etcd):  # noqa: F811
         assert failover < 10
         # Everything acknowledged is on the new leader, once each.
         new = next(n for n in nodes[1:] if ask(n, b"list-tube-used\r\n"))
-        with new.connect() as sock:
-            c = Client(sock)
-            jobs = {}
-            for i in sorted(h.acked):
-                r = c.cmd(b"peek %d\r\n" % i)
-                if r.startswith(b"FOUND"):
-                    jobs[i] = r.split(b"\r\n")[1]
-        assert h.check(jobs) == []
+        assert h.check(jobs_on(new, sorted(h.acked))) == []
     finally:
         if proxy is not None:
             proxy.kill()
@@ -180,13 +187,7 @@ def test_follower_restart_and_a_rolling_restart_lose_nothing(tmp_path, etcd):  #
         p.stop.set()
         p.join(10)
         leader = next(n for n in nodes if ask(n, b"list-tube-used\r\n"))
-        with leader.connect() as sock:
-            c = Client(sock)
-            jobs = {}
-            for i in sorted(h.acked):
-                r = c.cmd(b"peek %d\r\n" % i)
-                if r.startswith(b"FOUND"):
-                    jobs[i] = r.split(b"\r\n")[1]
+        jobs = jobs_on(leader, sorted(h.acked))
         print(f"{len(h.acked)} puts acknowledged through a follower's restart and a rolling restart")
         assert len(h.acked) > 250
         assert h.check(jobs) == []

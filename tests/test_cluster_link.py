@@ -15,6 +15,15 @@ def setup(tmp_path):
     return lh, lwal, fh, fwal
 
 
+async def linked(lh, lwal, fh, fwal, epoch=7):
+    """The follower listening, and the leader's link to it (epoch 7)."""
+    f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
+    srv = await f.serve("127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    rep = Replicator(lh.e.q, lwal, epoch)
+    return srv, port, rep, await rep.connect("f", "127.0.0.1", port)
+
+
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
@@ -26,11 +35,7 @@ def test_a_follower_gets_every_batch_and_has_it_on_disk(tmp_path):
         lh.send(c, b"put %d 0 60 3\r\npre\r\n" % i)  # before the link: in the snapshot
 
     async def main():
-        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
-        srv = await f.serve("127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        rep = Replicator(lh.e.q, lwal, epoch=7)
-        link = await rep.connect("f", "127.0.0.1", port)
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal)
         await link.until(0)
         assert jobs(fh.e.q) == jobs(lh.e.q)
         for i in range(50):
@@ -61,11 +66,7 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
     c = lh.conn()
 
     async def main():
-        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
-        srv = await f.serve("127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        rep = Replicator(lh.e.q, lwal, epoch=7)
-        link = await rep.connect("f", "127.0.0.1", port)
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal)
         lh.send(c, b"put 0 0 60 1\r\na\r\n")
         lwal.flush()
         rep.ship()
