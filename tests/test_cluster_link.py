@@ -15,9 +15,9 @@ def setup(tmp_path):
     return lh, lwal, fh, fwal
 
 
-async def linked(lh, lwal, fh, fwal, epoch=7):
+async def linked(lh, lwal, fh, fwal, epoch=7, **follower):
     """The follower listening, and the leader's link to it (epoch 7)."""
-    f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
+    f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, **follower)
     srv = await f.serve("127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
     rep = Replicator(lh.e.q, lwal, epoch)
@@ -52,6 +52,32 @@ def test_a_follower_gets_every_batch_and_has_it_on_disk(tmp_path):
         await link.until(rep.seq)
         assert jobs(fh.e.q) == jobs(lh.e.q)
         assert fwal.synced == fwal.written  # acked only once on disk
+        assert rep.acked_lsn("f") == lwal.written
+        srv.close()
+        link.writer.close()
+    run(main())
+    h2, _ = node(os.path.join(str(tmp_path), "follower"), now=fh.now)
+    assert set(jobs(h2.e.q)) == set(jobs(lh.e.q))
+
+
+def test_with_f_ms_a_follower_acks_from_memory_and_leaves_the_fsync_to_its_policy(tmp_path):
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    c = lh.conn()
+    kicks = []
+
+    async def main():
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal, sync=False,
+                                            kick=lambda: kicks.append(fwal.written))
+        await link.until(0)
+        for i in range(20):
+            lh.send(c, b"put 0 0 60 4\r\nj%03d\r\n" % i)
+            lwal.flush()
+            rep.ship()
+            await link.until(rep.seq)
+            # Acked once written (a kill -9 of the follower keeps it), not fsynced.
+            assert fwal.written > fwal.synced
+            assert kicks[-1] == fwal.written
+        assert jobs(fh.e.q) == jobs(lh.e.q)
         assert rep.acked_lsn("f") == lwal.written
         srv.close()
         link.writer.close()

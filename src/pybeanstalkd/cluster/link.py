@@ -1,6 +1,7 @@
 """The peer link (issue 13): a leader ships frames to each follower over
-TCP; a follower applies them, writes and fsyncs them to its own binlog,
-then acks.
+TCP; a follower applies them and writes them to its own binlog, then acks:
+with -f0 once they are fsynced, otherwise at once (they are in its memory;
+its own fsync policy covers them, as a single node's).
 
 Every connection starts with a snapshot of the leader's jobs, then goes on
 with the batches its binlog writes (Wal.tap). A follower that finds a gap,
@@ -23,8 +24,11 @@ class FollowerNode:
     """What a follower holds: its queue (with its own binlog as the store),
     the fencing state, and the link its leader writes to."""
 
-    def __init__(self, q, wal, max_job_size: int, log=lambda m: None):
+    def __init__(self, q, wal, max_job_size: int, log=lambda m: None,
+                 sync: bool = True, kick=lambda: None):
         self.q, self.wal, self.max_job_size, self.log = q, wal, max_job_size, log
+        self.sync = sync  # -f0: ack only what is fsynced
+        self.kick = kick  # otherwise: the server's fsync policy, told of new records
         self.state = F.Follower()
         self.conns: set = set()
 
@@ -80,7 +84,12 @@ class _Receiver(asyncio.Protocol):
                 self.transport.close()
                 return
             self.unsynced = (f.epoch, f.seq)
-        if self.unsynced is not None and not self.syncing:
+        if self.unsynced is not None and not self.node.sync:
+            ack, self.unsynced = self.unsynced, None
+            self.node.wal.flush()
+            self.node.kick()
+            self.transport.write(F.encode_ack(*ack))
+        elif self.unsynced is not None and not self.syncing:
             self.syncing = True
             asyncio.get_running_loop().create_task(self._sync())
 

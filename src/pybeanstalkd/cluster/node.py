@@ -50,7 +50,8 @@ class Node:
         self.info = {"peer": opts.peer_advertise or opts.peer_listen}
         if opts.http is not None:
             self.info["http"] = "%s:%d" % opts.http
-        self.follower = FollowerNode(engine.q, wal, engine.max_job_size, self.log)
+        self.follower = FollowerNode(engine.q, wal, engine.max_job_size, self.log,
+                                     sync=self.sync, kick=srv.syncer.kick)
         self.role = "follower"
         self.epoch = 0
         self.isr: list[str] = []
