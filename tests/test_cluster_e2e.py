@@ -3,9 +3,11 @@ follows; kill -9 of the leader loses no acknowledged put, the follower
 takes over within seconds, and its job ids go on from where no leader has
 been."""
 import asyncio
+import json
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 import urllib.error
 import urllib.request
@@ -162,15 +164,34 @@ def test_the_leader_dies_and_no_acknowledged_put_is_lost(tmp_path, etcd, sync):
         assert leader_status(b) == 200
 
 
+def http_put(srv, body: str):
+    """POST /api/v1/tubes/default/put: (status, seconds it took)."""
+    req = urllib.request.Request("http://127.0.0.1:%d/api/v1/tubes/default/put" % srv.http,
+                                 data=json.dumps({"body": body}).encode(), method="POST",
+                                 headers={"X-Pybeanstalkd": "1"})
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, time.monotonic() - t0
+    except urllib.error.HTTPError as e:
+        return e.code, time.monotonic() - t0
+
+
 def test_a_silent_follower_leaves_the_isr_before_anything_is_acknowledged(tmp_path, etcd):
     with pair(tmp_path, etcd, "c2") as (a, b):
         assert ask(a, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
+        assert http_put(b, "on-a-follower")[0] == 503  # only the leader changes jobs
         b.proc.send_signal(signal.SIGSTOP)
-        t0 = time.monotonic()
-        assert ask(a, b"put 0 0 60 1\r\ny\r\n", timeout=10).startswith(b"INSERTED")
-        waited = time.monotonic() - t0
-        # Held until b was out of the ISR, in etcd: no ack rested on it.
+        with ThreadPoolExecutor(1) as pool:
+            via_http = pool.submit(http_put, a, "y-http")
+            t0 = time.monotonic()
+            assert ask(a, b"put 0 0 60 1\r\ny\r\n", timeout=10).startswith(b"INSERTED")
+            waited = time.monotonic() - t0
+            status, http_waited = via_http.result()
+        # Held until b was out of the ISR, in etcd: no ack rested on it; an
+        # action on the HTTP side too.
         assert waited > 1.5, waited
+        assert status == 200 and http_waited > 1.5, (status, http_waited)
         assert isr(etcd, "c2")[1] == ["a"]
         b.proc.send_signal(signal.SIGCONT)
         wait_for(lambda: (isr(etcd, "c2") or (0, []))[1] == ["a", "b"])  # caught up, back in

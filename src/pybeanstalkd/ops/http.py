@@ -138,6 +138,10 @@ class Http:
                                 headers={"WWW-Authenticate": 'Basic realm="pybeanstalkd"'})
         if request.method == "POST" and request.headers.get("X-Pybeanstalkd") != "1":
             return _error(403, "actions need the header X-Pybeanstalkd: 1")
+        node = self.srv.cluster
+        if request.method == "POST" and node is not None and node.role != "leader":
+            # A follower's queue is the leader's copy: only the leader changes it.
+            return _error(503, "not the cluster's leader")
         if self.srv.replaying and request.path not in ("/healthz", "/readyz", "/leader"):
             # The engine belongs to the replay's thread until it is done.
             return _error(503, "replaying the binlog")
@@ -150,11 +154,12 @@ class Http:
         return response
 
     async def durable(self):
-        """With -f0 an action is answered, as a protocol command is, only
-        once the binlog records it wrote are on disk."""
+        """With -f0, or in a cluster, an action is answered as a protocol
+        command is: only once the binlog records it wrote are on disk (and
+        on every in-sync replica)."""
         srv = self.srv
         lsn = srv.engine.q.store.lsn
-        if srv.syncer is not None and srv.engine.hold_writes and srv.syncer.wal.synced < lsn:
+        if srv.syncer is not None and srv.engine.hold_writes and srv.committed() < lsn:
             await srv.until_synced(lsn)
 
     def _authorized(self, request) -> bool:
@@ -202,7 +207,7 @@ class Http:
     async def leader(self, request):
         """200 where clients should go (HAProxy's health check): the
         cluster's leader, or a server with no --cluster; 503 elsewhere."""
-        node = getattr(self.srv, "cluster", None)
+        node = self.srv.cluster
         if node is None:
             ok = not self.srv.replaying and not self.engine.draining
             return web.json_response({"leader": ok}, status=200 if ok else 503)

@@ -307,7 +307,8 @@ class Server:
         return self.syncer.wal.synced if self.commit is None else self.commit()
 
     def until_synced(self, lsn: int):
-        """A future done once the binlog is fsynced up to lsn (-f0)."""
+        """A future done once the binlog is committed up to lsn (-f0: fsynced;
+        in a cluster: also acked by every in-sync replica)."""
         fut = self.loop.create_future()
         self.sync_waiters.append((lsn, fut))
         if self.syncer is not None:
