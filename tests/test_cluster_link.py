@@ -38,6 +38,9 @@ def test_a_follower_gets_every_batch_and_has_it_on_disk(tmp_path):
         srv, port, rep, link = await linked(lh, lwal, fh, fwal)
         await link.until(0)
         assert jobs(fh.e.q) == jobs(lh.e.q)
+        # The snapshot covers all that was written: a new leader's replies
+        # (a peek) need not wait for a first batch.
+        assert rep.acked_lsn("f") == lwal.written > 0
         for i in range(50):
             lh.send(c, b"put 0 %d 60 4\r\nj%03d\r\n" % (i % 2 * 30, i))
             if i % 5 == 0:

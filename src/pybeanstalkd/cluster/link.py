@@ -167,7 +167,7 @@ class Replicator:
     def acked_lsn(self, name: str) -> int:
         """Bytes of this epoch's records the follower has on disk."""
         link = self.links.get(name)
-        if link is None or not link.acked:
+        if link is None or not link.snapshot_acked:
             return 0
         return self.lsn.get(link.acked, 0)
 
