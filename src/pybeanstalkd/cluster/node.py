@@ -60,6 +60,8 @@ class Node:
         self.ids_from = 0
         self.peer_srv = None
         self.missing: dict[str, int] = {}  # ISR member -> since when it has no link
+        self.leader = ""  # the leader's name, as last seen
+        self.nodes: dict[str, dict] = {}  # registered nodes, as last read from etcd
 
     # -- what the server asks ---------------------------------------------
 
@@ -81,6 +83,40 @@ class Node:
     def status(self) -> dict:
         return {"node": self.name, "role": self.role, "epoch": self.epoch, "isr": list(self.isr)}
 
+    def report(self) -> dict:
+        """The cluster as this node sees it (GET /api/v1/cluster, /metrics,
+        `pybeanstalkd-admin cluster`): only the leader knows each
+        follower's lag; a follower reports the batch it has applied."""
+        st = self.status()
+        st.update(cluster=self.opts.cluster, leader=self.leader)
+        if self.role != "leader":
+            f = self.follower.state
+            st.update(epoch=f.following, applied_seq=f.seq,
+                      nodes=[dict(name=n, **info) for n, info in sorted(self.nodes.items())])
+            return st
+        rep, now, written = self.rep, monotonic_ns(), self.wal.written
+        rows = []
+        for name, info in sorted(self.nodes.items()):
+            row = dict(name=name, **info, in_isr=name in self.isr)
+            if name == self.name:
+                row.update(connected=True, acked_seq=rep.seq, lag_batches=0,
+                           lag_bytes=0, lag_seconds=0.0)
+            else:
+                link = rep.links.get(name)
+                row["connected"] = link is not None
+                if link is not None:
+                    acked = link.acked if link.snapshot_acked else 0
+                    behind = rep.seq - acked
+                    oldest = (link.since if not link.snapshot_acked
+                              else rep.sent_at.get(acked + 1, now))
+                    row.update(acked_seq=acked, lag_batches=behind,
+                               lag_bytes=max(0, written - rep.acked_lsn(name)),
+                               lag_seconds=round((now - oldest) / 1e9, 3)
+                               if behind or not link.snapshot_acked else 0.0)
+            rows.append(row)
+        st.update(seq=rep.seq, nodes=rows)
+        return st
+
     # -- the life of a node -------------------------------------------------
 
     async def run(self):
@@ -96,10 +132,18 @@ class Node:
         refuse = _refuse_clients(self.loop, self.sock)
         self.log(f"cluster {self.opts.cluster}: {self.name} follows")
         epoch = 0
+        polls = 0
         while not epoch:
             await asyncio.sleep(POLL_S)
             try:
-                if await self.coord.leader() is None:
+                if polls % 4 == 0:  # for the reports only
+                    self.nodes = await self.coord.nodes()
+                    got = await self.coord.isr()
+                    self.isr = got[1] if got else []
+                polls += 1
+                got = await self.coord.leader()
+                self.leader = got[0] if got else ""
+                if got is None:
                     epoch = await self.coord.campaign(self.info)
             except UNREACHABLE as e:  # etcd down or without quorum: keep following
                 self.log(f"cluster {self.opts.cluster}: etcd: {e!r}")
@@ -111,7 +155,7 @@ class Node:
         self.peer_srv.close()
         for c in list(self.follower.conns):
             c.transport.close()
-        self.epoch, self.role = epoch, "leader"
+        self.epoch, self.role, self.leader = epoch, "leader", self.name
         self.lease_until = monotonic_ns() + self.coord.ttl * 1_000_000_000
         got = await self.coord.isr()
         self.isr = got[1] if got else [self.name]
@@ -170,7 +214,8 @@ class Node:
     async def _links(self):
         """Keep a link to every other registered node."""
         while True:
-            for name, info in (await self.coord.nodes()).items():
+            self.nodes = await self.coord.nodes()
+            for name, info in self.nodes.items():
                 if name != self.name and name not in self.rep.links and "peer" in info:
                     try:
                         await self.rep.connect(name, *parse_addr(info["peer"]))

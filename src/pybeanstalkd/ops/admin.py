@@ -1,6 +1,7 @@
 """pybeanstalkd-admin: look at and operate any beanstalkd-protocol server
 (pybeanstalkd or beanstalkd itself) over the protocol alone: stats, tubes,
-a live top, peek, kick, delete, put, pause and flush.
+a live top, peek, kick, delete, put, pause and flush; and a pybeanstalkd
+cluster over its HTTP side (`cluster`).
 
 It imports nothing of pybeanstalkd outside ops/admin*: the protocol client
 is admin_client.py, the drawing (rich, loaded only when something is drawn)
@@ -243,6 +244,18 @@ def cmd_flush(args) -> int:
     return 0
 
 
+def cmd_cluster(args) -> int:
+    from .admin_client import cluster_report
+
+    auth = args.http_auth or os.environ.get("PYBEANSTALKD_HTTP_AUTH") or None
+    st, where, warning = cluster_report(args.http, auth, args.timeout)
+    if args.json:
+        emit_json(dict(st, warning=warning) if warning else st)
+    else:
+        views().show_cluster(console(), st, where, warning)
+    return 0
+
+
 # -- arguments
 
 
@@ -354,6 +367,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("--state", choices=STATES + ("all",), default="all",
                     help="which jobs (default all: ready, delayed and buried)")
+
+    sp = add("cluster", cmd_cluster, "a cluster's leader, epoch, in-sync replicas and each "
+             "node's lag, from any node's HTTP side (--cluster)")
+    sp.add_argument("--http", required=True, metavar="HOST:PORT",
+                    help="the HTTP side (--http) of any node; the leader's is asked for the lag")
+    sp.add_argument("--http-auth", metavar="USER:PASSWORD",
+                    help="for a node started with --http-auth (env PYBEANSTALKD_HTTP_AUTH)")
+    sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
     return p
 
 

@@ -347,3 +347,52 @@ class Conn:
                 if status == "DELETED":
                     deleted[batch[i]] += 1
             yield dict(deleted)
+
+
+# -- the HTTP side (--http), for what the protocol does not carry
+
+
+def http_get_json(addr: str, path: str, auth: str | None, timeout: float) -> dict:
+    """GET http://ADDR/PATH as JSON; AdminError subclasses only."""
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
+    headers = {}
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    req = urllib.request.Request(f"http://{addr}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            raise AdminError(f"{addr}: authorization required (--http-auth USER:PASSWORD)") from None
+        try:
+            why = json.loads(e.read()).get("error", "")
+        except ValueError:
+            why = ""
+        raise AdminError(f"{addr}: HTTP {e.code}" + (f": {why}" if why else "")) from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise ConnectError(f"cannot reach the HTTP side at {addr}: {reason}") from None
+    except ValueError:
+        raise ConnectError(f"{addr}{path} did not answer JSON") from None
+
+
+def cluster_report(addr: str, auth: str | None, timeout: float) -> tuple[dict, str, str | None]:
+    """The cluster seen by its leader (only it knows each node's lag),
+    reached through any node: (report, where it came from, a warning)."""
+    st = http_get_json(addr, "/api/v1/cluster", auth, timeout)
+    if st.get("role") == "leader":
+        return st, addr, None
+    leader = next((n for n in st.get("nodes", ()) if n.get("name") == st.get("leader")), None)
+    if not st.get("leader"):
+        return st, addr, "no node leads now (a failover, or etcd has no quorum)"
+    if leader is None or not leader.get("http"):
+        return st, addr, f"the leader {st['leader']} has no --http address registered"
+    try:
+        return http_get_json(leader["http"], "/api/v1/cluster", auth, timeout), leader["http"], None
+    except AdminError as e:
+        return st, addr, f"the leader {st['leader']}: {e}"

@@ -328,3 +328,65 @@ def run_top(conn, interval: float, sort: str = "name", iterations: int = 0):
                 return
             if keys.quit_within(max(0.0, t + interval - monotonic())):
                 return
+
+
+# -- cluster
+
+
+LAG_FORMATS = (("lag_batches", lambda v: f"{v:,}"), ("lag_bytes", size),
+               ("lag_seconds", lambda v: f"{v:.2f} s"))
+
+
+def _lag(row: dict, key: str, fmt) -> Text:
+    if not row.get("connected") or key not in row:
+        return Text("-", style="dim")
+    v = row[key]
+    return Text(fmt(v), style="dim" if not v else "bold yellow")
+
+
+def cluster_table(st: dict, width: int = 120) -> Table:
+    leads = st.get("role") == "leader"
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    wide = width >= 100  # the peer address too
+    for name, justify in (("node", "left"), ("role", "left"), ("ISR", "center"),
+                          ("link", "center"), ("acked", "right"), ("behind", "right"),
+                          ("bytes", "right"), ("age", "right"),
+                          *((("peer", "left"),) if wide else ()), ("http", "left")):
+        t.add_column(name, justify=justify, no_wrap=True)
+    for row in st.get("nodes", ()):
+        name = row.get("name", "?")
+        role = "leader" if name == st.get("leader") else "follower"
+        in_isr = name in st.get("isr", ())
+        if not leads:  # a follower's view: no lag to show
+            cells = [Text("?", style="dim")] * 5
+        elif name == st.get("node"):
+            cells = [Text("self", style="dim"), Text(f"{row.get('acked_seq', 0):,}"),
+                     *(_lag(dict(row, connected=True), k, f) for k, f in LAG_FORMATS)]
+        else:
+            up = row.get("connected")
+            cells = [Text("up", style="green") if up else Text("down", style="bold red"),
+                     Text(f"{row['acked_seq']:,}") if up else Text("-", style="dim"),
+                     *(_lag(row, k, f) for k, f in LAG_FORMATS)]
+        t.add_row(Text(name, style="bold" if role == "leader" else ""),
+                  Text(role, style="bold green" if role == "leader" else ""),
+                  Text("✓", style="green") if in_isr else Text("✗", style="bold red"),
+                  *cells, *((row.get("peer", ""),) if wide else ()), row.get("http", ""))
+    return t
+
+
+def show_cluster(console: Console, st: dict, where: str, warning: str | None):
+    title = Text(f"cluster {st.get('cluster')}", style="bold")
+    leader = st.get("leader") or "none"
+    title.append(f"  leader {leader}, epoch {st.get('epoch', 0)}, ISR {', '.join(st.get('isr', ())) or '-'}",
+                 style="")
+    console.print(title)
+    console.print(Text(f"as {st.get('node')} at {where} sees it"
+                       + (f"; {st.get('seq', 0):,} batches shipped this epoch" if 'seq' in st else ""),
+                       style="dim"))
+    console.print(cluster_table(st, console.width))
+    if st.get("role") == "leader":
+        console.print(Text("acked: the last batch a node has (fsynced with -f0); behind: batches "
+                           "(bytes) shipped and not acked yet; age: how long the oldest has waited",
+                           style="dim"))
+    if warning:
+        console.print(Text(f"warning: {warning}", style="bold yellow"))

@@ -85,6 +85,7 @@ class Http:
         r.add_get(v1 + "/tubes/{tube}", self.tube)
         r.add_get(v1 + "/tubes/{tube}/jobs", self.jobs)
         r.add_get(v1 + "/jobs/{id}", self.job)
+        r.add_get(v1 + "/cluster", self.cluster)
         for path, fn in (("/tubes/{tube}/kick", self.kick), ("/tubes/{tube}/pause", self.pause),
                          ("/tubes/{tube}/put", self.put), ("/tubes/{tube}/move", self.move),
                          ("/tubes/{tube}/flush", self.flush), ("/jobs/{id}/kick", self.kick_job),
@@ -214,6 +215,12 @@ class Http:
         st = node.status()
         return web.json_response(dict(st, leader=st["role"] == "leader"),
                                  status=200 if st["role"] == "leader" else 503)
+
+    async def cluster(self, request):
+        node = self.srv.cluster
+        if node is None:
+            return _error(404, "not in a cluster (no --cluster)")
+        return web.json_response(node.report())
 
     async def metrics(self, request):
         # Rendered in parts with other events served in between: a scrape of

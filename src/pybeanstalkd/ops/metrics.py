@@ -188,6 +188,37 @@ class Scrape:
         yield GaugeMetricFamily("pybeanstalkd_memory_cap_bytes", "--max-memory (0: no cap).",
                                 value=e.max_memory or 0)
         yield GaugeMetricFamily("pybeanstalkd_draining", "1 while draining.", value=int(e.draining))
+        if self.srv.cluster is not None:
+            yield from cluster(self.srv.cluster.report())
+
+
+def cluster(st: dict):
+    """--cluster: this node's role and epoch; on the leader, each node's lag."""
+    yield GaugeMetricFamily("pybeanstalkd_cluster_leader", "1 on the cluster's leader, 0 elsewhere.",
+                            value=int(st["role"] == "leader"))
+    yield GaugeMetricFamily("pybeanstalkd_cluster_epoch", "The epoch led (leader) or followed (follower).",
+                            value=st["epoch"])
+    if st["role"] != "leader":
+        yield GaugeMetricFamily("pybeanstalkd_cluster_applied_batch",
+                                "The last batch of the followed epoch this follower applied.",
+                                value=st["applied_seq"])
+        return
+    yield GaugeMetricFamily("pybeanstalkd_cluster_isr_members", "Members of the in-sync replica set.",
+                            value=len(st["isr"]))
+    rows = [r for r in st["nodes"] if r["name"] != st["node"]]
+    fams = [GaugeMetricFamily(name, doc, labels=["node"]) for name, doc in (
+        ("pybeanstalkd_cluster_replica_in_isr", "1 if the node is in the in-sync replica set."),
+        ("pybeanstalkd_cluster_replica_connected", "1 if the leader has a link to the node."),
+        ("pybeanstalkd_cluster_replica_lag_batches", "Batches shipped and not yet acked by the node."),
+        ("pybeanstalkd_cluster_replica_lag_bytes", "Binlog bytes not yet acked by the node."),
+        ("pybeanstalkd_cluster_replica_lag_seconds", "Age of the oldest batch the node has not acked."))]
+    for r in rows:
+        up = r["connected"]
+        for f, v in zip(fams, (int(r["in_isr"]), int(up), r.get("lag_batches", 0),
+                               r.get("lag_bytes", 0), r.get("lag_seconds", 0.0))):
+            if up or f is fams[0] or f is fams[1]:
+                f.add_metric([r["name"]], v)
+    yield from fams
 
 
 def render(srv, clock):

@@ -191,6 +191,7 @@
     again: false,
     online: null,
     failures: 0,
+    cluster: null,               // GET /cluster's report; false: not in a cluster
     stats: null,
     draining: false,
     memory: null,
@@ -1361,6 +1362,73 @@
     }
   }
 
+  // ------------------------------------------------------------ cluster
+
+  function cell(text, cls, title) {
+    const td = document.createElement('td');
+    td.textContent = text;
+    if (cls) td.className = cls;
+    if (title) td.title = title;
+    return td;
+  }
+
+  function renderCluster(cl) {
+    S.cluster = cl;
+    const panel = $('#cluster-panel');
+    const banner = $('#follower-banner');
+    if (!cl) { panel.hidden = true; banner.hidden = true; return; }
+    panel.hidden = false;
+    const leads = cl.role === 'leader';
+    const parts = ['"' + cl.cluster + '"', 'leader ' + (cl.leader || 'none'), 'epoch ' + fmtInt(cl.epoch),
+      'ISR ' + ((cl.isr || []).join(', ') || '—')];
+    if (leads) parts.push(fmtInt(cl.seq) + ' batches shipped this epoch');
+    else parts.push('seen from ' + cl.node + ', a follower: only the leader knows the lag');
+    $('#cluster-sub').textContent = parts.join(' · ');
+    banner.hidden = leads;
+    const lead = (cl.nodes || []).find((n) => n.name === cl.leader);
+    const where = $('#follower-leader');
+    where.textContent = '';
+    if (!leads) {
+      if (lead && lead.http) {
+        where.append('The leader is ' + lead.name + ': ');
+        const a = document.createElement('a');
+        a.href = 'http://' + lead.http + '/';
+        a.textContent = lead.http;
+        where.append(a, '.');
+      } else {
+        where.textContent = cl.leader ? 'The leader is ' + cl.leader + '.' : 'No node leads now.';
+      }
+    }
+    const body = $('#cluster-body');
+    body.textContent = '';
+    for (const n of cl.nodes || []) {
+      const tr = document.createElement('tr');
+      tr.dataset.node = n.name;
+      const isLeader = n.name === cl.leader;
+      const inIsr = (cl.isr || []).includes(n.name);
+      tr.append(cell(n.name, isLeader ? 'strong' : ''),
+        cell(isLeader ? 'leader' : 'follower', isLeader ? 'role-leader' : ''),
+        cell(inIsr ? '✓ in sync' : '✗ out', inIsr ? 'ok' : 'bad'));
+      if (!leads) {
+        for (let i = 0; i < 5; i++) tr.append(cell('—', 'num zero', 'only the leader knows'));
+        tr.children[3].className = '';
+      } else if (n.name === cl.node) {
+        tr.append(cell('self', 'zero'), cell(fmtInt(n.acked_seq), 'num'),
+          cell('0', 'num zero'), cell('0 B', 'num zero'), cell('0.00 s', 'num zero'));
+      } else if (!n.connected) {
+        tr.append(cell('down', 'bad'));
+        for (let i = 0; i < 4; i++) tr.append(cell('—', 'num zero'));
+      } else {
+        const lag = (v, text) => cell(text, 'num ' + (v ? 'warn' : 'zero'));
+        tr.append(cell('up', 'ok'), cell(fmtInt(n.acked_seq), 'num'),
+          lag(n.lag_batches, fmtInt(n.lag_batches)), lag(n.lag_bytes, fmtBytes(n.lag_bytes)),
+          lag(n.lag_seconds, n.lag_seconds.toFixed(n.lag_seconds < 10 ? 2 : 1) + ' s'));
+      }
+      tr.append(cell(n.peer || '', 'mono'), cell(n.http || '', 'mono'));
+      body.append(tr);
+    }
+  }
+
   // ------------------------------------------------------------ refresh loop
 
   function setOnline(ok, err) {
@@ -1397,8 +1465,13 @@
     S.inflight = true;
     clearTimeout(S.timer);
     try {
-      const [st, tb] = await Promise.all([getJSON('/stats'), getJSON('/tubes')]);
+      // /cluster: 404 without --cluster (then never asked again); another
+      // failure leaves the panel as it was rather than failing the refresh.
+      const cluster = S.cluster === false ? Promise.resolve(false)
+        : getJSON('/cluster').catch((e) => (e.status === 404 ? false : undefined));
+      const [st, tb, cl] = await Promise.all([getJSON('/stats'), getJSON('/tubes'), cluster]);
       const t = Date.now();
+      if (cl !== undefined) renderCluster(cl);
       applyStats(st, t);
       applyTubes(tb.tubes || [], t);
       renderCharts();

@@ -1,0 +1,147 @@
+"""What an operator sees of a cluster (issue 13), on two real nodes and an
+etcd: GET /api/v1/cluster, /metrics, `pybeanstalkd-admin cluster` and the
+dashboard's panel; while both are in sync, while the follower is stopped
+(it lags, then leaves the ISR), and once it is back."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from test_cluster_e2e import ask, etcd, pair, wait_for  # noqa: F401 (etcd: a fixture)
+from test_dashboard import HttpServer, browser, open_page  # noqa: F401 (browser: a fixture)
+
+
+def get(srv, path: str) -> bytes:
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (srv.http, path), timeout=5) as r:
+        return r.read()
+
+
+def report(srv) -> dict:
+    return json.loads(get(srv, "/api/v1/cluster"))
+
+
+def row(st: dict, name: str) -> dict:
+    return next(n for n in st["nodes"] if n["name"] == name)
+
+
+def metric(srv, sample: str):
+    """The value of one /metrics sample (name and labels as exposed), or None."""
+    for line in get(srv, "/metrics").decode().splitlines():
+        name, _, value = line.rpartition(" ")
+        if name == sample:
+            return float(value)
+    return None
+
+
+def admin(*args, columns=100) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pybeanstalkd.ops.admin", *args],
+                          capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, COLUMNS=str(columns), TERM="dumb"))
+
+
+class Page:
+    """The dashboard of a node, as the test's browser loads it."""
+
+    def __init__(self, srv):
+        self.base = "http://127.0.0.1:%d" % srv.http
+
+
+CLUSTER_JS = """
+const rows = [...document.querySelectorAll('#cluster-body tr')].map(tr =>
+  [tr.dataset.node, ...[...tr.children].map(td => td.textContent)]);
+return {shown: !document.querySelector('#cluster-panel').hidden,
+        sub: document.querySelector('#cluster-sub').textContent,
+        follower: !document.querySelector('#follower-banner').hidden,
+        leader: document.querySelector('#follower-leader').textContent, rows};
+"""
+
+
+def panel(browser):
+    return browser.execute_script(CLUSTER_JS)
+
+
+def test_without_cluster_there_is_no_cluster_report(tmp_path):
+    srv = HttpServer()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(srv.base + "/api/v1/cluster", timeout=5)
+        assert e.value.code == 404
+        body = urllib.request.urlopen(srv.base + "/metrics", timeout=5).read()
+        assert b"pybeanstalkd_cluster_" not in body
+        got = admin("cluster", "--http", "127.0.0.1:%d" % srv.http_port)
+        assert got.returncode == 1 and "HTTP 404: not in a cluster" in got.stderr, got.stderr
+    finally:
+        srv.stop()
+    got = admin("cluster", "--http", "127.0.0.1:%d" % srv.http_port)
+    assert got.returncode == 3 and "cannot reach the HTTP side" in got.stderr
+
+
+def test_reports_metrics_admin_and_dashboard_follow_the_cluster(tmp_path, etcd, browser):  # noqa: F811
+    with pair(tmp_path, etcd, "ops") as (a, b):
+        for i in range(5):
+            assert ask(a, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
+
+        # In sync: the leader's view, and the follower's.
+        ra = wait_for(lambda: (lambda r: r if row(r, "b")["lag_batches"] == 0 else None)(report(a)))
+        assert (ra["role"], ra["leader"], ra["isr"], ra["cluster"]) == ("leader", "a", ["a", "b"], "ops")
+        assert ra["seq"] >= 5
+        assert row(ra, "b")["connected"] and row(ra, "b")["in_isr"]
+        assert row(ra, "b")["acked_seq"] == ra["seq"] and row(ra, "b")["lag_bytes"] == 0
+        rb = wait_for(lambda: (lambda r: r if r["applied_seq"] == ra["seq"] and r["leader"] else None)(
+            report(b)))
+        assert (rb["role"], rb["leader"], rb["epoch"]) == ("follower", "a", ra["epoch"])
+        assert rb["isr"] == ["a", "b"]
+        assert metric(a, "pybeanstalkd_cluster_leader") == 1
+        assert metric(a, "pybeanstalkd_cluster_epoch") == ra["epoch"]
+        assert metric(a, "pybeanstalkd_cluster_isr_members") == 2
+        assert metric(a, 'pybeanstalkd_cluster_replica_in_isr{node="b"}') == 1
+        assert metric(a, 'pybeanstalkd_cluster_replica_lag_batches{node="b"}') == 0
+        assert metric(b, "pybeanstalkd_cluster_leader") == 0
+        assert metric(b, "pybeanstalkd_cluster_applied_batch") == ra["seq"]
+
+        # The admin CLI, given the follower, asks the leader for the lag.
+        got = admin("cluster", "--http", "127.0.0.1:%d" % b.http, "--json")
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["node"] == "a" and json.loads(got.stdout)["isr"] == ["a", "b"]
+        text = admin("cluster", "--http", "127.0.0.1:%d" % b.http).stdout
+        assert "cluster ops  leader a, epoch %d, ISR a, b" % ra["epoch"] in text
+        assert re.search(r"^b\s+follower\s+✓\s+up\s+%d\s+0\s+0 B\s+0\.00 s" % ra["seq"], text, re.M), text
+
+        # The dashboard: the leader's panel; the follower's banner points at the leader.
+        open_page(browser, Page(a))
+        view = wait_for(lambda: (lambda p: p if p["shown"] and len(p["rows"]) == 2 else None)(panel(browser)))
+        assert not view["follower"] and "leader a" in view["sub"]
+        assert view["rows"][0][:5] == ["a", "a", "leader", "✓ in sync", "self"]
+        assert view["rows"][1][:5] == ["b", "b", "follower", "✓ in sync", "up"]
+        open_page(browser, Page(b))
+        view = wait_for(lambda: (lambda p: p if p["follower"] and p["rows"] else None)(panel(browser)))
+        assert view["leader"] == "The leader is a: 127.0.0.1:%d." % a.http
+
+        # The follower stops: a put waits; meanwhile its lag shows, then it leaves the ISR.
+        b.proc.send_signal(signal.SIGSTOP)
+        put = threading.Thread(target=ask, args=(a, b"put 0 0 60 1\r\ny\r\n", 10))
+        put.start()
+        lag = wait_for(lambda: (lambda r: r if row(r, "b")["lag_batches"] >= 1 else None)(report(a)))
+        assert row(lag, "b")["lag_bytes"] > 0 and row(lag, "b")["lag_seconds"] >= 0
+        assert metric(a, 'pybeanstalkd_cluster_replica_lag_batches{node="b"}') >= 1
+        put.join()
+        out = wait_for(lambda: (lambda r: r if r["isr"] == ["a"] else None)(report(a)))
+        assert not row(out, "b")["in_isr"]
+        assert metric(a, 'pybeanstalkd_cluster_replica_in_isr{node="b"}') == 0
+        text = admin("cluster", "--http", "127.0.0.1:%d" % a.http).stdout
+        assert re.search(r"^b\s+follower\s+✗\s+up\s+\d+\s+[1-9]", text, re.M), text
+        open_page(browser, Page(a))
+        wait_for(lambda: panel(browser)["rows"][1][3] == "✗ out")
+
+        # Back: caught up, in the ISR again.
+        b.proc.send_signal(signal.SIGCONT)
+        back = wait_for(lambda: (lambda r: r if r["isr"] == ["a", "b"] else None)(report(a)))
+        assert row(back, "b")["in_isr"]
+        wait_for(lambda: panel(browser)["rows"][1][3] == "✓ in sync")
