@@ -137,10 +137,12 @@ def test_fencing_holds_in_any_sequence(steps):
 
 
 def test_snapshots_and_acks():
-    data = F.encode(3, 0, b"all", snapshot=True) + F.encode(3, 1, b"next")
+    data = (F.encode(3, 0, b"al", snapshot=True, last=False) + F.encode(3, 0, b"l", snapshot=True)
+            + F.encode(3, 1, b"next"))
+    assert data[:4] == b"pbp1" and data[30:34] == b"pbs1"
     got = F.Reader().feed(data)
-    assert [(f.epoch, f.seq, f.records, f.snapshot) for f in got] == [
-        (3, 0, b"all", True), (3, 1, b"next", False)]
+    assert [(f.epoch, f.seq, f.records, f.snapshot, f.last) for f in got] == [
+        (3, 0, b"al", True, False), (3, 0, b"l", True, True), (3, 1, b"next", False, True)]
     with pytest.raises(ValueError):
         F.encode(3, 0, b"")  # a batch's seq starts at 1
     acks = F.encode_ack(3, 7) + F.encode_ack(4, 1)

@@ -89,6 +89,48 @@ def test_with_f_ms_a_follower_acks_from_memory_and_leaves_the_fsync_to_its_polic
     assert set(jobs(h2.e.q)) == set(jobs(lh.e.q))
 
 
+def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    c = lh.conn()
+    for i in range(300):
+        lh.send(c, b"put %d 0 60 20\r\n%020d\r\n" % (i % 7, i))
+    for i in range(20):
+        lh.send(c, b"reserve-with-timeout 0\r\n")
+        lh.send(c, b"bury %d 3\r\n" % (i + 1))
+    lwal.flush()
+    frames = []
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
+        srv = await f.serve("127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        rep = Replicator(lh.e.q, lwal, 7)
+        rep.part_bytes = 512  # about 8 jobs a part
+        link = await rep.connect("f", "127.0.0.1", port)
+        send = link.send
+        link.send = lambda frame: (frames.append(frame[:4]), send(frame))
+        # The leader goes on while the parts go out: puts, deletes, kicks, buries.
+        for i in range(60):
+            lh.send(c, b"put 0 0 60 1\r\nn\r\n")
+            lh.send(c, b"delete %d\r\n" % (300 - i))
+            if i % 10 == 0:
+                lh.send(c, b"kick 2\r\n")
+                r = lh.send(c, b"reserve-with-timeout 0\r\n")
+                lh.send(c, b"bury %d 1\r\n" % int(r.split()[1]))
+            lwal.flush()
+            await asyncio.sleep(0)
+        rep.ship()
+        await link.until(rep.seq)
+        assert frames.count(b"pbp1") > 10 and frames.count(b"pbs1") == 1
+        assert frames.index(b"pbs1") < frames.index(b"pbr1")  # batches after the snapshot
+        assert jobs(fh.e.q) == jobs(lh.e.q)
+        for t in lh.e.q.tubes.values():
+            assert list(fh.e.q.tubes[t.name].buried) == list(t.buried)
+        srv.close()
+        link.writer.close()
+    run(main())
+
+
 def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
     lh, lwal, fh, fwal = setup(str(tmp_path))
     oh, owal, _, _ = setup(str(tmp_path / "old"))

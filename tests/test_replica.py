@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fakeclock import Harness
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
-from pybeanstalkd.cluster.apply import apply_records, restart, snapshot
+from pybeanstalkd.cluster.apply import Restore, apply_records, restart, snapshot, snapshot_parts
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
 from support import Client, Server, require_reference
 
@@ -37,6 +37,7 @@ class Pair:
         self.batches = []
         self.lwal.tap = self.batches.append
         self.c = self.lh.conn()
+        self.parts = None
         self.send(b"watch a\r\n")
 
     def send(self, line: bytes) -> bytes:
@@ -46,11 +47,39 @@ class Pair:
 
     def sync(self):
         self.lwal.flush()  # as the transport does after each event
+        if self.parts is not None:
+            return  # a snapshot goes out: step()
         for b in self.batches:
             apply_records(self.fh.e.q, b, self.fwal.wall_offset, self.fh.now,
                           self.fh.e.max_job_size)
         self.batches.clear()
         self.fwal.flush()
+
+    def begin_parts(self):
+        """A snapshot in parts of one record each, the leader going on
+        between them (step() sends the next); batches shipped meanwhile
+        follow it."""
+        self.lwal.flush()
+        self.batches.clear()
+        self.parts = snapshot_parts(self.lh.e.q, self.lwal.wall_offset, 1)
+        self.restore = Restore("k")
+        self.first_max = max(self.lh.e.q.jobs, default=0)
+        self.held = []
+
+    def step(self) -> bool:
+        """The next part; True once the snapshot and what followed it are in."""
+        self.lwal.flush()
+        self.held += self.batches  # (shipped after the snapshot)
+        self.batches.clear()
+        part = next(self.parts, None)
+        if part is not None:
+            self.restore.part(self.fh.e.q, part, self.fwal.wall_offset, self.fh.now,
+                              self.fh.e.max_job_size)
+            return False
+        self.restore.end(self.fh.e.q, self.fh.now)
+        self.parts, self.batches[:0], self.held = None, self.held, []
+        self.sync()
+        return True
 
     def resnap(self):
         self.lwal.flush()
@@ -130,6 +159,7 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("kick-job"), st.integers(1, 30)),
     st.tuples(st.just("advance"), st.sampled_from([0.5, 1.5, 4, 61])),
     st.tuples(st.just("snapshot")),
+    st.tuples(st.just("parts")),
 ), max_size=60)
 
 
@@ -161,17 +191,34 @@ def test_a_follower_holds_what_its_leader_holds(tmp_path_factory, steps):
             p.send(b"kick %d\r\n" % op[2])
         elif kind == "kick-job":
             p.send(b"kick-job %d\r\n" % op[1])
-        elif kind == "snapshot":  # the follower catches up from scratch
+        elif kind == "snapshot" and p.parts is None:  # the follower catches up from scratch
             p.resnap()
+        elif kind == "parts" and p.parts is None:  # ... in parts, the leader going on
+            p.begin_parts()
         elif kind == "advance":
             p.advance(op[1])
             held = [i for i in held if p.lh.e.q.jobs.get(i) is not None
                     and p.lh.e.q.jobs[i].state == RESERVED]
-        same(p)
+        if p.parts is not None:
+            superset(p)  # never less than the leader, meanwhile
+            if p.step():
+                same(p)
+        else:
+            same(p)
+    while p.parts is not None:
+        p.step()
+    same(p)
     # The follower's own binlog holds the same jobs.
     p.fwal.flush()
     h2, _ = node(os.path.join(path, "follower"), now=p.fh.now)
     assert jobs(h2.e.q, exact=False) == jobs(p.lh.e.q, exact=False) or _delayed_came_due(h2, p)
+
+
+def superset(p: Pair):
+    """Mid-snapshot, the follower holds every job the leader had when the
+    snapshot began and still has (it may hold more, and older states)."""
+    have = p.fh.e.q.jobs
+    assert all(i in have for i in p.lh.e.q.jobs if i <= p.first_max)
 
 
 def _delayed_came_due(h2, p):

@@ -17,8 +17,10 @@ class ApplyError(Exception):
     not ack the frame, and must catch up from a snapshot."""
 
 
-def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:
-    """Apply every record of a frame to queue q; the number applied."""
+def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: int,
+                  seen: set | None = None) -> int:
+    """Apply every record of a frame to queue q; the number applied. The
+    ids of the records go into seen, if given."""
     problems: list[str] = []
     st = [0, True]
     n = 0
@@ -27,6 +29,8 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
         if rec is None:
             break
         _, name, r, body = rec
+        if seen is not None:
+            seen.add(r[0])
         deadline = r[8] - wall_offset if r[8] else 0
         if not replica.apply(q, r[0], name or None, r[1], r[3], r[4], body,
                              r[7] - wall_offset, deadline, pack_counters(*r[9:14]), r[14], now):
@@ -37,24 +41,60 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
     return n
 
 
+PART_BYTES = 1 << 20  # a snapshot goes out in parts of about this size
+
+
+def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
+    """A full record of every job q holds, in parts of about part_bytes:
+    buried ones last, in each tube's bury order (the order a follower
+    buries them in). The jobs are listed when the first part is made; each
+    part reads them as they are then, so the leader may go on between parts
+    (what changes meanwhile is in the batches shipped after the snapshot,
+    and applying a job's record again is harmless). Always yields at least
+    one part, the last possibly empty."""
+    ids = [j.id for b in q.blocks.values() for j in b.values() if j.state != BURIED]
+    ids += [j.id for t in q.tubes.values() for j in t.buried.values()]
+    jobs = q.jobs
+    out, size = [], 0
+    for id_ in ids:
+        j = jobs.get(id_)
+        if j is None:
+            continue  # deleted meanwhile
+        rec = F.encode(j, True, wall_offset)
+        out.append(rec)
+        size += len(rec)
+        if size >= part_bytes:
+            yield b"".join(out)
+            out, size = [], 0
+    yield b"".join(out)
+
+
 def snapshot(q, wall_offset: int) -> bytes:
-    """A full record of every job q holds; buried ones last, in each tube's
-    bury order, which is the order a follower buries them in."""
-    out = [F.encode(j, True, wall_offset) for b in q.blocks.values() for j in b.values()
-           if j.state != BURIED]
-    out += [F.encode(j, True, wall_offset) for t in q.tubes.values() for j in t.buried.values()]
-    return b"".join(out)
+    """The whole snapshot in one piece (for tests and small queues)."""
+    return b"".join(snapshot_parts(q, wall_offset, 1 << 62))
+
+
+class Restore:
+    """A follower's side of a snapshot in parts: each part is applied as it
+    comes (the follower holds a superset of the leader's jobs meanwhile,
+    never less); the last part deletes every job no part named."""
+
+    def __init__(self, key):
+        self.key = key  # (epoch, seq) of the snapshot
+        self.seen: set[int] = set()
+
+    def part(self, q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:
+        return apply_records(q, records, wall_offset, now, max_job_size, self.seen)
+
+    def end(self, q, now: int):
+        seen = self.seen
+        for id_ in [i for b in q.blocks.values() for i in b if i not in seen]:
+            q.delete(None, id_, now, count=False)
 
 
 def restart(q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:
-    """Replace every job q holds with a snapshot's (deleting the others
-    through the queue, so the follower's binlog drops them too)."""
-    keep = set()
-    head = _HEAD + records
-    for rec in F.read_records(head, F.VERSION, max_job_size, "snapshot", lambda m: None, [0, True]):
-        if rec is None:
-            break
-        keep.add(rec[2][0])
-    for id_ in [i for b in q.blocks.values() for i in b if i not in keep]:
-        q.delete(None, id_, now, count=False)
-    return apply_records(q, records, wall_offset, now, max_job_size)
+    """Replace every job q holds with a one-piece snapshot's."""
+    r = Restore(None)
+    n = r.part(q, records, wall_offset, now, max_job_size)
+    r.end(q, now)
+    return n

@@ -5,9 +5,11 @@ wrote in one flush cycle, byte for byte. Around them:
 
     magic "pbr1" | epoch u64 | seq u64 | length u32 | crc32 u32 | records
 
-A snapshot (magic "pbs1") carries a full record of every job the leader
-holds, as of its batch `seq`: a follower replaces what it has with it, and
-the stream goes on from seq + 1. A follower acks what it has on disk with
+A snapshot carries a full record of every job the leader holds, as of its
+batch `seq`, in parts: zero or more frames of magic "pbp1", then the last
+of magic "pbs1", all with that epoch and seq. A follower replaces what it
+has with it, and the stream goes on from seq + 1. A follower acks what it
+has on disk with
 
     magic "pba1" | epoch u64 | seq u64
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 MAGIC = b"pbr1"
 SNAPSHOT = b"pbs1"
+PART = b"pbp1"  # a snapshot's part, not its last
 HEAD = struct.Struct("<4sQQII")
 ACK = struct.Struct("<4sQQ")
 ACK_MAGIC = b"pba1"
@@ -46,15 +49,18 @@ class Frame:
     seq: int
     records: bytes
     snapshot: bool = False
+    last: bool = True  # (a snapshot's part: False but for the last)
 
 
-def encode(epoch: int, seq: int, records: bytes, snapshot: bool = False) -> bytes:
-    """A batch (seq from 1), or a snapshot as of batch seq (from 0)."""
+def encode(epoch: int, seq: int, records: bytes, snapshot: bool = False,
+           last: bool = True) -> bytes:
+    """A batch (seq from 1), or a snapshot's part as of batch seq (from 0)."""
     if not (0 < epoch < 1 << 64 and (0 if snapshot else 1) <= seq < 1 << 64):
         raise ValueError("epoch and seq must be u64, and not 0 (but a snapshot's seq)")
     if len(records) > MAX_RECORDS:
         raise ValueError("batch too big")
-    head = struct.pack("<4sQQI", SNAPSHOT if snapshot else MAGIC, epoch, seq, len(records))
+    magic = (SNAPSHOT if last else PART) if snapshot else MAGIC
+    head = struct.pack("<4sQQI", magic, epoch, seq, len(records))
     crc = zlib.crc32(records, zlib.crc32(head))
     return head + struct.pack("<I", crc) + records
 
@@ -73,7 +79,7 @@ class Reader:
         pos = 0
         while len(buf) - pos >= HEAD_SIZE:
             magic, epoch, seq, n, crc = HEAD.unpack_from(buf, pos)
-            if magic != MAGIC and magic != SNAPSHOT:
+            if magic != MAGIC and magic != SNAPSHOT and magic != PART:
                 raise FrameError(f"bad magic {bytes(magic)!r}")
             if n > self.max_records:
                 raise FrameError(f"frame of {n} bytes, over {self.max_records}")
@@ -83,10 +89,10 @@ class Reader:
             records = bytes(buf[pos + HEAD_SIZE:end])
             if zlib.crc32(records, zlib.crc32(buf[pos:pos + HEAD_SIZE - 4])) != crc:
                 raise FrameError(f"bad checksum in frame {epoch}/{seq}")
-            snapshot = magic == SNAPSHOT
+            snapshot = magic != MAGIC
             if not epoch or not (seq or snapshot):
                 raise FrameError(f"frame {epoch}/{seq}: epoch and seq start at 1")
-            out.append(Frame(epoch, seq, records, snapshot))
+            out.append(Frame(epoch, seq, records, snapshot, magic != PART))
             pos = end
         del buf[:pos]
         return out
@@ -118,7 +124,7 @@ class AckReader:
 
 # Verdicts on a frame, from the follower's side.
 APPLY = "apply"  # the next batch of the current epoch: append, fsync, ack
-RESTART = "restart"  # a snapshot of a current or newer epoch: replace all, then go on
+RESTART = "restart"  # a snapshot's part, of a current or newer epoch: replace all, then go on
 STALE = "stale"  # from an epoch older than one seen: refuse (fencing)
 RESYNC = "resync"  # a gap, a repeat, or a new epoch mid-stream: catch up first
 

@@ -17,7 +17,7 @@ from time import monotonic_ns
 
 from ..binlog.sync import fsync_all
 from . import frame as F
-from .apply import ApplyError, apply_records, restart, snapshot
+from .apply import PART_BYTES, ApplyError, Restore, apply_records, snapshot_parts
 
 
 class FollowerNode:
@@ -31,6 +31,7 @@ class FollowerNode:
         self.kick = kick  # otherwise: the server's fsync policy, told of new records
         self.state = F.Follower()
         self.conns: set = set()
+        self.restore = None  # a snapshot coming in parts
 
     async def serve(self, host: str, port: int):
         loop = asyncio.get_running_loop()
@@ -42,10 +43,17 @@ class FollowerNode:
         now = monotonic_ns()
         try:
             if verdict == F.RESTART:
-                restart(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
-                self.state.start(f.epoch, f.seq)
-                for other in [c for c in self.conns if c is not conn]:
-                    other.transport.close()  # the leader it came from is not followed now
+                r = self.restore
+                if r is None or r.key != (f.epoch, f.seq, conn):
+                    r = self.restore = Restore((f.epoch, f.seq, conn))
+                    self.state.promise(f.epoch)  # no older leader's snapshot from now on
+                    for other in [c for c in self.conns if c is not conn]:
+                        other.transport.close()  # the leader it came from is not followed now
+                r.part(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
+                if f.last:
+                    r.end(self.q, now)
+                    self.restore = None
+                    self.state.start(f.epoch, f.seq)
                 return True
             if verdict == F.APPLY:
                 apply_records(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
@@ -83,7 +91,8 @@ class _Receiver(asyncio.Protocol):
             if not self.node.take(f, self):
                 self.transport.close()
                 return
-            self.unsynced = (f.epoch, f.seq)
+            if f.last:  # (a snapshot is acked once all of it is in)
+                self.unsynced = (f.epoch, f.seq)
         if self.unsynced is not None and not self.node.sync:
             ack, self.unsynced = self.unsynced, None
             self.node.wal.flush()
@@ -123,6 +132,7 @@ class Replicator:
         self.links: dict[str, _Shipper] = {}
         self.on_ack = lambda: None
         self.pending: list[bytes] = []  # written, not yet shipped
+        self.part_bytes = PART_BYTES
         self.scheduled = False
         self.shipping = False
         wal.tap = self._written
@@ -162,7 +172,10 @@ class Replicator:
                 self.sent_at.pop(k, None)
         frame = F.encode(self.epoch, self.seq, data)
         for link in self.links.values():
-            link.send(frame)
+            if link.backlog is None:
+                link.send(frame)
+            else:  # its snapshot is going out: after it
+                link.backlog.append(frame)
 
     def acked_lsn(self, name: str) -> int:
         """Bytes of this epoch's records the follower has on disk."""
@@ -184,10 +197,24 @@ class Replicator:
         self.ship()  # to the others: the snapshot holds all of it
         self.lsn.setdefault(self.seq, self.wal.written)
         link = self.links[name] = _Shipper(self, name, reader, writer)
-        link.send(F.encode(self.epoch, self.seq, snapshot(self.q, self.wal.wall_offset),
-                           snapshot=True))
-        link.task = asyncio.get_running_loop().create_task(link.read_acks())
+        link.backlog = []
+        link.task = asyncio.get_running_loop().create_task(link.run(self.seq))
         return link
+
+    async def _send_snapshot(self, link, seq: int):
+        """The snapshot as of batch seq, in parts, other events served
+        between them; the batches shipped meanwhile follow it."""
+        parts = snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes)
+        part = next(parts)
+        for following in parts:
+            link.send(F.encode(self.epoch, seq, part, snapshot=True, last=False))
+            await link.writer.drain()
+            await asyncio.sleep(0)  # the leader goes on meanwhile
+            part = following
+        link.send(F.encode(self.epoch, seq, part, snapshot=True))
+        for frame in link.backlog:
+            link.send(frame)
+        link.backlog = None
 
 
 class _Shipper:
@@ -198,6 +225,22 @@ class _Shipper:
         self.changed = asyncio.Event()
         self.task = None
         self.since = monotonic_ns()  # connected at
+        self.backlog: list[bytes] | None = None  # batches held while the snapshot goes out
+
+    async def run(self, seq: int):
+        try:
+            await self.rep._send_snapshot(self, seq)
+        except (OSError, ConnectionError) as e:
+            self.rep.log(f"replication to {self.name}: {e}")
+            self._closed()
+            return
+        await self.read_acks()
+
+    def _closed(self):
+        self.writer.close()
+        if self.rep.links.get(self.name) is self:
+            del self.rep.links[self.name]
+        self.changed.set()
 
     def send(self, frame: bytes):
         if not self.writer.is_closing():
@@ -216,10 +259,7 @@ class _Shipper:
         except (OSError, F.FrameError) as e:
             self.rep.log(f"replication to {self.name}: {e}")
         finally:
-            self.writer.close()
-            if self.rep.links.get(self.name) is self:
-                del self.rep.links[self.name]
-            self.changed.set()
+            self._closed()
 
     async def until(self, seq: int, timeout: float = 10):
         """Wait until the follower has acked batch seq (for tests and joins)."""
