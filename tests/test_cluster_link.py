@@ -41,6 +41,8 @@ def test_a_follower_gets_every_batch_and_has_it_on_disk(tmp_path):
         # The snapshot covers all that was written: a new leader's replies
         # (a peek) need not wait for a first batch.
         assert rep.acked_lsn("f") == lwal.written > 0
+        assert rep.caught_up("f", lwal.written) and not rep.caught_up("f", lwal.written + 1)
+        assert not rep.caught_up("g", 0)  # no link
         for i in range(50):
             lh.send(c, b"put 0 %d 60 4\r\nj%03d\r\n" % (i % 2 * 30, i))
             if i % 5 == 0:

@@ -184,6 +184,12 @@ class Replicator:
             return 0
         return self.lsn.get(link.acked, 0)
 
+    def caught_up(self, name: str, committed: int) -> bool:
+        """Has the follower acked all that may have been acknowledged to
+        clients (committed: what the leader's replies have waited for)?"""
+        link = self.links.get(name)
+        return link is not None and link.snapshot_acked and self.acked_lsn(name) >= committed
+
     def lagging(self, link, now: int, lag_s: float) -> bool:
         """Has the follower left a batch (or its snapshot) unacked too long?"""
         if link.acked >= self.seq and link.snapshot_acked:

@@ -12,7 +12,8 @@ it leads under the epoch etcd gave it:
   ISR member: a reserve never hands out a job whose put is not yet safe;
 - a member that does not ack within LAG_S is removed from the ISR in etcd
   first, and only then is anything acknowledged without it; a node that has
-  caught up (acked a batch as recent as the last) is added back;
+  caught up (acked all that may have been acknowledged) is added back, and
+  replies wait for it from before its etcd write;
 - if its lease cannot be refreshed in time, it acknowledges nothing more
   and exits (status 75), to come back as a follower and catch up.
 """
@@ -55,6 +56,11 @@ class Node:
         self.role = "follower"
         self.epoch = 0
         self.isr: list[str] = []
+        # Whose acks replies wait for: the ISR, and members being added to
+        # it (from before their etcd write: nothing is acknowledged without
+        # a member once etcd may list it; see _watch_isr).
+        self.gate: list[str] = []
+        self.high = 0  # the most committed() has ever allowed: all acknowledged is below
         self.rep: Replicator | None = None
         self.lease_until = 0  # monotonic ns: past it, nothing is acknowledged
         self.ids_from = 0
@@ -67,17 +73,20 @@ class Node:
 
     def committed(self) -> int:
         """Binlog bytes safe to acknowledge: on this node, and on every
-        other ISR member; none once the lease may have run out."""
+        other ISR member (and member-to-be); none once the lease may have
+        run out."""
         if self.role != "leader" or monotonic_ns() > self.lease_until:
             return 0
         wal = self.wal
         safe = wal.synced if self.sync else wal.written
         rep = self.rep
-        for m in self.isr:
+        for m in self.gate:
             if m != self.name:
                 acked = rep.acked_lsn(m)
                 if acked < safe:
                     safe = acked
+        if safe > self.high:
+            self.high = safe
         return safe
 
     def status(self) -> dict:
@@ -159,6 +168,7 @@ class Node:
         self.lease_until = monotonic_ns() + self.coord.ttl * 1_000_000_000
         got = await self.coord.isr()
         self.isr = got[1] if got else [self.name]
+        self.gate = list(self.isr)
         await self._take_ids()
         self.rep = Replicator(self.engine.q, self.wal, epoch, self.log)
         self.rep.on_ack = self._acked
@@ -242,15 +252,23 @@ class Node:
                     self.missing.pop(m, None)
                     if rep.lagging(link, now, LAG_S):
                         isr.remove(m)
-            for name, link in rep.links.items():
-                if name not in isr and link.snapshot_acked and link.acked >= rep.seq:
+            # A node joins once it has all that may have been acknowledged
+            # (not necessarily the last batch: under load there is always
+            # one in flight). From this moment replies wait for it too, so
+            # it still has all of it when etcd lists it.
+            self.committed()
+            for name in rep.links:
+                if name not in isr and rep.caught_up(name, self.high):
                     isr.append(name)
+                    if name not in self.gate:
+                        self.gate.append(name)
             if isr != self.isr:
                 if not await self.coord.set_isr(isr):
                     self._deposed("lost the epoch while writing the ISR")
                     return
                 self.log(f"cluster {self.opts.cluster}: isr {isr}")
                 self.isr = isr
+                self.gate = list(isr)
                 self._acked()
             await asyncio.sleep(0.1)
 
