@@ -257,8 +257,9 @@ class Node:
             # one in flight). From this moment replies wait for it too, so
             # it still has all of it when etcd lists it.
             self.committed()
-            for name in rep.links:
-                if name not in isr and rep.caught_up(name, self.high):
+            for name, link in rep.links.items():
+                if (name not in isr and rep.caught_up(name, self.high)
+                        and not rep.lagging(link, now, LAG_S)):
                     isr.append(name)
                     if name not in self.gate:
                         self.gate.append(name)
