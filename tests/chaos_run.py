@@ -10,7 +10,7 @@ seeded random generator:
 At the end the faults stop, the cluster settles, and the history checker
 compares what the clients were told with what the leader holds.
 
-    .venv/bin/python tests/chaos_run.py SEED [SECONDS]
+    .venv/bin/python tests/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]]
 """
 import os
 import random
@@ -51,16 +51,16 @@ class Consumer(Looping):
             self.deleted += 1
 
 
-def main(seed: int, seconds: float) -> int:
+def main(seed: int, seconds: float, sync: str = "-f0") -> int:
     rng = random.Random(seed)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     etcd = EtcdCluster(str(tmp / "etcd"))
     endpoints = ",".join("%s:%d" % e for e in etcd.endpoints)
     names = ["a", "b", "c"]
-    nodes = {"a": start(tmp, endpoints, "a", "chaos")}
+    nodes = {"a": start(tmp, endpoints, "a", "chaos", sync)}
     wait_for(lambda: ask(nodes["a"], b"list-tube-used\r\n"), timeout=30)
     for n in names[1:]:
-        nodes[n] = start(tmp, endpoints, n, "chaos")
+        nodes[n] = start(tmp, endpoints, n, "chaos", sync)
     front = free_port()
     cfg = tmp / "haproxy.cfg"
     proxy = None
@@ -90,7 +90,7 @@ def main(seed: int, seconds: float) -> int:
         for n, at in list(dead_nodes.items()):
             if now >= at:
                 nodes[n].stop()
-                nodes[n] = start(tmp, endpoints, n, "chaos")
+                nodes[n] = start(tmp, endpoints, n, "chaos", sync)
                 del dead_nodes[n]
                 reproxy()
         for i, at in list(dead_etcd.items()):
@@ -138,7 +138,7 @@ def main(seed: int, seconds: float) -> int:
     for n in names:
         if n in dead_nodes or nodes[n].proc.poll() is not None:
             nodes[n].stop()
-            nodes[n] = start(tmp, endpoints, n, "chaos")
+            nodes[n] = start(tmp, endpoints, n, "chaos", sync)
     reproxy()
     leader = wait_for(lambda: next((nodes[n] for n in names
                                     if ask(nodes[n], b"list-tube-used\r\n")), None), timeout=60)
@@ -148,7 +148,7 @@ def main(seed: int, seconds: float) -> int:
     cons.join(15)
     jobs = jobs_on(leader, sorted(set(h.acked) | h.deleted))
     problems = h.check(jobs)
-    print(f"seed {seed}, {seconds:.0f} s, {len(faults)} faults:")
+    print(f"seed {seed}, {seconds:.0f} s, {sync}, {len(faults)} faults:")
     for f in faults:
         print("  " + f)
     print(f"puts acknowledged {len(h.acked)}, deletes acknowledged {len(h.deleted)}, "
@@ -164,4 +164,5 @@ def main(seed: int, seconds: float) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 90))
+    sys.exit(main(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 90,
+                  sys.argv[3] if len(sys.argv) > 3 else "-f0"))

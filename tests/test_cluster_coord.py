@@ -116,3 +116,14 @@ def test_nodes_register_themselves(etcd):
         assert await a.nodes() == {"a": {"peer": "127.0.0.1:7001", "http": "127.0.0.1:8001"},
                                    "b": {"peer": "127.0.0.1:7002", "http": "127.0.0.1:8002"}}
     run(etcd, body)
+
+
+def test_the_peer_secret_is_made_once_and_shared(etcd):
+    async def body(make):
+        a, b = make("a"), make("b")
+        first = await asyncio.gather(a.secret(), b.secret())  # both may try to make it
+        assert first[0] == first[1] and len(first[0]) == 64
+        assert await make("c").secret() == first[0]
+        return first[0]
+    one = run(etcd, body)
+    assert run(etcd, body) != one  # another cluster, another secret

@@ -5,7 +5,10 @@ import asyncio
 import os
 
 from test_replica import jobs, node
+from pybeanstalkd.cluster import frame as F
 from pybeanstalkd.cluster.link import FollowerNode, Replicator
+
+SECRET = b"the cluster's secret"
 
 
 def setup(tmp_path):
@@ -17,10 +20,10 @@ def setup(tmp_path):
 
 async def linked(lh, lwal, fh, fwal, epoch=7, **follower):
     """The follower listening, and the leader's link to it (epoch 7)."""
-    f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, **follower)
+    f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, **follower)
     srv = await f.serve("127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
-    rep = Replicator(lh.e.q, lwal, epoch)
+    rep = Replicator(lh.e.q, lwal, epoch, SECRET)
     return srv, port, rep, await rep.connect("f", "127.0.0.1", port)
 
 
@@ -103,10 +106,10 @@ def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
     frames = []
 
     async def main():
-        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size)
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET)
         srv = await f.serve("127.0.0.1", 0)
         port = srv.sockets[0].getsockname()[1]
-        rep = Replicator(lh.e.q, lwal, 7)
+        rep = Replicator(lh.e.q, lwal, 7, SECRET)
         rep.part_bytes = 512  # about 8 jobs a part
         link = await rep.connect("f", "127.0.0.1", port)
         send = link.send
@@ -148,7 +151,7 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
         oc = oh.conn()
         oh.send(oc, b"put 0 0 60 1\r\nx\r\n")
         oh.send(oc, b"put 0 0 60 5\r\nstale\r\n")  # an id the leader has not used
-        old = await Replicator(oh.e.q, owal, epoch=6).connect("f", "127.0.0.1", port)
+        old = await Replicator(oh.e.q, owal, 6, SECRET).connect("f", "127.0.0.1", port)
         try:
             await old.until(0, timeout=5)
             raise AssertionError("the follower acked an old epoch")
@@ -171,6 +174,47 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
         link = await rep.connect("f", "127.0.0.1", port)
         await link.until(rep.seq)
         assert jobs(fh.e.q) == jobs(lh.e.q) and 1 not in fh.e.q.jobs
+        srv.close()
+        link.writer.close()
+    run(main())
+
+
+def test_a_link_that_cannot_prove_the_secret_is_refused(tmp_path):
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    c = lh.conn()
+    lh.send(c, b"put 0 0 60 1\r\na\r\n")
+    lwal.flush()
+
+    async def main():
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal)
+        await link.until(0)
+        # A leader with another secret (or none): its snapshot is not taken.
+        oh, owal, _, _ = setup(str(tmp_path / "other"))  # (a Replicator taps its binlog)
+        wrong = await Replicator(oh.e.q, owal, 8, b"guess").connect("f2", "127.0.0.1", port)
+        try:
+            await wrong.until(0, timeout=5)
+            raise AssertionError("the follower took a link without the secret")
+        except ConnectionError:
+            pass
+        # Nor raw frames after a made-up hello.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        nonce = F.read_nonce(await reader.readexactly(F.NONCE.size))
+        writer.write(F.encode_hello(b"guess", nonce, 9)
+                     + F.encode(9, 0, b"", snapshot=True))
+        assert await reader.read() == b""  # closed
+        assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(fh.e.q)) == 1
+        # A proven link carries only the epoch it proved.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        nonce = F.read_nonce(await reader.readexactly(F.NONCE.size))
+        writer.write(F.encode_hello(SECRET, nonce, 9) + F.encode(10, 0, b"", snapshot=True))
+        assert await reader.read() == b""
+        assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(fh.e.q)) == 1
+        lh.send(c, b"put 0 0 60 1\r\nb\r\n")  # the real link goes on
+        lwal.flush()
+        rep.ship()
+        assert rep.seq == 1
+        await link.until(rep.seq)
+        assert len(jobs(fh.e.q)) == 2
         srv.close()
         link.writer.close()
     run(main())

@@ -22,6 +22,7 @@ is imported only with --cluster.
 from __future__ import annotations
 
 import json
+import os
 
 import aetcd
 from aetcd.exceptions import ClientError
@@ -43,6 +44,7 @@ class Coordinator:
         self.k_leader, self.k_isr, self.k_ids = (p + "leader").encode(), (p + "isr").encode(), \
             (p + "ids").encode()
         self.k_nodes = (p + "nodes/").encode()
+        self.k_secret = (p + "secret").encode()
         self.client = aetcd.Client(*self.endpoints[0], timeout=timeout)
         self.t = self.client.transactions
         self.lease = None
@@ -80,6 +82,17 @@ class Coordinator:
     async def register(self, info: dict):
         key, value = self.k_nodes + self.node.encode(), json.dumps(info).encode()
         await self._do(lambda c: c.put(key, value))
+
+    async def secret(self) -> bytes:
+        """The cluster's peer secret (links prove it, frame.py): made by the
+        first node that asks; whoever can read etcd is trusted anyway."""
+        kv = await self._get(self.k_secret)
+        if kv is None:
+            t = self.t
+            value = os.urandom(32).hex().encode()
+            await self._txn([t.create(self.k_secret) == 0], [t.put(self.k_secret, value)])
+            kv = await self._get(self.k_secret)
+        return kv.value
 
     async def nodes(self) -> dict[str, dict]:
         got = await self._do(lambda c: c.get_prefix(self.k_nodes))

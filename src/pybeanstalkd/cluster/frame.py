@@ -20,10 +20,18 @@ has on disk with
   or a repeat means the follower must catch up from a snapshot.
 - crc32: over the header's first 24 bytes and the records.
 
+Before any frame, a link proves the cluster's secret (kept in etcd): the
+follower sends a nonce, "pbn1" | 16 bytes; the leader answers with its
+epoch and an HMAC-SHA256 of both under the secret, "pbh1" | epoch u64 |
+mac. A follower takes frames only after a valid answer, and only of that
+epoch: whoever can reach the peer port but not etcd cannot feed it.
+
 Pure: bytes in, frames and verdicts out; no I/O, no clock.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
 import zlib
 from dataclasses import dataclass
@@ -96,6 +104,39 @@ class Reader:
             pos = end
         del buf[:pos]
         return out
+
+
+NONCE = struct.Struct("<4s16s")
+HELLO = struct.Struct("<4sQ32s")
+
+
+def encode_nonce(nonce: bytes) -> bytes:
+    return NONCE.pack(b"pbn1", nonce)
+
+
+def read_nonce(data: bytes) -> bytes:
+    magic, nonce = NONCE.unpack(data)
+    if magic != b"pbn1":
+        raise FrameError(f"bad nonce magic {bytes(magic)!r}")
+    return nonce
+
+
+def _mac(secret: bytes, nonce: bytes, epoch: int) -> bytes:
+    return hmac.new(secret, b"pbh1" + nonce + epoch.to_bytes(8, "little"), hashlib.sha256).digest()
+
+
+def encode_hello(secret: bytes, nonce: bytes, epoch: int) -> bytes:
+    return HELLO.pack(b"pbh1", epoch, _mac(secret, nonce, epoch))
+
+
+def check_hello(secret: bytes, nonce: bytes, data: bytes) -> int:
+    """The epoch the leader proved, from the first HELLO.size bytes."""
+    magic, epoch, mac = HELLO.unpack_from(data)
+    if magic != b"pbh1":
+        raise FrameError(f"bad hello magic {bytes(magic)!r}")
+    if not hmac.compare_digest(mac, _mac(secret, nonce, epoch)):
+        raise FrameError("the link did not prove the cluster's secret")
+    return epoch
 
 
 def encode_ack(epoch: int, seq: int) -> bytes:

@@ -24,9 +24,10 @@ class FollowerNode:
     """What a follower holds: its queue (with its own binlog as the store),
     the fencing state, and the link its leader writes to."""
 
-    def __init__(self, q, wal, max_job_size: int, log=lambda m: None,
+    def __init__(self, q, wal, max_job_size: int, secret: bytes, log=lambda m: None,
                  sync: bool = True, kick=lambda: None):
         self.q, self.wal, self.max_job_size, self.log = q, wal, max_job_size, log
+        self.secret = secret  # the cluster's, from etcd: a leader must prove it
         self.sync = sync  # -f0: ack only what is fsynced
         self.kick = kick  # otherwise: the server's fsync policy, told of new records
         self.state = F.Follower()
@@ -70,24 +71,38 @@ class _Receiver(asyncio.Protocol):
     def __init__(self, node: FollowerNode):
         self.node = node
         self.reader = F.Reader()
+        self.nonce = os.urandom(16)
+        self.hello = b""  # until the leader's hello is in
+        self.epoch = None  # the epoch it proved: the only one taken here
         self.syncing = False
         self.unsynced = None  # (epoch, seq) applied, not yet fsynced
 
     def connection_made(self, transport):
         self.node.conns.add(self)
         self.transport = transport
+        transport.write(F.encode_nonce(self.nonce))
 
     def connection_lost(self, exc):
         self.node.conns.discard(self)
 
     def data_received(self, data):
         try:
+            if self.epoch is None:
+                self.hello += data
+                if len(self.hello) < F.HELLO.size:
+                    return
+                self.epoch = F.check_hello(self.node.secret, self.nonce, self.hello)
+                data, self.hello = self.hello[F.HELLO.size:], b""
             frames = self.reader.feed(data)
         except F.FrameError as e:
             self.node.log(f"replication: {e}")
             self.transport.close()
             return
         for f in frames:
+            if f.epoch != self.epoch:
+                self.node.log(f"replication: a frame of epoch {f.epoch} on a link of {self.epoch}")
+                self.transport.close()
+                return
             if not self.node.take(f, self):
                 self.transport.close()
                 return
@@ -124,8 +139,9 @@ class Replicator:
     write each, however many commands the pass ran), and tracks what each
     has acked."""
 
-    def __init__(self, q, wal, epoch: int, log=lambda m: None):
+    def __init__(self, q, wal, epoch: int, secret: bytes, log=lambda m: None):
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
+        self.secret = secret
         self.seq = 0  # the last batch numbered
         self.lsn = {}  # seq -> the wal's written bytes after that batch
         self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
@@ -208,8 +224,14 @@ class Replicator:
         return link
 
     async def _send_snapshot(self, link, seq: int):
-        """The snapshot as of batch seq, in parts, other events served
-        between them; the batches shipped meanwhile follow it."""
+        """The proof of the secret; then the snapshot as of batch seq, in
+        parts, other events served between them; the batches shipped
+        meanwhile follow it."""
+        try:
+            nonce = F.read_nonce(await asyncio.wait_for(link.reader.readexactly(F.NONCE.size), 5))
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, F.FrameError) as e:
+            raise ConnectionError(f"no nonce ({e!r})") from None
+        link.send(F.encode_hello(self.secret, nonce, self.epoch))
         parts = snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes)
         part = next(parts)
         for following in parts:

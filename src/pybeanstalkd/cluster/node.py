@@ -51,7 +51,7 @@ class Node:
         self.info = {"peer": opts.peer_advertise or opts.peer_listen}
         if opts.http is not None:
             self.info["http"] = "%s:%d" % opts.http
-        self.follower = FollowerNode(engine.q, wal, engine.max_job_size, self.log,
+        self.follower = FollowerNode(engine.q, wal, engine.max_job_size, b"", self.log,
                                      sync=self.sync, kick=srv.syncer.kick)
         self.role = "follower"
         self.epoch = 0
@@ -132,6 +132,7 @@ class Node:
         while True:
             try:
                 await self.coord.register(self.info)
+                self.follower.secret = await self.coord.secret()  # before the peer port opens
                 break
             except UNREACHABLE as e:
                 self.log(f"cluster {self.opts.cluster}: etcd: {e!r}")
@@ -170,7 +171,7 @@ class Node:
         self.isr = got[1] if got else [self.name]
         self.gate = list(self.isr)
         await self._take_ids()
-        self.rep = Replicator(self.engine.q, self.wal, epoch, self.log)
+        self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.log)
         self.rep.on_ack = self._acked
         self.srv.commit = self.committed
         self.srv.replicate = self.rep.kick
@@ -229,7 +230,7 @@ class Node:
                 if name != self.name and name not in self.rep.links and "peer" in info:
                     try:
                         await self.rep.connect(name, *parse_addr(info["peer"]))
-                    except OSError:
+                    except OSError:  # (ConnectionError too)
                         pass  # down: the ISR watch drops it if it is a member
             if self.engine.q.next_id - self.ids_from > ID_BLOCK // 2:
                 await self._take_ids()
