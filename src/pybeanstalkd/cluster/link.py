@@ -3,8 +3,9 @@ TCP; a follower applies them and writes them to its own binlog, then acks:
 with -f0 once they are fsynced, otherwise at once (they are in its memory;
 its own fsync policy covers them, as a single node's).
 
-Every connection starts with a snapshot of the leader's jobs, then goes on
-with the batches its binlog writes (Wal.tap). A follower that finds a gap,
+Every connection starts with the leader's proof of the cluster's secret
+(frame.py), then a snapshot of its jobs in parts, then goes on with the
+batches its binlog writes (Wal.tap). A follower that finds a gap,
 or a frame of another epoch, closes the connection: the leader's next one
 starts with a snapshot again. Frames that arrive while a follower fsyncs
 share its next fsync, and it acks the last of them.
@@ -51,6 +52,7 @@ class FollowerNode:
                     for other in [c for c in self.conns if c is not conn]:
                         other.transport.close()  # the leader it came from is not followed now
                 r.part(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
+                self.wal.flush()  # (a big snapshot's records are not all held in memory)
                 if f.last:
                     r.end(self.q, now)
                     self.restore = None
