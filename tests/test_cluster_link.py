@@ -18,13 +18,21 @@ def setup(tmp_path):
     return lh, lwal, fh, fwal
 
 
-async def linked(lh, lwal, fh, fwal, epoch=7, **follower):
+async def linked(lh, lwal, fh, fwal, epoch=7, part_bytes=None, **follower):
     """The follower listening, and the leader's link to it (epoch 7)."""
     f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, **follower)
     srv = await f.serve("127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
     rep = Replicator(lh.e.q, lwal, epoch, SECRET)
+    if part_bytes is not None:
+        rep.part_bytes = part_bytes
     return srv, port, rep, await rep.connect("f", "127.0.0.1", port)
+
+
+def recovers_the_same(tmp_path, fh, lh):
+    """The follower's binlog, read back, holds the leader's jobs."""
+    h2, _ = node(os.path.join(str(tmp_path), "follower"), now=fh.now)
+    assert set(jobs(h2.e.q)) == set(jobs(lh.e.q))
 
 
 def run(coro):
@@ -64,8 +72,7 @@ def test_a_follower_gets_every_batch_and_has_it_on_disk(tmp_path):
         srv.close()
         link.writer.close()
     run(main())
-    h2, _ = node(os.path.join(str(tmp_path), "follower"), now=fh.now)
-    assert set(jobs(h2.e.q)) == set(jobs(lh.e.q))
+    recovers_the_same(tmp_path, fh, lh)
 
 
 def test_with_f_ms_a_follower_acks_from_memory_and_leaves_the_fsync_to_its_policy(tmp_path):
@@ -90,8 +97,7 @@ def test_with_f_ms_a_follower_acks_from_memory_and_leaves_the_fsync_to_its_polic
         srv.close()
         link.writer.close()
     run(main())
-    h2, _ = node(os.path.join(str(tmp_path), "follower"), now=fh.now)
-    assert set(jobs(h2.e.q)) == set(jobs(lh.e.q))
+    recovers_the_same(tmp_path, fh, lh)
 
 
 def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
@@ -106,12 +112,7 @@ def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
     frames = []
 
     async def main():
-        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET)
-        srv = await f.serve("127.0.0.1", 0)
-        port = srv.sockets[0].getsockname()[1]
-        rep = Replicator(lh.e.q, lwal, 7, SECRET)
-        rep.part_bytes = 512  # about 8 jobs a part
-        link = await rep.connect("f", "127.0.0.1", port)
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal, part_bytes=512)  # ~8 jobs a part
         send = link.send
         link.send = lambda frame: (frames.append(frame[:4]), send(frame))
         # The leader goes on while the parts go out: puts, deletes, kicks, buries.
