@@ -232,3 +232,21 @@ def test_a_leader_stopped_with_sigterm_hands_over_at_once(tmp_path, etcd):
         print(f"handover after SIGTERM: {took:.2f} s")
         assert took < 2.5, took  # not the 3 s lease: the next poll and the ISR's 1 s
         assert ask(b, b"peek 1\r\n") == b"FOUND 1 2\r\nok\r\n"
+
+
+def test_with_f_ms_a_reply_does_not_wait_for_the_fsync(tmp_path, etcd):
+    # One node in its ISR, fsyncs a second apart: a put is answered once
+    # written (as without --cluster), not at the next fsync.
+    a = start(tmp_path, etcd, "a", "c6", sync="-f1000")
+    try:
+        wait_for(lambda: ask(a, b"list-tube-used\r\n"))
+        with a.connect() as sock:
+            c = Client(sock)
+            took = []
+            for i in range(5):
+                t0 = time.monotonic()
+                assert c.cmd(b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
+                took.append(time.monotonic() - t0)
+        assert max(took) < 0.3, took
+    finally:
+        a.stop()

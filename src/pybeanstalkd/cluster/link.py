@@ -149,6 +149,7 @@ class Replicator:
         self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
         self.links: dict[str, _Shipper] = {}
         self.on_ack = lambda: None
+        self.on_ship = None  # called once a batch is written here and shipped
         self.pending: list[bytes] = []  # written, not yet shipped
         self.part_bytes = PART_BYTES
         self.scheduled = False
@@ -194,6 +195,8 @@ class Replicator:
                 link.send(frame)
             else:  # its snapshot is going out: after it
                 link.backlog.append(frame)
+        if self.on_ship is not None:
+            self.on_ship()
 
     def acked_lsn(self, name: str) -> int:
         """Bytes of this epoch's records the follower has on disk."""

@@ -173,6 +173,8 @@ class Node:
         await self._take_ids()
         self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.log)
         self.rep.on_ack = self._acked
+        if not self.sync:  # -f MS: a reply needs the write here, not the fsync MS later
+            self.rep.on_ship = self._shipped
         self.srv.commit = self.committed
         self.srv.replicate = self.rep.kick
         self.engine.hold_writes = self.engine.hold_all = True
@@ -285,6 +287,10 @@ class Node:
 
     def _acked(self):
         self.srv.release_held(self.committed())
+
+    def _shipped(self):
+        if len(self.gate) <= 1:  # (else the members' acks release the replies)
+            self._acked()
 
 
 
