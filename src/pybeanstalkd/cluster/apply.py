@@ -41,7 +41,7 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
     return n
 
 
-PART_BYTES = 1 << 20  # a snapshot goes out in parts of about this size
+PART_BYTES = 1 << 18  # a snapshot goes out in parts of about this size
 
 
 def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
