@@ -80,7 +80,7 @@ class Restore:
     never less); the last part deletes every job no part named."""
 
     def __init__(self, key):
-        self.key = key  # (epoch, seq) of the snapshot
+        self.key = key  # which snapshot: (epoch, seq, the connection it comes on)
         self.seen: set[int] = set()
 
     def part(self, q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:

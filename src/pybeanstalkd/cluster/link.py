@@ -211,12 +211,19 @@ class Replicator:
         link = self.links.get(name)
         return link is not None and link.snapshot_acked and self.acked_lsn(name) >= committed
 
+    def oldest_unacked(self, link, now: int) -> int | None:
+        """When the oldest batch (or the snapshot) the follower has not
+        acked was sent; None if it has acked everything."""
+        if not link.snapshot_acked:
+            return link.since
+        if link.acked >= self.seq:
+            return None
+        return self.sent_at.get(link.acked + 1, now)
+
     def lagging(self, link, now: int, lag_s: float) -> bool:
         """Has the follower left a batch (or its snapshot) unacked too long?"""
-        if link.acked >= self.seq and link.snapshot_acked:
-            return False
-        since = link.since if not link.snapshot_acked else self.sent_at.get(link.acked + 1, now)
-        return now - since > lag_s * 1e9
+        since = self.oldest_unacked(link, now)
+        return since is not None and now - since > lag_s * 1e9
 
     async def connect(self, name: str, host: str, port: int):
         """Open the link to a follower: a snapshot, then every batch."""

@@ -115,13 +115,10 @@ class Node:
                 row["connected"] = link is not None
                 if link is not None:
                     acked = link.acked if link.snapshot_acked else 0
-                    behind = rep.seq - acked
-                    oldest = (link.since if not link.snapshot_acked
-                              else rep.sent_at.get(acked + 1, now))
-                    row.update(acked_seq=acked, lag_batches=behind,
+                    oldest = rep.oldest_unacked(link, now)
+                    row.update(acked_seq=acked, lag_batches=rep.seq - acked,
                                lag_bytes=max(0, written - rep.acked_lsn(name)),
-                               lag_seconds=round((now - oldest) / 1e9, 3)
-                               if behind or not link.snapshot_acked else 0.0)
+                               lag_seconds=0.0 if oldest is None else round((now - oldest) / 1e9, 3))
             rows.append(row)
         st.update(seq=rep.seq, nodes=rows)
         return st
@@ -291,7 +288,6 @@ class Node:
     def _shipped(self):
         if len(self.gate) <= 1:  # (else the members' acks release the replies)
             self._acked()
-
 
 
 def _refuse_clients(loop, sock):

@@ -205,19 +205,21 @@ def cluster(st: dict):
         return
     yield GaugeMetricFamily("pybeanstalkd_cluster_isr_members", "Members of the in-sync replica set.",
                             value=len(st["isr"]))
-    rows = [r for r in st["nodes"] if r["name"] != st["node"]]
     fams = [GaugeMetricFamily(name, doc, labels=["node"]) for name, doc in (
         ("pybeanstalkd_cluster_replica_in_isr", "1 if the node is in the in-sync replica set."),
         ("pybeanstalkd_cluster_replica_connected", "1 if the leader has a link to the node."),
         ("pybeanstalkd_cluster_replica_lag_batches", "Batches shipped and not yet acked by the node."),
         ("pybeanstalkd_cluster_replica_lag_bytes", "Binlog bytes not yet acked by the node."),
         ("pybeanstalkd_cluster_replica_lag_seconds", "Age of the oldest batch the node has not acked."))]
-    for r in rows:
-        up = r["connected"]
-        for f, v in zip(fams, (int(r["in_isr"]), int(up), r.get("lag_batches", 0),
-                               r.get("lag_bytes", 0), r.get("lag_seconds", 0.0))):
-            if up or f is fams[0] or f is fams[1]:
-                f.add_metric([r["name"]], v)
+    in_isr, connected, *lags = fams
+    for r in st["nodes"]:
+        if r["name"] == st["node"]:
+            continue
+        in_isr.add_metric([r["name"]], int(r["in_isr"]))
+        connected.add_metric([r["name"]], int(r["connected"]))
+        if r["connected"]:  # (no lag without a link)
+            for f, key in zip(lags, ("lag_batches", "lag_bytes", "lag_seconds")):
+                f.add_metric([r["name"]], r[key])
     yield from fams
 
 
