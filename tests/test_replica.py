@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fakeclock import Harness
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
-from pybeanstalkd.cluster.apply import Restore, apply_records, restart, snapshot, snapshot_parts
+from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
 from support import Client, Server, require_reference
 
@@ -55,13 +55,13 @@ class Pair:
         self.batches.clear()
         self.fwal.flush()
 
-    def begin_parts(self):
-        """A snapshot in parts of one record each, the leader going on
-        between them (step() sends the next); batches shipped meanwhile
-        follow it."""
+    def begin_parts(self, part_bytes=1):
+        """A snapshot in parts (of one record each by default), the leader
+        going on between them (step() sends the next); batches shipped
+        meanwhile follow it."""
         self.lwal.flush()
         self.batches.clear()
-        self.parts = snapshot_parts(self.lh.e.q, self.lwal.wall_offset, 1)
+        self.parts = snapshot_parts(self.lh.e.q, self.lwal.wall_offset, part_bytes)
         self.restore = Restore("k")
         self.first_max = max(self.lh.e.q.jobs, default=0)
         self.held = []
@@ -82,11 +82,10 @@ class Pair:
         return True
 
     def resnap(self):
-        self.lwal.flush()
-        self.batches.clear()  # what the snapshot already holds
-        restart(self.fh.e.q, snapshot(self.lh.e.q, self.lwal.wall_offset), self.fwal.wall_offset,
-                self.fh.now, self.fh.e.max_job_size)
-        self.fwal.flush()
+        """A snapshot in one part, at once."""
+        self.begin_parts(1 << 62)
+        while not self.step():
+            pass
 
     def advance(self, seconds):
         self.lh.advance(seconds)

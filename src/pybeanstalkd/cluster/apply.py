@@ -69,11 +69,6 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     yield b"".join(out)
 
 
-def snapshot(q, wall_offset: int) -> bytes:
-    """The whole snapshot in one piece (for tests and small queues)."""
-    return b"".join(snapshot_parts(q, wall_offset, 1 << 62))
-
-
 class Restore:
     """A follower's side of a snapshot in parts: each part is applied as it
     comes (the follower holds a superset of the leader's jobs meanwhile,
@@ -90,11 +85,3 @@ class Restore:
         seen = self.seen
         for id_ in [i for b in q.blocks.values() for i in b if i not in seen]:
             q.delete(None, id_, now, count=False)
-
-
-def restart(q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:
-    """Replace every job q holds with a one-piece snapshot's."""
-    r = Restore(None)
-    n = r.part(q, records, wall_offset, now, max_job_size)
-    r.end(q, now)
-    return n
