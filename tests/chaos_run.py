@@ -23,10 +23,9 @@ import pathlib
 
 sys.path.insert(0, os.path.dirname(__file__))
 from history import History  # noqa: E402
-from support import EtcdCluster, free_port  # noqa: E402
+from support import EtcdCluster  # noqa: E402
 from test_cluster_e2e import ask, jobs_on, start, wait_for  # noqa: E402
-from test_cluster_haproxy import Front, Looping, Producer, haproxy_config, require_haproxy  # noqa: E402
-import subprocess  # noqa: E402
+from test_cluster_haproxy import Front, Looping, Producer, Proxy  # noqa: E402
 
 
 class Consumer(Looping):
@@ -61,19 +60,11 @@ def main(seed: int, seconds: float, sync: str = "-f0") -> int:
     wait_for(lambda: ask(nodes["a"], b"list-tube-used\r\n"), timeout=30)
     for n in names[1:]:
         nodes[n] = start(tmp, endpoints, n, "chaos", sync)
-    front = free_port()
-    cfg = tmp / "haproxy.cfg"
-    proxy = None
+    proxy = Proxy(tmp / "haproxy.cfg")
+    front = proxy.port
 
     def reproxy():
-        nonlocal proxy
-        live = [nodes[n] for n in names]
-        cfg.write_text(haproxy_config(front, live))
-        if proxy is not None:
-            proxy.kill()
-            proxy.wait()
-        proxy = subprocess.Popen([require_haproxy(), "-db", "-f", str(cfg)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proxy.start([nodes[n] for n in names])
     reproxy()
     wait_for(lambda: ask(Front(front), b"list-tube-used\r\n"), timeout=30)
     h = History()
@@ -155,7 +146,7 @@ def main(seed: int, seconds: float, sync: str = "-f0") -> int:
           f"jobs on the leader at the end {len(jobs)}; problems: {len(problems)}")
     for p in problems[:20]:
         print("  " + p)
-    proxy.kill()
+    proxy.stop()
     for n in names:
         nodes[n].proc.send_signal(signal.SIGCONT)
         nodes[n].stop()

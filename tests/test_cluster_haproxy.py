@@ -48,6 +48,29 @@ class Front:
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
 
 
+class Proxy:
+    """HAProxy in front of the nodes, on one port for its whole life;
+    start() again after nodes come back on new ports (it reloads its
+    config)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg  # the config file's path
+        self.port = free_port()
+        self.proc = None
+
+    def start(self, nodes):
+        self.cfg.write_text(haproxy_config(self.port, nodes))
+        self.stop()
+        self.proc = subprocess.Popen([require_haproxy(), "-db", "-f", str(self.cfg)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
 class Looping(threading.Thread):
     """A client through HAProxy that reconnects after any break and runs
     step() until stopped."""
@@ -94,16 +117,13 @@ class Producer(Looping):
 
 def test_kill_9_of_the_leader_behind_haproxy(tmp_path, etcd):  # noqa: F811
     nodes = [start(tmp_path, etcd, "a", "h1")]
-    proxy = None
+    proxy = Proxy(tmp_path / "haproxy.cfg")
+    front = proxy.port
     try:
         wait_for(lambda: ask(nodes[0], b"list-tube-used\r\n"))
         nodes += [start(tmp_path, etcd, n, "h1") for n in ("b", "c")]
         wait_for(lambda: sorted((isr(etcd, "h1") or (0, []))[1]) == ["a", "b", "c"])
-        front = free_port()
-        cfg = tmp_path / "haproxy.cfg"
-        cfg.write_text(haproxy_config(front, nodes))
-        proxy = subprocess.Popen([require_haproxy(), "-db", "-f", str(cfg)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proxy.start(nodes)
         wait_for(lambda: ask(Front(front), b"list-tube-used\r\n"))
         h = History()
         p = Producer(front, h)
@@ -124,9 +144,7 @@ def test_kill_9_of_the_leader_behind_haproxy(tmp_path, etcd):  # noqa: F811
         new = next(n for n in nodes[1:] if ask(n, b"list-tube-used\r\n"))
         assert h.check(jobs_on(new, sorted(h.acked))) == []
     finally:
-        if proxy is not None:
-            proxy.kill()
-            proxy.wait()
+        proxy.stop()
         for n in nodes:
             n.stop()
 
@@ -144,25 +162,14 @@ def restart_node(tmp_path, etcd, n, name, cluster, kill=False):  # noqa: F811
 def test_follower_restart_and_a_rolling_restart_lose_nothing(tmp_path, etcd):  # noqa: F811
     names = ["a", "b", "c"]
     nodes = [start(tmp_path, etcd, "a", "r1")]
-    proxy = None
+    proxy = Proxy(tmp_path / "haproxy.cfg")
+    front = proxy.port
     p = None
     try:
         wait_for(lambda: ask(nodes[0], b"list-tube-used\r\n"))
         nodes += [start(tmp_path, etcd, n, "r1") for n in names[1:]]
         wait_for(lambda: sorted((isr(etcd, "r1") or (0, []))[1]) == names)
-        front = free_port()
-        cfg = tmp_path / "haproxy.cfg"
-
-        def reproxy():
-            # New ports after each restart: HAProxy reloads its config.
-            nonlocal proxy
-            cfg.write_text(haproxy_config(front, nodes))
-            if proxy is not None:
-                proxy.kill()
-                proxy.wait()
-            proxy = subprocess.Popen([require_haproxy(), "-db", "-f", str(cfg)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        reproxy()
+        proxy.start(nodes)
         wait_for(lambda: ask(Front(front), b"list-tube-used\r\n"))
         h = History()
         p = Producer(front, h)
@@ -173,14 +180,14 @@ def test_follower_restart_and_a_rolling_restart_lose_nothing(tmp_path, etcd):  #
         leader = next(i for i, n in enumerate(nodes) if ask(n, b"list-tube-used\r\n"))
         f = (leader + 1) % 3
         nodes[f] = restart_node(tmp_path, etcd, nodes[f], names[f], "r1", kill=True)
-        reproxy()
+        proxy.start(nodes)  # (new ports)
         before = len(p.acks)
         wait_for(lambda: len(p.acks) > before + 100, timeout=20)
         wait_for(lambda: sorted((isr(etcd, "r1") or (0, []))[1]) == names, timeout=20)
         # A rolling restart: each node in turn, waiting for it to rejoin.
         for i in range(3):
             nodes[i] = restart_node(tmp_path, etcd, nodes[i], names[i], "r1")
-            reproxy()
+            proxy.start(nodes)  # (new ports)
             wait_for(lambda: sorted((isr(etcd, "r1") or (0, []))[1]) == names, timeout=30)
             before = len(p.acks)
             wait_for(lambda: len(p.acks) > before + 50, timeout=20)
@@ -194,8 +201,6 @@ def test_follower_restart_and_a_rolling_restart_lose_nothing(tmp_path, etcd):  #
     finally:
         if p is not None:
             p.stop.set()
-        if proxy is not None:
-            proxy.kill()
-            proxy.wait()
+        proxy.stop()
         for n in nodes:
             n.stop()
