@@ -219,3 +219,54 @@ def test_a_link_that_cannot_prove_the_secret_is_refused(tmp_path):
         srv.close()
         link.writer.close()
     run(main())
+
+
+def test_with_f0_one_batch_per_group_commit_and_one_group_in_flight(tmp_path):
+    """-f0: the leader's Syncer ships each group as its fsync starts, and
+    the next group waits for the follower's ack of the last (the follower
+    fsyncs before it acks)."""
+    from pybeanstalkd.binlog.sync import Syncer
+    from pybeanstalkd.server.transport import Server
+
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    c = lh.conn()
+    sent = []
+
+    async def main():
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal)
+        await link.until(0)
+        server = Server(asyncio.get_running_loop(), lh.e)
+        syncer = server.syncer = Syncer(asyncio.get_running_loop(), lwal, server, True, 0)
+        rep.eager = False
+        lh.e.hold_writes = lh.e.hold_all = True  # as a leader's engine
+        syncer.starting, syncer.wait = rep.ship, lambda: rep.in_flight(["f", "gone"])
+        rep.on_ack = syncer.kick
+        send = link.send
+        link.send = lambda frame: (sent.append((link.acked, fwal.synced)), send(frame))
+        for i in range(10):
+            lh.send(c, b"put 0 0 60 1\r\na\r\n")
+        server.flush()  # the group's fsync starts, and it is shipped
+        assert rep.seq == 1 and len(sent) == 1 and rep.in_flight(["f"])
+        link.writer.transport.pause_reading()  # its ack is late
+        while syncer.busy:  # the leader's own fsync is done
+            await asyncio.sleep(0.001)
+        for i in range(10):
+            lh.send(c, b"put 0 0 60 1\r\nb\r\n")
+            server.flush()
+        assert rep.seq == 1 and lwal.buf and not syncer.busy  # held: one group in flight
+        link.writer.transport.resume_reading()
+        await link.until(2)
+        assert len(sent) == 2 and sent[1][0] == 1  # the second went out on the first's ack
+        assert fwal.synced == fwal.written  # the follower acked what it had fsynced
+        assert not rep.in_flight(["f", "gone"])  # (a member without a link holds nothing)
+        link.backlog = []  # nor one whose snapshot is going out
+        rep.seq += 1
+        assert not rep.in_flight(["f"])
+        link.backlog, rep.seq = None, rep.seq - 1
+        while lwal.synced < lwal.written:
+            await asyncio.sleep(0.01)
+        assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(lh.e.q)) == 20
+        srv.close()
+        link.writer.close()
+    run(main())
+    recovers_the_same(tmp_path, fh, lh)

@@ -51,6 +51,10 @@ class Syncer:
         self.timer = None
         self.last = 0
         self.error = None
+        # --cluster with -f0: starting() ships the group as its fsync starts;
+        # while wait() is true (the last group is unacked) the next one grows.
+        self.starting = None
+        self.wait = None
         self.took = 0  # ns the last fsync took (set by the thread, read in _done)
         self.fsync_hist = hist.new()  # for the metrics
         self.jobs = queue.SimpleQueue()
@@ -79,6 +83,8 @@ class Syncer:
         if (self.busy or self.timer is not None or not self.wantsync
                 or (wal.synced >= wal.lsn and not wal.retired)):
             return  # a sync runs, or the timer will start one
+        if self.wait is not None and self.wait():
+            return  # kicked again on the ack
         now = monotonic_ns()
         if self.rate == 0 and len(self.srv.held) < self.expect and now < self.gather_until:
             # The clients just answered are likely sending their next write:
@@ -104,6 +110,8 @@ class Syncer:
     def _start(self, now: int):
         self.last = now
         self.wal.flush()
+        if self.starting is not None:
+            self.starting()
         fds, dirfd, close = self.wal.sync_targets()
         self.busy = (self.wal.written, close)
         self.jobs.put((fds, dirfd))

@@ -6,7 +6,8 @@ leader key is gone and this node is in the ISR, it campaigns; if it wins,
 it leads under the epoch etcd gave it:
 - it takes a block of job ids from etcd, so that no id repeats;
 - it ships every batch its binlog writes to each registered node, each
-  link starting with a snapshot;
+  link starting with a snapshot (with -f0 a batch is a group commit: sent
+  as the local fsync starts, and the next waits for the ISR's acks);
 - a reply to any command waits until what the binlog holds so far is on
   this node (fsynced with -f0, written with -f MS) and acked by every other
   ISR member: a reserve never hands out a job whose put is not yet safe;
@@ -170,10 +171,14 @@ class Node:
         await self._take_ids()
         self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.log)
         self.rep.on_ack = self._acked
-        if not self.sync:  # -f MS: a reply needs the write here, not the fsync MS later
-            self.rep.on_ship = self._shipped
         self.srv.commit = self.committed
-        self.srv.replicate = self.rep.kick
+        if self.sync:  # -f0: one batch per group commit, one group in flight
+            self.rep.eager = False
+            self.srv.syncer.starting = self.rep.ship
+            self.srv.syncer.wait = lambda: self.rep.in_flight(self.gate)
+        else:  # -f MS: one per pass; a reply needs the write here, not the fsync MS later
+            self.rep.on_ship = self._shipped
+            self.srv.replicate = self.rep.kick
         self.engine.hold_writes = self.engine.hold_all = True
         self.log(f"cluster {self.opts.cluster}: {self.name} leads, epoch {epoch}, isr {self.isr}")
         self.serve_clients()
@@ -284,6 +289,8 @@ class Node:
 
     def _acked(self):
         self.srv.release_held(self.committed())
+        if self.sync:
+            self.srv.syncer.kick()  # the next group, if it waited for this ack
 
     def _shipped(self):
         if len(self.gate) <= 1:  # (else the members' acks release the replies)
