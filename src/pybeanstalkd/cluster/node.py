@@ -288,9 +288,11 @@ class Node:
             self.log(f"cluster {self.opts.cluster}: resign: {e!r}")
 
     def _acked(self):
-        self.srv.release_held(self.committed())
         if self.sync:
-            self.srv.syncer.kick()  # the next group, if it waited for this ack
+            # The next group first, if it waited for this ack: the followers
+            # work on it while the replies go out (the cycle's critical path).
+            self.srv.syncer.kick()
+        self.srv.release_held(self.committed())
 
     def _shipped(self):
         if len(self.gate) <= 1:  # (else the members' acks release the replies)
