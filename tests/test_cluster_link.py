@@ -270,3 +270,39 @@ def test_with_f0_one_batch_per_group_commit_and_one_group_in_flight(tmp_path):
         link.writer.close()
     run(main())
     recovers_the_same(tmp_path, fh, lh)
+
+
+def test_with_f0_a_follower_whose_fsync_fails_acks_nothing_and_says_why(tmp_path, monkeypatch):
+    """An fsync error disables the follower's binlog: it must not ack what
+    is not on its disk (the leader then drops it), and it says so once."""
+    import errno
+
+    from pybeanstalkd.cluster import link as L
+
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    c = lh.conn()
+    said, warned = [], []
+    fwal.warn = warned.append
+
+    async def main():
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal, log=said.append)
+        await link.until(0)
+
+        def eio(fds, dirfd):
+            raise OSError(errno.EIO, "Input/output error")
+        monkeypatch.setattr(L, "fsync_all", eio)
+        for i in range(3):
+            lh.send(c, b"put 0 0 60 1\r\na\r\n")
+            lwal.flush()
+            rep.ship()
+            await asyncio.sleep(0.05)
+        assert link.acked == 0 and not link.writer.is_closing()  # no ack; the link stays
+        assert len(jobs(fh.e.q)) == 3  # applied in memory all the same
+        assert not fwal.use and warned == ["binlog disabled: fsync: [Errno 5] Input/output error;"
+                                          " jobs are kept in memory only"]
+        assert [m for m in said if "acks nothing" in m] == [
+            "replication: this node's binlog is disabled, so it acks nothing with -f0 and"
+            " leaves the ISR; it goes on applying in memory"]
+        srv.close()
+        link.writer.close()
+    run(main())

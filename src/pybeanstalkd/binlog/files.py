@@ -255,7 +255,7 @@ class Wal:
         if not self.use:
             return True
         if self.cur.resv <= 0 and not self._usenext():
-            self._fail("no reserved space left")
+            self.fail("no reserved space left")
             return False
         f = self.cur
         full = j.file is None
@@ -333,13 +333,14 @@ class Wal:
                 while view:
                     view = view[os.write(self.cur.fd, view):]
         except OSError as e:
-            self._fail(f"write {self.cur.path}: {e.strerror}")
+            self.fail(f"write {self.cur.path}: {e.strerror}")
             return
         self.written = self.lsn
         if self.tap is not None:
             self.tap(data)
 
-    def _fail(self, why: str):
+    def fail(self, why: str):
+        """Stop using the binlog (a write or an fsync failed)."""
         self.warn(f"binlog disabled: {why}; jobs are kept in memory only")
         self.use = False
 

@@ -37,10 +37,17 @@ class FollowerNode:
         self.state = F.Follower()
         self.conns: set = set()
         self.restore = None  # a snapshot coming in parts
+        self.said_undurable = False
 
     async def serve(self, host: str, port: int):
         loop = asyncio.get_running_loop()
         return await loop.create_server(lambda: _Receiver(self), host, port)
+
+    def undurable(self):
+        if not self.said_undurable:
+            self.said_undurable = True
+            self.log("replication: this node's binlog is disabled, so it acks nothing"
+                     " with -f0 and leaves the ISR; it goes on applying in memory")
 
     def take(self, f: F.Frame, conn=None) -> bool:
         """Apply one frame (not yet on disk). False: drop the connection."""
@@ -121,10 +128,17 @@ class _Receiver(asyncio.Protocol):
             # Inline: a follower serves no client, and a hand-off to a thread
             # and back costs more here than the fsync. Frames that arrive
             # meanwhile wait in the socket and share the next one.
-            fds, dirfd, close = wal.sync_targets()
-            fsync_all(fds, dirfd)
-            for fd in close:
-                os.close(fd)
+            if wal.use:
+                fds, dirfd, close = wal.sync_targets()
+                try:
+                    fsync_all(fds, dirfd)
+                except OSError as e:
+                    wal.fail(f"fsync: {e}")
+                for fd in close:
+                    os.close(fd)
+            if not wal.use:  # nothing is on disk here: no ack, so the leader drops this node
+                self.node.undurable()
+                return
             wal.synced = wal.written
         else:
             self.node.kick()
