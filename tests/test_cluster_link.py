@@ -277,7 +277,7 @@ def test_with_f0_a_follower_whose_fsync_fails_acks_nothing_and_says_why(tmp_path
     is not on its disk (the leader then drops it), and it says so once."""
     import errno
 
-    from pybeanstalkd.cluster import link as L
+    from pybeanstalkd.binlog import sync as S
 
     lh, lwal, fh, fwal = setup(str(tmp_path))
     c = lh.conn()
@@ -290,7 +290,7 @@ def test_with_f0_a_follower_whose_fsync_fails_acks_nothing_and_says_why(tmp_path
 
         def eio(fds, dirfd):
             raise OSError(errno.EIO, "Input/output error")
-        monkeypatch.setattr(L, "fsync_all", eio)
+        monkeypatch.setattr(S, "fsync_all", eio)  # (the follower's fsync)
         for i in range(3):
             lh.send(c, b"put 0 0 60 1\r\na\r\n")
             lwal.flush()

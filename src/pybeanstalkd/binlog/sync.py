@@ -24,6 +24,18 @@ def fsync_all(fds, dirfd):
             os.close(dirfd)
 
 
+def sync_inline(wal: Wal):
+    """fsync all that wal has written, on this thread (OSError if it fails;
+    the fds retired meanwhile are closed either way)."""
+    fds, dirfd, close = wal.sync_targets()
+    try:
+        fsync_all(fds, dirfd)
+    finally:
+        for fd in close:
+            os.close(fd)
+    wal.synced = wal.written
+
+
 class Syncer:
     """fsync policy, off the event loop, in one dedicated thread.
 
@@ -142,8 +154,4 @@ class Syncer:
         wal = self.wal
         wal.flush()
         if self.wantsync and wal.use:
-            fds, dirfd, close = wal.sync_targets()
-            fsync_all(fds, dirfd)
-            for fd in close:
-                os.close(fd)
-            wal.synced = wal.written
+            sync_inline(wal)

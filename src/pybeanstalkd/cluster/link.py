@@ -19,7 +19,7 @@ import asyncio
 import os
 from time import monotonic_ns
 
-from ..binlog.sync import fsync_all
+from ..binlog.sync import sync_inline
 from . import frame as F
 from .apply import PART_BYTES, ApplyError, Restore, apply_records, snapshot_parts
 
@@ -129,17 +129,13 @@ class _Receiver(asyncio.Protocol):
             # and back costs more here than the fsync. Frames that arrive
             # meanwhile wait in the socket and share the next one.
             if wal.use:
-                fds, dirfd, close = wal.sync_targets()
                 try:
-                    fsync_all(fds, dirfd)
+                    sync_inline(wal)
                 except OSError as e:
                     wal.fail(f"fsync: {e}")
-                for fd in close:
-                    os.close(fd)
             if not wal.use:  # nothing is on disk here: no ack, so the leader drops this node
                 self.node.undurable()
                 return
-            wal.synced = wal.written
         else:
             self.node.kick()
         self.transport.write(F.encode_ack(*ack))
