@@ -107,32 +107,34 @@ class Reader:
 
 
 NONCE = struct.Struct("<4s16s")
+NONCE_MAGIC = b"pbn1"
 HELLO = struct.Struct("<4sQ32s")
+HELLO_MAGIC = b"pbh1"
 
 
 def encode_nonce(nonce: bytes) -> bytes:
-    return NONCE.pack(b"pbn1", nonce)
+    return NONCE.pack(NONCE_MAGIC, nonce)
 
 
 def read_nonce(data: bytes) -> bytes:
     magic, nonce = NONCE.unpack(data)
-    if magic != b"pbn1":
+    if magic != NONCE_MAGIC:
         raise FrameError(f"bad nonce magic {bytes(magic)!r}")
     return nonce
 
 
 def _mac(secret: bytes, nonce: bytes, epoch: int) -> bytes:
-    return hmac.new(secret, b"pbh1" + nonce + epoch.to_bytes(8, "little"), hashlib.sha256).digest()
+    return hmac.new(secret, HELLO_MAGIC + nonce + epoch.to_bytes(8, "little"), hashlib.sha256).digest()
 
 
 def encode_hello(secret: bytes, nonce: bytes, epoch: int) -> bytes:
-    return HELLO.pack(b"pbh1", epoch, _mac(secret, nonce, epoch))
+    return HELLO.pack(HELLO_MAGIC, epoch, _mac(secret, nonce, epoch))
 
 
 def check_hello(secret: bytes, nonce: bytes, data: bytes) -> int:
     """The epoch the leader proved, from the first HELLO.size bytes."""
     magic, epoch, mac = HELLO.unpack_from(data)
-    if magic != b"pbh1":
+    if magic != HELLO_MAGIC:
         raise FrameError(f"bad hello magic {bytes(magic)!r}")
     if not hmac.compare_digest(mac, _mac(secret, nonce, epoch)):
         raise FrameError("the link did not prove the cluster's secret")
