@@ -6,6 +6,7 @@ import os
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fakeclock import Harness
+from pybeanstalkd.binlog import format as F
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
@@ -271,3 +272,33 @@ def test_the_followers_binlog_is_one_beanstalkd_reads(tmp_path):
         c.close()
     finally:
         srv.stop()
+
+
+def test_a_followers_put_records_are_the_leaders_bytes_and_its_own(tmp_path):
+    # A follower stores a put's record as it came (cluster/apply.py): those
+    # bytes must be the ones it would write for the job it holds.
+    p = Pair(str(tmp_path))
+    p.send(b"put 5 0 60 2\r\nhi\r\n")
+    p.send(b"use a\r\n")
+    p.send(b"put 4294967295 0 1 3\r\nyou\r\n")
+    p.advance(1.5)
+    p.send(b"put 0 0 3600 5\r\nthere\r\n")
+    p.send(b"put 3 20 60 1\r\nd\r\n")  # delayed: applied and encoded here
+    p.send(b"delete 1\r\n")
+    p.fwal.flush()
+    with open(os.path.join(str(tmp_path), "leader", "binlog.1"), "rb") as f:
+        leader = f.read()
+    with open(os.path.join(str(tmp_path), "follower", "binlog.1"), "rb") as f:
+        follower = f.read()
+    assert p.lwal.written == p.fwal.written > 0
+    end = 4 + p.fwal.written  # (the version, then the records; zeros after them)
+    assert follower[:end] == leader[:end]
+    records = {}
+    for start, name, r, _ in F.read_records(follower[:end], F.VERSION, 65535, "f", print,
+                                            [0, True]):
+        if name:  # a full record: the job's latest
+            records[r[0]] = follower[start:start + 84 + len(name) + r[5]]
+    fq = p.fh.e.q
+    assert sorted(fq.jobs) == [2, 3, 4]
+    for id_ in fq.jobs:
+        assert records[id_] == F.encode(fq.jobs[id_], True, p.fwal.wall_offset)

@@ -243,15 +243,16 @@ class Wal:
 
     # -- writing ----------------------------------------------------------
 
-    def write(self, j) -> bool:
-        """Log job j's current state, then compact. False if the binlog failed."""
-        ok = self._write(j)
+    def write(self, j, rec: bytes | None = None) -> bool:
+        """Log job j's current state, then compact. False if the binlog failed.
+        rec: the record's bytes, if the caller has them (a follower's put)."""
+        ok = self._write(j, rec)
         # _compact's loop runs only when _ratio() >= 2; checked here first
         if self.use and self.nfile * self.filesize >= 3 * (self.alive + self.resv):
             self._compact()
         return ok
 
-    def _write(self, j) -> bool:
+    def _write(self, j, rec: bytes | None = None) -> bool:
         if not self.use:
             return True
         if self.cur.resv <= 0 and not self._usenext():
@@ -261,7 +262,8 @@ class Wal:
         full = j.file is None
         if j.state == F.BURIED and j.deadline < 0:  # UNPLACED: just buried
             j.deadline = (f.seq << 32) | (self.filesize - f.free - f.resv)
-        rec = F.encode(j, full, self.wall_offset)
+        if rec is None:
+            rec = F.encode(j, full, self.wall_offset)
         n = len(rec)
         self.buf.append(rec)
         self.lsn += n

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from ..binlog import format as F
 from ..core import replica
-from ..core.job import BURIED, pack_counters
+from ..core.job import BURIED, READY, pack_counters
 
 _HEAD = F.FULL_HEAD.pack(F.VERSION)
+_NONE = (0,) * 6  # a Jobrec's deadline and counters, in a put's record
 
 
 class ApplyError(Exception):
@@ -24,13 +25,24 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
     problems: list[str] = []
     st = [0, True]
     n = 0
-    for rec in F.read_records(_HEAD + records, F.VERSION, max_job_size, "frame",
-                              problems.append, st):
+    data = _HEAD + records
+    jobs, store, mark = q.jobs, q.store, F.MARK
+    for rec in F.read_records(data, F.VERSION, max_job_size, "frame", problems.append, st):
         if rec is None:
             break
-        _, name, r, body = rec
+        start, name, r, body = rec
         if seen is not None:
             seen.add(r[0])
+        if (r[14] == READY and r[15] == mark and r[8:14] == _NONE and name
+                and not (r[2] or r[6]) and r[0] not in jobs):
+            # A put, the usual record: its bytes are the ones this node would
+            # write (F.encode), so they are stored as they came.
+            j = replica.put_ready(q, r[0], name, r[1], r[3], r[4], body, r[7] - wall_offset, now)
+            if j is None:
+                raise ApplyError(f"job {r[0]}: no room in this node's binlog")
+            store.write(j, data[start:start + 84 + len(name) + r[5]])
+            n += 1
+            continue
         deadline = r[8] - wall_offset if r[8] else 0
         if not replica.apply(q, r[0], name or None, r[1], r[3], r[4], body,
                              r[7] - wall_offset, deadline, pack_counters(*r[9:14]), r[14], now):

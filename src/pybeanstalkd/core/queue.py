@@ -382,8 +382,9 @@ class Queue:
         self.next_id += 1
         return j
 
-    def insert(self, j: Job, now: int):
-        """A put's job, body received and binlog space reserved."""
+    def insert(self, j: Job, now: int, log: bool = True):
+        """A put's job, body received and binlog space reserved. log=False:
+        the caller stores its record (a follower has the leader's bytes)."""
         id_ = j.id
         b = self.blocks.get(id_ >> BITS)
         if b is None:
@@ -395,9 +396,9 @@ class Queue:
         self.total_jobs += 1
         delay = j.times[0]
         if delay:
-            self._make_delayed(j, delay, now, log=True)
+            self._make_delayed(j, delay, now, log=log)
         else:
-            self._make_ready(j, now, log=True, fresh=True)
+            self._make_ready(j, now, log=log, fresh=True)
 
     def load(self, jobs, now: int, wall_offset: int):
         """Place jobs recovered from the binlog, in bulk: one heapify per heap.

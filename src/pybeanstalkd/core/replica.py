@@ -42,6 +42,25 @@ def apply(q: Queue, id_: int, name: bytes | None, pri: int, delay: int, ttr: int
     return True
 
 
+def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
+              created: int, now: int) -> Job | None:
+    """A put's usual record: a new job, ready, never reserved. Placed
+    without a record of its own: the caller stores the leader's, which has
+    the bytes this node would write (Wal.write(j, rec)). None if the
+    follower's binlog has no room for it."""
+    t = q.tube(name)
+    j = Job(id_, t, pri, 0, ttr, body, created)
+    if id_ >= q.next_id:
+        q.next_id = id_ + 1
+    if not q.store.reserve_put(j):
+        q.maybe_free(t)
+        return None
+    q.insert(j, now, log=False)
+    if delay:  # (a job put with a delay, since come due: ready, as inserted)
+        j.times = times(delay, ttr)
+    return j
+
+
 def _put(q, id_, name, pri, delay, ttr, body, created, deadline, counts, state, now) -> bool:
     t = q.tube(name)
     # insert() places a job by its delay: the time left, not the original.
