@@ -1,7 +1,8 @@
 """What an operator sees of a cluster (issue 13), on two real nodes and an
 etcd: GET /api/v1/cluster, /metrics, `pybeanstalkd-admin cluster` and the
 dashboard's panel; while both are in sync, while the follower is stopped
-(it lags, then leaves the ISR), and once it is back."""
+(it lags, then leaves the ISR), and once it is back. And how an operator
+unregisters a node gone for good."""
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from test_cluster_e2e import ask, etcd, pair, wait_for  # noqa: F401 (etcd: a fixture)
+from test_cluster_e2e import ask, etcd, pair, start, wait_for  # noqa: F401 (etcd: a fixture)
 from test_dashboard import HttpServer, browser, open_page  # noqa: F401 (browser: a fixture)
 
 
@@ -145,3 +146,50 @@ def test_reports_metrics_admin_and_dashboard_follow_the_cluster(tmp_path, etcd, 
         back = wait_for(lambda: (lambda r: r if r["isr"] == ["a", "b"] else None)(report(a)))
         assert row(back, "b")["in_isr"]
         wait_for(lambda: panel(browser)["rows"][1][3] == "✓ in sync")
+
+
+def post(srv, path: str):
+    """(status, JSON) of an action on srv's HTTP side."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (srv.http, path), data=b"",
+                                 headers={"X-Pybeanstalkd": "1"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_a_node_gone_for_good_is_forgotten_and_registers_again_if_it_starts(tmp_path, etcd):  # noqa: F811
+    with pair(tmp_path, etcd, "forget") as (a, b):
+        at_a, at_b = "127.0.0.1:%d" % a.http, "127.0.0.1:%d" % b.http
+        # Refused: the leader itself, an ISR member, a node never registered.
+        got = admin("cluster", "--http", at_b, "--forget", "a")  # (through the follower)
+        assert got.returncode == 1 and "HTTP 409: a leads: stop it" in got.stderr, got.stderr
+        got = admin("cluster", "--http", at_a, "--forget", "b")
+        assert got.returncode == 1 and "HTTP 409: b is in the ISR: stop it first" in got.stderr
+        got = admin("cluster", "--http", at_a, "--forget", "zz")
+        assert got.returncode == 1 and "HTTP 404: no node zz is registered" in got.stderr
+        assert post(b, "/api/v1/cluster/nodes/a/forget") == (
+            503, {"error": "not the cluster's leader"})
+        assert [n["name"] for n in report(a)["nodes"]] == ["a", "b"]
+
+        b.proc.kill()
+        b.proc.wait()
+        wait_for(lambda: report(a)["isr"] == ["a"])
+        assert row(report(a), "b")["connected"] is False
+        got = admin("cluster", "--http", at_a, "--forget", "b", "--json")
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout) == {"forgot": "b", "leader_http": at_a}
+        assert [n["name"] for n in report(a)["nodes"]] == ["a"]
+        assert post(a, "/api/v1/cluster/nodes/b/forget")[0] == 404
+        assert ask(a, b"put 0 0 60 1\r\nz\r\n").startswith(b"INSERTED")
+        text = admin("cluster", "--http", at_a).stdout
+        assert not re.search(r"^b\s", text, re.M), text
+
+        # Started again, it registers again and rejoins the ISR.
+        b2 = start(tmp_path, etcd, "b", "forget")
+        try:
+            back = wait_for(lambda: (lambda r: r if r["isr"] == ["a", "b"] else None)(report(a)))
+            assert row(back, "b")["in_isr"] and row(back, "b")["connected"]
+        finally:
+            b2.stop()

@@ -10,7 +10,8 @@ Keys, under /pybeanstalkd/<cluster>/:
 - ids      the next free job id. A leader takes ids in blocks, each in a
            transaction conditioned on its epoch, so that no id is handed out
            twice across failovers.
-- nodes/N  each node's addresses, registered at start (static membership).
+- nodes/N  each node's addresses, registered at start (static membership);
+           the leader deletes one an operator says is gone for good.
 
 Only an ISR member may take the lead: the campaign's transaction checks
 that the isr it read (and found itself in) is still the one in etcd. A
@@ -166,6 +167,13 @@ class Coordinator:
             return False
         value = json.dumps({"epoch": self.epoch, "members": members}).encode()
         ok, _ = await self._txn([self._ours()], [self.t.put(self.k_isr, value)])
+        return ok
+
+    async def forget(self, node: str) -> bool:
+        """Unregister node (gone for good), if we still lead under our epoch."""
+        if not self.epoch:
+            return False
+        ok, _ = await self._txn([self._ours()], [self.t.delete(self.k_nodes + node.encode())])
         return ok
 
     async def take_ids(self, n: int) -> range | None:

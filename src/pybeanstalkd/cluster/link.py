@@ -296,6 +296,9 @@ class _Shipper:
             return
         await self.read_acks()
 
+    def close(self):
+        self._closed()
+
     def _closed(self):
         self.writer.close()
         if self.rep.links.get(self.name) is self:

@@ -16,7 +16,9 @@ it leads under the epoch etcd gave it:
   caught up (acked all that may have been acknowledged) is added back, and
   replies wait for it from before its etcd write;
 - if its lease cannot be refreshed in time, it acknowledges nothing more
-  and exits (status 75), to come back as a follower and catch up.
+  and exits (status 75), to come back as a follower and catch up;
+- on an operator's request it forgets a node that is gone for good (out of
+  the ISR): unregistered in etcd, no link to it from then on.
 """
 from __future__ import annotations
 
@@ -31,6 +33,19 @@ MISSING_S = 1.0  # ... and one with no link at all (a new leader's dead peer)
 POLL_S = 0.3  # how often a follower looks at the leader key, a leader at the nodes
 ID_BLOCK = 1 << 32  # job ids taken from etcd at a time
 EXIT_DEPOSED = 75
+
+
+class Refused(Exception):
+    """An operator's request the cluster turns down: why, and the kind
+    (UNKNOWN: no such node; CONFLICT: not now; UNAVAILABLE: etcd or the lead)."""
+
+    def __init__(self, why: str, kind: str):
+        super().__init__(why)
+        self.kind = kind
+
+
+UNKNOWN, CONFLICT, UNAVAILABLE = "unknown", "conflict", "unavailable"
+NEVER = 1 << 62
 
 
 def parse_addr(text: str) -> tuple[str, int]:
@@ -69,6 +84,10 @@ class Node:
         self.missing: dict[str, int] = {}  # ISR member -> since when it has no link
         self.leader = ""  # the leader's name, as last seen
         self.nodes: dict[str, dict] = {}  # registered nodes, as last read from etcd
+        # Nodes unregistered by forget(), until a read of the nodes begun
+        # after that (number `fetches`) says whether they registered again.
+        self.forgotten: dict[str, int] = {}
+        self.fetches = 0
 
     # -- what the server asks ---------------------------------------------
 
@@ -227,10 +246,20 @@ class Node:
                 return
 
     async def _links(self):
-        """Keep a link to every other registered node."""
+        """Keep a link to every other registered node, and none to others."""
         while True:
-            self.nodes = await self.coord.nodes()
-            for name, info in self.nodes.items():
+            fetch = self.fetches
+            self.fetches += 1
+            nodes = await self.coord.nodes()
+            for name, after in list(self.forgotten.items()):
+                if fetch >= after:  # read since: what it says holds
+                    del self.forgotten[name]
+                else:
+                    nodes.pop(name, None)
+            self.nodes = nodes
+            for name in [n for n in self.rep.links if n not in nodes]:
+                self.rep.links[name].close()
+            for name, info in list(nodes.items()):
                 if name != self.name and name not in self.rep.links and "peer" in info:
                     try:
                         await self.rep.connect(name, *parse_addr(info["peer"]))
@@ -263,7 +292,8 @@ class Node:
             # it still has all of it when etcd lists it.
             self.committed()
             for name, link in rep.links.items():
-                if (name not in isr and rep.caught_up(name, self.high)
+                if (name not in isr and name in self.nodes and name not in self.forgotten
+                        and rep.caught_up(name, self.high)
                         and not rep.lagging(link, now, LAG_S)):
                     isr.append(name)
                     if name not in self.gate:
@@ -277,6 +307,50 @@ class Node:
                 self.gate = list(isr)
                 self._acked()
             await asyncio.sleep(0.1)
+
+    async def forget(self, name: str) -> tuple[str, str] | None:
+        """Unregister a node that is gone for good (the leader, on an
+        operator's request): it must be out of the ISR, which it leaves
+        MISSING_S after its link is gone. A node that starts again
+        registers again. None if done, else (UNKNOWN, CONFLICT or
+        UNAVAILABLE, why)."""
+        try:
+            await self._forget(name)
+        except Refused as e:
+            return e.kind, str(e)
+        return None
+
+    async def _forget(self, name: str):
+        if self.role != "leader":
+            raise Refused("not the cluster's leader", UNAVAILABLE)
+        if name == self.name:
+            raise Refused(f"{name} leads: stop it, then forget it on the next leader", CONFLICT)
+        try:
+            nodes = await self.coord.nodes()
+        except UNREACHABLE as e:
+            raise Refused(f"etcd: {e!r}", UNAVAILABLE) from None
+        if name not in nodes:
+            raise Refused(f"no node {name} is registered", UNKNOWN)
+        if name in self.isr or name in self.gate:
+            raise Refused(f"{name} is in the ISR: stop it first; it leaves the ISR "
+                          f"{MISSING_S:g} s after its link is gone", CONFLICT)
+        # From here on it gets no link and cannot join (both check these).
+        self.forgotten[name] = NEVER
+        self.nodes.pop(name, None)
+        self.missing.pop(name, None)
+        link = self.rep.links.get(name)
+        if link is not None:
+            link.close()
+        try:
+            ok = await self.coord.forget(name)
+        except UNREACHABLE as e:
+            del self.forgotten[name]  # still registered: linked again
+            raise Refused(f"etcd: {e!r}", UNAVAILABLE) from None
+        if not ok:
+            self._deposed("lost the epoch while unregistering a node")
+            raise Refused("not the cluster's leader any more", UNAVAILABLE)
+        self.forgotten[name] = self.fetches  # reads begun from now on see it gone
+        self.log(f"cluster {self.opts.cluster}: {name} forgotten (unregistered)")
 
     async def leave(self):
         """At shutdown, after the last reply (none of the held ones went

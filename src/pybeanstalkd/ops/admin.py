@@ -245,9 +245,17 @@ def cmd_flush(args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    from .admin_client import cluster_report
+    from .admin_client import cluster_report, forget_node
 
     auth = args.http_auth or os.environ.get("PYBEANSTALKD_HTTP_AUTH") or None
+    if args.forget is not None:
+        where = forget_node(args.http, args.forget, auth, args.timeout)
+        if args.json:
+            emit_json({"forgot": args.forget, "leader_http": where})
+        else:
+            say(f"forgot {args.forget}: unregistered by the leader at {where}"
+                " (if it starts again, it registers again)")
+        return 0
     st, where, warning = cluster_report(args.http, auth, args.timeout)
     if args.json:
         emit_json(dict(st, warning=warning) if warning else st)
@@ -374,6 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the HTTP side (--http) of any node; the leader's is asked for the lag")
     sp.add_argument("--http-auth", metavar="USER:PASSWORD",
                     help="for a node started with --http-auth (env PYBEANSTALKD_HTTP_AUTH)")
+    sp.add_argument("--forget", metavar="NODE",
+                    help="unregister NODE, gone for good: it must be out of the ISR (stopped)")
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
     return p
 

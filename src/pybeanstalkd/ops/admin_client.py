@@ -354,15 +354,25 @@ class Conn:
 
 def http_get_json(addr: str, path: str, auth: str | None, timeout: float) -> dict:
     """GET http://ADDR/PATH as JSON; AdminError subclasses only."""
+    return _http_json("GET", addr, path, auth, timeout)
+
+
+def http_post_json(addr: str, path: str, auth: str | None, timeout: float) -> dict:
+    """POST an action (no body) to http://ADDR/PATH; its JSON reply."""
+    return _http_json("POST", addr, path, auth, timeout)
+
+
+def _http_json(method: str, addr: str, path: str, auth: str | None, timeout: float) -> dict:
     import base64
     import json
     import urllib.error
     import urllib.request
 
-    headers = {}
+    headers = {"X-Pybeanstalkd": "1"} if method == "POST" else {}
     if auth:
         headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
-    req = urllib.request.Request(f"http://{addr}{path}", headers=headers)
+    req = urllib.request.Request(f"http://{addr}{path}", headers=headers, method=method,
+                                 data=b"" if method == "POST" else None)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
@@ -396,3 +406,15 @@ def cluster_report(addr: str, auth: str | None, timeout: float) -> tuple[dict, s
         return http_get_json(leader["http"], "/api/v1/cluster", auth, timeout), leader["http"], None
     except AdminError as e:
         return st, addr, f"the leader {st['leader']}: {e}"
+
+
+def forget_node(addr: str, name: str, auth: str | None, timeout: float) -> str:
+    """Ask the cluster's leader, found through any node, to unregister
+    node name; the leader's HTTP address."""
+    from urllib.parse import quote
+
+    st, where, warning = cluster_report(addr, auth, timeout)
+    if st.get("role") != "leader":
+        raise AdminError(f"cannot forget {name}: {warning or 'no leader found'}")
+    http_post_json(where, f"/api/v1/cluster/nodes/{quote(name, safe='')}/forget", auth, timeout)
+    return where

@@ -90,7 +90,8 @@ class Http:
                          ("/tubes/{tube}/put", self.put), ("/tubes/{tube}/move", self.move),
                          ("/tubes/{tube}/flush", self.flush), ("/jobs/{id}/kick", self.kick_job),
                          ("/jobs/{id}/delete", self.delete_job), ("/drain", self.drain),
-                         ("/undrain", self.undrain)):
+                         ("/undrain", self.undrain),
+                         ("/cluster/nodes/{node}/forget", self.forget_node)):
             r.add_post(v1 + path, fn)
 
     # -- plumbing -------------------------------------------------------------
@@ -221,6 +222,18 @@ class Http:
         if node is None:
             return _error(404, "not in a cluster (no --cluster)")
         return web.json_response(node.report())
+
+    async def forget_node(self, request):
+        """Unregister a node gone for good (the leader: followers answer 503)."""
+        node = self.srv.cluster
+        if node is None:
+            return _error(404, "not in a cluster (no --cluster)")
+        name = request.match_info["node"]
+        refused = await node.forget(name)
+        if refused is not None:
+            kind, why = refused
+            return _error({"unknown": 404, "conflict": 409}.get(kind, 503), why)
+        return web.json_response({"forgot": name})
 
     async def metrics(self, request):
         # Rendered in parts with other events served in between: a scrape of
