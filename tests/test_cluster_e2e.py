@@ -27,14 +27,15 @@ def etcd(tmp_path):
         yield addr
 
 
-def start(tmp_path, etcd, name, cluster="c1", sync="-f0"):
+def start(tmp_path, etcd, name, cluster="c1", sync="-f0", extra=()):
     peer, http = free_port(), free_port()
     os.makedirs(tmp_path / name, exist_ok=True)
     s = Server(ours_argv(), extra=["-b", str(tmp_path / name), sync, "--cluster", cluster,
                                    "--etcd", etcd if isinstance(etcd, str) else "%s:%d" % etcd,
                                    "--node", name,
                                    "--peer-listen", "127.0.0.1:%d" % peer,
-                                   "--http", "127.0.0.1:%d" % http])
+                                   "--http", "127.0.0.1:%d" % http, *extra])
+    s.peer = peer
     keep_log(s.proc, tmp_path / f"{name}.log")
     s.http = http
     return s
@@ -98,13 +99,13 @@ def jobs_on(srv, ids) -> dict:
 
 
 @contextmanager
-def pair(tmp_path, etcd, cluster, sync="-f0"):
+def pair(tmp_path, etcd, cluster, sync="-f0", extra=()):
     """Nodes a (the leader) and b, once b is in the ISR; both stopped after
     (woken first, if a test paused one)."""
-    a, b = start(tmp_path, etcd, "a", cluster, sync), None
+    a, b = start(tmp_path, etcd, "a", cluster, sync, extra), None
     try:
         wait_for(lambda: ask(a, b"list-tube-used\r\n"))  # a leads
-        b = start(tmp_path, etcd, "b", cluster, sync)
+        b = start(tmp_path, etcd, "b", cluster, sync, extra)
         wait_for(lambda: (isr(etcd, cluster) or (0, []))[1] == ["a", "b"])
         yield a, b
     finally:

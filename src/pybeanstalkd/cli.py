@@ -85,6 +85,7 @@ class Options:
     peer_advertise: str | None = None
     # Loaded after the socket is bound (ssl is slow to import).
     tls_context: object = None
+    peer_tls_context: object = None  # --cluster: a leader's side of its links
     auth_tokens: object = None
     http_sock: object = None  # the HTTP side's listening socket
 
@@ -107,8 +108,10 @@ LONG_USAGE = (
     "                         (suffixes K, M, G; default: no cap)\n"
     " --max-connections N     stop accepting while N clients are connected\n"
     " --tls-cert FILE         serve TLS with this certificate chain (PEM)\n"
+    "                         (with --cluster, on the replication links too)\n"
     " --tls-key FILE          ... and this private key (PEM)\n"
     " --tls-client-ca FILE    require client certificates signed by this CA\n"
+    "                         (with --cluster, of the other nodes too)\n"
     " --auth-tokens FILE      clients must send `auth TOKEN` first (one token a line)\n"
     " --http ADDR             serve metrics, health, a JSON API and a dashboard over\n"
     "                         HTTP on host:port (:port means 127.0.0.1)\n"
@@ -382,10 +385,13 @@ def _load_security(opts: Options, diag: _Diag) -> bool:
     """Load the TLS context and the tokens their flags name; ssl is imported
     only here, once listening. False (after a message) when one is unusable."""
     if opts.tls_cert is not None:
-        from pybeanstalkd.server.tls import TlsError, server_context
+        from pybeanstalkd.server.tls import TlsError, peer_client_context, server_context
 
         try:
             opts.tls_context = server_context(opts.tls_cert, opts.tls_key, opts.tls_client_ca)
+            if opts.cluster is not None:  # the replication links are TLS too
+                opts.peer_tls_context = peer_client_context(opts.tls_cert, opts.tls_key,
+                                                            opts.tls_client_ca)
         except TlsError as e:
             diag.warn(str(e))
             return False

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from time import monotonic_ns
 
 from ..binlog.sync import sync_inline
 from . import frame as F
 from .apply import PART_BYTES, ApplyError, Restore, apply_records, snapshot_parts
+
+
+HANDSHAKE_S = 5.0  # a TLS handshake on a link
 
 
 class FollowerNode:
@@ -38,10 +42,20 @@ class FollowerNode:
         self.conns: set = set()
         self.restore = None  # a snapshot coming in parts
         self.said_undurable = False
+        self.last_refusal = None
 
-    async def serve(self, host: str, port: int):
+    async def serve(self, host: str, port: int, ssl=None):
+        """Listen for the leader's link (TLS with an ssl context)."""
         loop = asyncio.get_running_loop()
-        return await loop.create_server(lambda: _Receiver(self), host, port)
+        if ssl is None:
+            return await loop.create_server(lambda: _Receiver(self), host, port)
+        return _TlsListener(self, host, port, ssl)
+
+    def refused(self, why: str):
+        """A link failed its TLS handshake: said once per cause."""
+        if why != self.last_refusal:
+            self.last_refusal = why
+            self.log(f"replication: a link failed its TLS handshake: {why}")
 
     def undurable(self):
         if not self.said_undurable:
@@ -77,6 +91,42 @@ class FollowerNode:
             return False
         self.log(f"replication: frame {f.epoch}/{f.seq}: {verdict}")
         return False
+
+
+class _TlsListener:
+    """The peer port with TLS: each accepted connection's handshake is
+    awaited here, so that a failure is said (create_server's TLS would
+    drop it without a word); then the link goes to a _Receiver."""
+
+    def __init__(self, node: FollowerNode, host: str, port: int, ssl):
+        self.node, self.ssl = node, ssl
+        self.loop = asyncio.get_running_loop()
+        self.sock = socket.create_server((host, port))
+        self.sock.setblocking(False)
+        self.loop.add_reader(self.sock.fileno(), self._accept)
+
+    def _accept(self):
+        try:
+            conn, _ = self.sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:  # (out of descriptors: the leader tries again)
+            self.node.refused(f"accept: {e}")
+            return
+        self.loop.create_task(self._start(conn))
+
+    async def _start(self, conn):
+        try:
+            await self.loop.connect_accepted_socket(
+                lambda: _Receiver(self.node), conn, ssl=self.ssl, ssl_handshake_timeout=HANDSHAKE_S)
+        except (OSError, asyncio.TimeoutError) as e:  # (ssl.SSLError is an OSError)
+            self.node.refused(getattr(e, "reason", None) or str(e) or type(e).__name__)
+            conn.close()
+
+    def close(self):
+        if self.sock.fileno() >= 0:
+            self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
 
 
 class _Receiver(asyncio.Protocol):
@@ -147,9 +197,10 @@ class Replicator:
     write each, however many commands the pass ran), and tracks what each
     has acked."""
 
-    def __init__(self, q, wal, epoch: int, secret: bytes, log=lambda m: None):
+    def __init__(self, q, wal, epoch: int, secret: bytes, log=lambda m: None, ssl=None):
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
         self.secret = secret
+        self.ssl = ssl  # the links' TLS client context, or None
         self.seq = 0  # the last batch numbered
         self.lsn = {}  # seq -> the wal's written bytes after that batch
         self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
@@ -158,6 +209,7 @@ class Replicator:
         self.on_ship = None  # called once a batch is written here and shipped
         self.pending: list[bytes] = []  # written, not yet shipped
         self.part_bytes = PART_BYTES
+        self.link_errors: dict[str, str] = {}  # node -> why its last link failed
         self.scheduled = False
         self.shipping = False
         # True: ship once per pass of the loop (-f MS). False (-f0): the
@@ -245,9 +297,17 @@ class Replicator:
         since = self.oldest_unacked(link, now)
         return since is not None and now - since > lag_s * 1e9
 
+    def failed(self, name: str, why: str):
+        """A link could not be made or was lost: said once per cause (a
+        follower down, or a TLS mismatch, fails every attempt)."""
+        if self.link_errors.get(name) != why:
+            self.link_errors[name] = why
+            self.log(f"replication to {name}: {why}")
+
     async def connect(self, name: str, host: str, port: int):
         """Open the link to a follower: a snapshot, then every batch."""
-        reader, writer = await asyncio.open_connection(host, port)
+        kw = {} if self.ssl is None else {"ssl": self.ssl, "ssl_handshake_timeout": HANDSHAKE_S}
+        reader, writer = await asyncio.open_connection(host, port, **kw)
         self.ship()  # to the others: the snapshot holds all of it
         self.lsn.setdefault(self.seq, self.wal.written)
         link = self.links[name] = _Shipper(self, name, reader, writer)
@@ -261,7 +321,10 @@ class Replicator:
         meanwhile follow it."""
         try:
             nonce = F.read_nonce(await asyncio.wait_for(link.reader.readexactly(F.NONCE.size), 5))
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, F.FrameError) as e:
+        except asyncio.IncompleteReadError:
+            raise ConnectionError("closed before its nonce" + (
+                " (does it trust this node's certificate? see its log)" if self.ssl else "")) from None
+        except (asyncio.TimeoutError, F.FrameError) as e:
             raise ConnectionError(f"no nonce ({e!r})") from None
         link.send(F.encode_hello(self.secret, nonce, self.epoch))
         parts = snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes)
@@ -291,7 +354,7 @@ class _Shipper:
         try:
             await self.rep._send_snapshot(self, seq)
         except (OSError, ConnectionError) as e:
-            self.rep.log(f"replication to {self.name}: {e}")
+            self.rep.failed(self.name, str(e) or repr(e))
             self._closed()
             return
         await self.read_acks()
@@ -317,11 +380,13 @@ class _Shipper:
                 for epoch, seq in acks.feed(data):
                     if epoch == self.rep.epoch:
                         self.acked = seq
-                        self.snapshot_acked = True
+                        if not self.snapshot_acked:
+                            self.snapshot_acked = True
+                            self.rep.link_errors.pop(self.name, None)  # (it works now)
                         self.changed.set()
                         self.rep.on_ack()
         except (OSError, F.FrameError) as e:
-            self.rep.log(f"replication to {self.name}: {e}")
+            self.rep.failed(self.name, str(e) or repr(e))
         finally:
             self._closed()
 

@@ -155,7 +155,9 @@ class Node:
                 self.log(f"cluster {self.opts.cluster}: etcd: {e!r}")
                 await asyncio.sleep(1)
         host, port = parse_addr(self.opts.peer_listen)
-        self.peer_srv = await self.follower.serve(host, port)
+        # --tls-cert: the links are TLS, with this node's certificate (and
+        # with --tls-client-ca each side checks the other's against it).
+        self.peer_srv = await self.follower.serve(host, port, self.opts.tls_context)
         refuse = _refuse_clients(self.loop, self.sock)
         self.log(f"cluster {self.opts.cluster}: {self.name} follows")
         epoch = 0
@@ -188,7 +190,8 @@ class Node:
         self.isr = got[1] if got else [self.name]
         self.gate = list(self.isr)
         await self._take_ids()
-        self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.log)
+        self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.log,
+                              self.opts.peer_tls_context)
         self.rep.on_ack = self._acked
         self.srv.commit = self.committed
         if self.sync:  # -f0: one batch per group commit, one group in flight
@@ -263,8 +266,9 @@ class Node:
                 if name != self.name and name not in self.rep.links and "peer" in info:
                     try:
                         await self.rep.connect(name, *parse_addr(info["peer"]))
-                    except OSError:  # (ConnectionError too)
-                        pass  # down: the ISR watch drops it if it is a member
+                    except OSError as e:  # (ConnectionError and TLS errors too)
+                        # Down: the ISR watch drops it if it is a member.
+                        self.rep.failed(name, str(e) or repr(e))
             if self.engine.q.next_id - self.ids_from > ID_BLOCK // 2:
                 await self._take_ids()
             await asyncio.sleep(POLL_S)

@@ -30,6 +30,28 @@ def server_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSL
     return ctx
 
 
+def peer_client_context(cert: str, key: str, ca: str | None = None) -> ssl.SSLContext:
+    """A cluster leader's side of its replication links (--cluster with
+    --tls-cert): it shows the node's certificate, and with --tls-client-ca
+    checks the follower's against that CA. Not its name: a node is reached
+    at whatever address it registered, and the CA signs only nodes."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = False
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise TlsError(f"--tls-cert {cert} / --tls-key {key}: {_reason(e)}") from None
+    if ca is None:
+        ctx.verify_mode = ssl.CERT_NONE  # encrypted; the link's HMAC proves the leader
+    else:
+        try:
+            ctx.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as e:
+            raise TlsError(f"--tls-client-ca {ca}: {_reason(e)}") from None
+    return ctx
+
+
 def _reason(e: Exception) -> str:
     return getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
 
