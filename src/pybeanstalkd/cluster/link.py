@@ -51,11 +51,11 @@ class FollowerNode:
             return await loop.create_server(lambda: _Receiver(self), host, port)
         return _TlsListener(self, host, port, ssl)
 
-    def refused(self, why: str):
+    def refused(self, why: str, peer: str = "?"):
         """A link failed its TLS handshake: said once per cause."""
         if why != self.last_refusal:
             self.last_refusal = why
-            self.log(f"replication: a link failed its TLS handshake: {why}")
+            self.log(f"replication: a link from {peer} failed its TLS handshake: {why}")
 
     def undurable(self):
         if not self.said_undurable:
@@ -101,7 +101,8 @@ class _TlsListener:
     def __init__(self, node: FollowerNode, host: str, port: int, ssl):
         self.node, self.ssl = node, ssl
         self.loop = asyncio.get_running_loop()
-        self.sock = socket.create_server((host, port))
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.create_server((host, port), family=family)
         self.sock.setblocking(False)
         self.loop.add_reader(self.sock.fileno(), self._accept)
 
@@ -117,10 +118,14 @@ class _TlsListener:
 
     async def _start(self, conn):
         try:
+            peer = "%s:%d" % conn.getpeername()[:2]
+        except OSError:
+            peer = "?"
+        try:
             await self.loop.connect_accepted_socket(
                 lambda: _Receiver(self.node), conn, ssl=self.ssl, ssl_handshake_timeout=HANDSHAKE_S)
         except (OSError, asyncio.TimeoutError) as e:  # (ssl.SSLError is an OSError)
-            self.node.refused(getattr(e, "reason", None) or str(e) or type(e).__name__)
+            self.node.refused(getattr(e, "reason", None) or str(e) or type(e).__name__, peer)
             conn.close()
 
     def close(self):

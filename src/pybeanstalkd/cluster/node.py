@@ -263,7 +263,8 @@ class Node:
             for name in [n for n in self.rep.links if n not in nodes]:
                 self.rep.links[name].close()
             for name, info in list(nodes.items()):
-                if name != self.name and name not in self.rep.links and "peer" in info:
+                if (name != self.name and name not in self.rep.links and "peer" in info
+                        and name not in self.forgotten):  # (forgotten while we connected)
                     try:
                         await self.rep.connect(name, *parse_addr(info["peer"]))
                     except OSError as e:  # (ConnectionError and TLS errors too)
