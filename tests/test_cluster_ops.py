@@ -159,7 +159,8 @@ def post(srv, path: str):
         return e.code, json.loads(e.read())
 
 
-def test_a_node_gone_for_good_is_forgotten_and_registers_again_if_it_starts(tmp_path, etcd):  # noqa: F811
+def test_a_node_gone_for_good_is_forgotten_and_registers_again_if_it_starts(
+        tmp_path, etcd, browser):  # noqa: F811
     with pair(tmp_path, etcd, "forget") as (a, b):
         at_a, at_b = "127.0.0.1:%d" % a.http, "127.0.0.1:%d" % b.http
         # Refused: the leader itself, an ISR member, a node never registered.
@@ -177,6 +178,16 @@ def test_a_node_gone_for_good_is_forgotten_and_registers_again_if_it_starts(tmp_
         b.proc.wait()
         wait_for(lambda: report(a)["isr"] == ["a"])
         assert row(report(a), "b")["connected"] is False
+        # Why it is down, as the leader last saw it: in the report, the CLI and the dashboard.
+        down = wait_for(lambda: row(report(a), "b").get("link_error"))
+        assert "refused" in down.lower(), down
+        text = admin("cluster", "--http", at_a, columns=160).stdout
+        assert "b: no link: " + down in text, text
+        open_page(browser, Page(a))
+        shown = wait_for(lambda: browser.execute_script(
+            "const li = document.querySelector('#cluster-errors li');"
+            "return li && !document.querySelector('#cluster-errors').hidden && li.textContent;"))
+        assert shown == "b: no link: " + down
         got = admin("cluster", "--http", at_a, "--forget", "b", "--json")
         assert got.returncode == 0, got.stderr
         assert json.loads(got.stdout) == {"forgot": "b", "leader_http": at_a}

@@ -133,6 +133,8 @@ class Node:
             else:
                 link = rep.links.get(name)
                 row["connected"] = link is not None
+                if link is None and name in rep.link_errors:
+                    row["link_error"] = rep.link_errors[name]  # why it is down
                 if link is not None:
                     acked = link.acked if link.snapshot_acked else 0
                     oldest = rep.oldest_unacked(link, now)
@@ -343,6 +345,7 @@ class Node:
         self.forgotten[name] = NEVER
         self.nodes.pop(name, None)
         self.missing.pop(name, None)
+        self.rep.link_errors.pop(name, None)
         link = self.rep.links.get(name)
         if link is not None:
             link.close()

@@ -384,6 +384,9 @@ def show_cluster(console: Console, st: dict, where: str, warning: str | None):
                        + (f"; {st.get('seq', 0):,} batches shipped this epoch" if 'seq' in st else ""),
                        style="dim"))
     console.print(cluster_table(st, console.width))
+    for row in st.get("nodes", ()):
+        if row.get("link_error"):
+            console.print(Text(f"{row.get('name')}: no link: {row['link_error']}", style="red"))
     if st.get("role") == "leader":
         console.print(Text("acked: the last batch a node has (fsynced with -f0); behind: batches "
                            "(bytes) shipped and not acked yet; age: how long the oldest has waited",

@@ -1416,7 +1416,7 @@
         tr.append(cell('self', 'zero'), cell(fmtInt(n.acked_seq), 'num'),
           cell('0', 'num zero'), cell('0 B', 'num zero'), cell('0.00 s', 'num zero'));
       } else if (!n.connected) {
-        tr.append(cell('down', 'bad'));
+        tr.append(cell('down', 'bad', n.link_error ? 'no link: ' + n.link_error : ''));
         for (let i = 0; i < 4; i++) tr.append(cell('—', 'num zero'));
       } else {
         const lag = (v, text) => cell(text, 'num ' + (v ? 'warn' : 'zero'));
@@ -1427,6 +1427,17 @@
       tr.append(cell(n.peer || '', 'mono'), cell(n.http || '', 'mono'));
       body.append(tr);
     }
+    // Why a node is down, as the leader last saw it (a refused certificate...).
+    const errors = $('#cluster-errors');
+    errors.textContent = '';
+    for (const n of cl.nodes || []) {
+      if (!n.link_error) continue;
+      const li = document.createElement('li');
+      li.dataset.node = n.name;
+      li.textContent = n.name + ': no link: ' + n.link_error;
+      errors.append(li);
+    }
+    errors.hidden = !errors.children.length;
   }
 
   // ------------------------------------------------------------ refresh loop
