@@ -10,11 +10,16 @@ seeded random generator:
 At the end the faults stop, the cluster settles, and the history checker
 compares what the clients were told with what the leader holds.
 
-    .venv/bin/python tests/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]]
+    .venv/bin/python tests/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]] [--tls]
+
+With --tls every node has --tls-cert, --tls-key and --tls-client-ca (certificates
+made for the run): the replication links are TLS with certificates checked both
+ways, and the clients speak TLS through HAProxy.
 """
 import os
 import random
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -50,16 +55,44 @@ class Consumer(Looping):
             self.deleted += 1
 
 
-def main(seed: int, seconds: float, sync: str = "-f0") -> int:
+def use_tls(tmp):
+    """Certificates for the run; the clients through HAProxy wrap their
+    sockets in TLS. The node flags that go with them, and what makes a
+    started node's connect() TLS too."""
+    import types
+
+    import test_cluster_haproxy
+    from test_net import _make_certs, client_ctx, tls_args
+
+    d = tmp / "certs"
+    d.mkdir()
+    _make_certs(d)
+    ctx = client_ctx(d, "client")
+
+    def wrap(sock):
+        return ctx.wrap_socket(sock, server_hostname="localhost")
+    shim = types.SimpleNamespace(**{k: getattr(socket, k) for k in dir(socket) if not k.startswith("__")})
+    shim.create_connection = lambda *a, **k: wrap(socket.create_connection(*a, **k))
+    test_cluster_haproxy.socket = shim
+
+    def node(srv):
+        plain = srv.connect  # (start() waited for it to listen in clear)
+        srv.connect = lambda timeout=5.0: wrap(plain(timeout))
+        return srv
+    return tls_args(d, mtls=True), node
+
+
+def main(seed: int, seconds: float, sync: str = "-f0", tls: bool = False) -> int:
     rng = random.Random(seed)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
+    extra, tls_node = use_tls(tmp) if tls else ([], lambda srv: srv)
     etcd = EtcdCluster(str(tmp / "etcd"))
     endpoints = ",".join("%s:%d" % e for e in etcd.endpoints)
     names = ["a", "b", "c"]
-    nodes = {"a": start(tmp, endpoints, "a", "chaos", sync)}
+    nodes = {"a": tls_node(start(tmp, endpoints, "a", "chaos", sync, extra))}
     wait_for(lambda: ask(nodes["a"], b"list-tube-used\r\n"), timeout=30)
     for n in names[1:]:
-        nodes[n] = start(tmp, endpoints, n, "chaos", sync)
+        nodes[n] = tls_node(start(tmp, endpoints, n, "chaos", sync, extra))
     proxy = Proxy(tmp / "haproxy.cfg")
     front = proxy.port
 
@@ -81,7 +114,7 @@ def main(seed: int, seconds: float, sync: str = "-f0") -> int:
         for n, at in list(dead_nodes.items()):
             if now >= at:
                 nodes[n].stop()
-                nodes[n] = start(tmp, endpoints, n, "chaos", sync)
+                nodes[n] = tls_node(start(tmp, endpoints, n, "chaos", sync, extra))
                 del dead_nodes[n]
                 reproxy()
         for i, at in list(dead_etcd.items()):
@@ -129,7 +162,7 @@ def main(seed: int, seconds: float, sync: str = "-f0") -> int:
     for n in names:
         if n in dead_nodes or nodes[n].proc.poll() is not None:
             nodes[n].stop()
-            nodes[n] = start(tmp, endpoints, n, "chaos", sync)
+            nodes[n] = tls_node(start(tmp, endpoints, n, "chaos", sync, extra))
     reproxy()
     leader = wait_for(lambda: next((nodes[n] for n in names
                                     if ask(nodes[n], b"list-tube-used\r\n")), None), timeout=60)
@@ -139,7 +172,7 @@ def main(seed: int, seconds: float, sync: str = "-f0") -> int:
     cons.join(15)
     jobs = jobs_on(leader, sorted(set(h.acked) | h.deleted))
     problems = h.check(jobs)
-    print(f"seed {seed}, {seconds:.0f} s, {sync}, {len(faults)} faults:")
+    print(f"seed {seed}, {seconds:.0f} s, {sync}{' --tls' if tls else ''}, {len(faults)} faults:")
     for f in faults:
         print("  " + f)
     print(f"puts acknowledged {len(h.acked)}, deletes acknowledged {len(h.deleted)}, "
@@ -155,5 +188,6 @@ def main(seed: int, seconds: float, sync: str = "-f0") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 90,
-                  sys.argv[3] if len(sys.argv) > 3 else "-f0"))
+    args = [a for a in sys.argv[1:] if a != "--tls"]
+    sys.exit(main(int(args[0]), float(args[1]) if len(args) > 1 else 90,
+                  args[2] if len(args) > 2 else "-f0", tls="--tls" in sys.argv))
