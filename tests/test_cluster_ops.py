@@ -164,7 +164,9 @@ def test_a_node_gone_for_good_is_forgotten_and_registers_again_if_it_starts(
     with pair(tmp_path, etcd, "forget") as (a, b):
         at_a, at_b = "127.0.0.1:%d" % a.http, "127.0.0.1:%d" % b.http
         # Refused: the leader itself, an ISR member, a node never registered.
-        got = admin("cluster", "--http", at_b, "--forget", "a")  # (through the follower)
+        # (Through the follower, once its own poll of etcd has seen the leader.)
+        wait_for(lambda: report(b)["leader"] == "a")
+        got = admin("cluster", "--http", at_b, "--forget", "a")
         assert got.returncode == 1 and "HTTP 409: a leads: stop it" in got.stderr, got.stderr
         got = admin("cluster", "--http", at_a, "--forget", "b")
         assert got.returncode == 1 and "HTTP 409: b is in the ISR: stop it first" in got.stderr

@@ -87,6 +87,7 @@ class Node:
         # Nodes unregistered by forget(), until a read of the nodes begun
         # after that (number `fetches`) says whether they registered again.
         self.forgotten: dict[str, int] = {}
+        self.connecting: set[str] = set()  # nodes a link is being opened to
         self.fetches = 0
 
     # -- what the server asks ---------------------------------------------
@@ -264,17 +265,28 @@ class Node:
             self.nodes = nodes
             for name in [n for n in self.rep.links if n not in nodes]:
                 self.rep.links[name].close()
-            for name, info in list(nodes.items()):
+            for name, info in nodes.items():
                 if (name != self.name and name not in self.rep.links and "peer" in info
-                        and name not in self.forgotten):  # (forgotten while we connected)
-                    try:
-                        await self.rep.connect(name, *parse_addr(info["peer"]))
-                    except OSError as e:  # (ConnectionError and TLS errors too)
-                        # Down: the ISR watch drops it if it is a member.
-                        self.rep.failed(name, str(e) or repr(e))
+                        and name not in self.connecting):
+                    # Each in its own task: a node that accepts but stalls (a
+                    # TLS handshake to a stopped process) delays no other.
+                    self.connecting.add(name)
+                    self.loop.create_task(self._connect(name, info["peer"]))
             if self.engine.q.next_id - self.ids_from > ID_BLOCK // 2:
                 await self._take_ids()
             await asyncio.sleep(POLL_S)
+
+    async def _connect(self, name: str, peer: str):
+        try:
+            link = await self.rep.connect(name, *parse_addr(peer))
+        except OSError as e:  # (ConnectionError and TLS errors too)
+            # Down: the ISR watch drops it if it is a member.
+            self.rep.failed(name, str(e) or repr(e))
+        else:
+            if name in self.forgotten:  # (forgotten while we connected)
+                link.close()
+        finally:
+            self.connecting.discard(name)
 
     async def _watch_isr(self):
         """Drop members that lag (in etcd first), add those caught up."""
