@@ -15,17 +15,8 @@ class TlsError(Exception):
 
 
 def server_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as e:
-        raise TlsError(f"--tls-cert {cert} / --tls-key {key}: {_reason(e)}") from None
+    ctx = _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key, client_ca)
     if client_ca is not None:
-        try:
-            ctx.load_verify_locations(cafile=client_ca)
-        except (OSError, ssl.SSLError) as e:
-            raise TlsError(f"--tls-client-ca {client_ca}: {_reason(e)}") from None
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
@@ -36,15 +27,21 @@ def peer_client_context(cert: str, key: str, ca: str | None = None) -> ssl.SSLCo
     checks the follower's against that CA. Not its name: a node is reached
     at whatever address it registered, and the CA signs only nodes."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.check_hostname = False
+    _load(ctx, cert, key, ca)
+    if ca is None:
+        ctx.verify_mode = ssl.CERT_NONE  # encrypted; the link's HMAC proves the leader
+    return ctx
+
+
+def _load(ctx: ssl.SSLContext, cert: str, key: str, ca: str | None) -> ssl.SSLContext:
+    """TLS 1.2+, the certificate and key, and the CA's certificates if given."""
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         ctx.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as e:
         raise TlsError(f"--tls-cert {cert} / --tls-key {key}: {_reason(e)}") from None
-    if ca is None:
-        ctx.verify_mode = ssl.CERT_NONE  # encrypted; the link's HMAC proves the leader
-    else:
+    if ca is not None:
         try:
             ctx.load_verify_locations(cafile=ca)
         except (OSError, ssl.SSLError) as e:
