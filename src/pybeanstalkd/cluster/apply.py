@@ -40,7 +40,7 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
             j = replica.put_ready(q, r[0], name, r[1], r[3], r[4], body, r[7] - wall_offset, now)
             if j is None:
                 raise ApplyError(f"job {r[0]}: no room in this node's binlog")
-            store.write(j, data[start:start + 84 + len(name) + r[5]])
+            store.write(j, data[start:start + F.full_size(name, r[5])])
             n += 1
             continue
         deadline = r[8] - wall_offset if r[8] else 0
