@@ -125,7 +125,9 @@ class _TlsListener:
             await self.loop.connect_accepted_socket(
                 lambda: _Receiver(self.node), conn, ssl=self.ssl, ssl_handshake_timeout=HANDSHAKE_S)
         except (OSError, asyncio.TimeoutError) as e:  # (ssl.SSLError is an OSError)
-            self.node.refused(getattr(e, "reason", None) or str(e) or type(e).__name__, peer)
+            from ..server.tls import failure_reason
+
+            self.node.refused(failure_reason(e), peer)
             conn.close()
 
     def close(self):
@@ -302,9 +304,10 @@ class Replicator:
         since = self.oldest_unacked(link, now)
         return since is not None and now - since > lag_s * 1e9
 
-    def failed(self, name: str, why: str):
+    def failed(self, name: str, e: Exception):
         """A link could not be made or was lost: said once per cause (a
         follower down, or a TLS mismatch, fails every attempt)."""
+        why = str(e) or repr(e)
         if self.link_errors.get(name) != why:
             self.link_errors[name] = why
             self.log(f"replication to {name}: {why}")
@@ -359,15 +362,12 @@ class _Shipper:
         try:
             await self.rep._send_snapshot(self, seq)
         except (OSError, ConnectionError) as e:
-            self.rep.failed(self.name, str(e) or repr(e))
-            self._closed()
+            self.rep.failed(self.name, e)
+            self.close()
             return
         await self.read_acks()
 
     def close(self):
-        self._closed()
-
-    def _closed(self):
         self.writer.close()
         if self.rep.links.get(self.name) is self:
             del self.rep.links[self.name]
@@ -391,9 +391,9 @@ class _Shipper:
                         self.changed.set()
                         self.rep.on_ack()
         except (OSError, F.FrameError) as e:
-            self.rep.failed(self.name, str(e) or repr(e))
+            self.rep.failed(self.name, e)
         finally:
-            self._closed()
+            self.close()
 
     async def until(self, seq: int, timeout: float = 10):
         """Wait until the follower has acked batch seq (for tests and joins)."""

@@ -281,7 +281,7 @@ class Node:
             link = await self.rep.connect(name, *parse_addr(peer))
         except OSError as e:  # (ConnectionError and TLS errors too)
             # Down: the ISR watch drops it if it is a member.
-            self.rep.failed(name, str(e) or repr(e))
+            self.rep.failed(name, e)
         else:
             if name in self.forgotten:  # (forgotten while we connected)
                 link.close()
@@ -311,7 +311,7 @@ class Node:
             # it still has all of it when etcd lists it.
             self.committed()
             for name, link in rep.links.items():
-                if (name not in isr and name in self.nodes and name not in self.forgotten
+                if (name not in isr and name in self.nodes  # (a forgotten one is not)
                         and rep.caught_up(name, self.high)
                         and not rep.lagging(link, now, LAG_S)):
                     isr.append(name)
