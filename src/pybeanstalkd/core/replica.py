@@ -48,12 +48,8 @@ def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, b
     without a record of its own: the caller stores the leader's, which has
     the bytes this node would write (Wal.write(j, rec)). None if the
     follower's binlog has no room for it."""
-    t = q.tube(name)
-    j = Job(id_, t, pri, 0, ttr, body, created)
-    if id_ >= q.next_id:
-        q.next_id = id_ + 1
-    if not q.store.reserve_put(j):
-        q.maybe_free(t)
+    j = _new(q, id_, name, pri, 0, ttr, body, created)
+    if j is None:
         return None
     q.insert(j, now, log=False)
     if delay:  # (a job put with a delay, since come due: ready, as inserted)
@@ -62,16 +58,12 @@ def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, b
 
 
 def _put(q, id_, name, pri, delay, ttr, body, created, deadline, counts, state, now) -> bool:
-    t = q.tube(name)
     # insert() places a job by its delay: the time left, not the original.
     left = deadline - now if state == DELAYED and deadline > now else 0
-    j = Job(id_, t, pri, left, ttr, body, created)
-    j.counts = counts
-    if id_ >= q.next_id:
-        q.next_id = id_ + 1
-    if not q.store.reserve_put(j):
-        q.maybe_free(t)
+    j = _new(q, id_, name, pri, left, ttr, body, created)
+    if j is None:
         return False
+    j.counts = counts
     q.insert(j, now)
     j.times = times(delay, ttr)
     if state == BURIED:  # (a copy of a buried job this follower lacked)
@@ -80,6 +72,19 @@ def _put(q, id_, name, pri, delay, ttr, body, created, deadline, counts, state, 
         q._remove(j)
         _place(q, j, state, deadline, now)
     return True
+
+
+def _new(q, id_, name, pri, delay, ttr, body, created) -> Job | None:
+    """The job of a record this follower lacks, its binlog space reserved;
+    None if there is no room."""
+    t = q.tube(name)
+    j = Job(id_, t, pri, delay, ttr, body, created)
+    if id_ >= q.next_id:
+        q.next_id = id_ + 1
+    if not q.store.reserve_put(j):
+        q.maybe_free(t)
+        return None
+    return j
 
 
 def _place(q: Queue, j: Job, state: int, deadline: int, now: int):
