@@ -61,15 +61,16 @@ def test_links_are_tls_and_a_job_survives_the_leader_over_them(tmp_path, etcd, c
                 node.stop()
 
 
-def test_a_node_whose_certificate_the_other_does_not_trust_gets_no_link_and_it_is_said_once(
+def test_a_node_whose_certificate_the_other_does_not_trust_gets_no_link_it_is_said_once_and_a_new_ca_file_mends_it(
         tmp_path, etcd, certs):  # noqa: F811
     a = start(tmp_path, etcd, "a", "tls2", extra=tls_args(certs, mtls=True))
     c = None
+    c_ca = tmp_path / "c-ca.pem"
+    c_ca.write_bytes((certs / "other-ca.pem").read_bytes())
     try:
         wait_for(lambda: leads(a))
         # c trusts another CA only: it refuses a's certificate.
-        c = start(tmp_path, etcd, "c", "tls2",
-                  extra=tls_args(certs) + ["--tls-client-ca", str(certs / "other-ca.pem")])
+        c = start(tmp_path, etcd, "c", "tls2", extra=tls_args(certs) + ["--tls-client-ca", str(c_ca)])
         a_log, c_log = tmp_path / "a.log", tmp_path / "c.log"
         wait_for(lambda: "replication to c:" in a_log.read_text())
         time.sleep(2)  # many link attempts (one each 0.3 s), each refused
@@ -83,6 +84,10 @@ def test_a_node_whose_certificate_the_other_does_not_trust_gets_no_link_and_it_i
             r"replication: a link from 127\.0\.0\.1:\d+ failed its TLS handshake:"
             r" CERTIFICATE_VERIFY_FAILED", lines[0]), lines
         assert cmd(a, certs, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"  # a goes on alone
+
+        # c is given the right CA, without a restart: the next link is made.
+        c_ca.write_bytes((certs / "ca.pem").read_bytes())
+        wait_for(lambda: (isr(etcd, "tls2") or (0, []))[1] == ["a", "c"], timeout=20)
     finally:
         for node in (a, c):
             if node is not None:

@@ -129,8 +129,8 @@ def test_out_of_descriptors_no_busy_loop_and_accepting_resumes():
 # --- TLS -------------------------------------------------------------------------
 
 def _make_certs(d):
-    """A CA with a server and a client certificate, and a client certificate
-    from another CA, written as PEM files into d."""
+    """A CA with two server certificates and a client certificate, and a
+    client certificate from another CA, written as PEM files into d."""
     import datetime
     import ipaddress
 
@@ -174,7 +174,8 @@ def _make_certs(d):
 
     ca = make("ca", ca=True)
     other = make("other-ca", ca=True)
-    make("server", ca, san=[x509.DNSName("localhost"),
+    for name in ("server", "server2"):  # (server2: its successor, for a rotation)
+        make(name, ca, san=[x509.DNSName("localhost"),
                             x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
     make("client", ca)
     make("stranger", other)
@@ -289,6 +290,38 @@ def test_unusable_certificate_exits_with_a_message(certs):
                        capture_output=True, timeout=20)
     assert p.returncode == 1
     assert b"--tls-cert" in p.stderr and b"Traceback" not in p.stderr
+
+
+def test_a_certificate_rotates_without_a_restart(certs, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "cert.key"
+    cert.write_bytes((certs / "server.pem").read_bytes())
+    key.write_bytes((certs / "server.key").read_bytes())
+
+    def shown(name):  # a new connection gets the certificate of certs/name.pem
+        with tls_connect(srv, certs) as s:
+            return s.getpeercert(binary_form=True) == ssl.PEM_cert_to_DER_cert(
+                (certs / f"{name}.pem").read_text())
+
+    srv = Server(ours_argv(), ["-V", "--tls-cert", str(cert), "--tls-key", str(key)])
+    try:
+        old = Client(tls_connect(srv, certs))
+        assert old.cmd(b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
+        assert shown("server")
+        # The new key first: it is not the certificate's, so the pair in
+        # use stays, and that is said once, however many handshakes follow.
+        key.write_bytes((certs / "server2.key").read_bytes())
+        for _ in range(2):
+            time.sleep(1.2)  # (the files are looked at once a second at most)
+            assert shown("server")
+        cert.write_bytes((certs / "server2.pem").read_bytes())
+        time.sleep(1.2)
+        assert shown("server2")
+        assert old.cmd(b"reserve-with-timeout 0\r\n") == b"RESERVED 1 1\r\nx\r\n"
+    finally:
+        lines = log_lines(srv)
+    assert srv.stderr.count("what was loaded before stays in use") == 1, srv.stderr
+    assert f"--tls-cert {cert} / --tls-key {key}: " in srv.stderr
+    assert f"tls: reloaded {cert}, {key}" in lines
 
 
 # --- --auth-tokens (beanstalkd-rs's `auth`) -------------------------------------
@@ -427,6 +460,31 @@ def test_unusable_token_files_exit_with_a_message(tmp_path, content, message):
     r = subprocess.run(ours_argv() + ["-l", "127.0.0.1", "-p", "0", "--auth-tokens", str(p)],
                        capture_output=True, timeout=20)
     assert r.returncode == 1 and message in r.stderr
+
+
+def test_tokens_rotate_without_a_restart(tokens):
+    srv = Server(ours_argv(), ["-V", "--auth-tokens", tokens])
+    try:
+        c = Client(srv.connect())
+        assert c.cmd(b"auth " + GOOD + b"\r\n") == b"AUTHENTICATED\r\n"
+        with open(tokens, "wb") as f:  # (mode 600 kept)
+            f.write(b"new-Token-9c2e\n")
+        time.sleep(1.2)  # (the file is looked at once a second at most)
+        assert closed_after(Client(srv.connect()), b"auth " + GOOD + b"\r\n") \
+            == b"UNAUTHORIZED\r\n"
+        assert Client(srv.connect()).cmd(b"auth new-Token-9c2e\r\n") == b"AUTHENTICATED\r\n"
+        assert c.cmd(b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"  # its connection goes on
+        # A file that does not load keeps the tokens in use.
+        with open(tokens, "wb") as f:
+            f.write(b"# none yet\n")
+        time.sleep(1.2)
+        assert Client(srv.connect()).cmd(b"auth new-Token-9c2e\r\n") == b"AUTHENTICATED\r\n"
+    finally:
+        lines = log_lines(srv)
+    assert srv.stderr.count(
+        f"--auth-tokens {tokens}: no token in the file; what was loaded before stays in use") == 1
+    assert f"auth: reloaded {tokens}" in lines
+    assert "new-Token" not in "\n".join(lines) + srv.stderr
 
 
 def test_a_token_file_others_can_read_gets_a_warning(tmp_path, tokens):

@@ -84,8 +84,7 @@ class Options:
     peer_listen: str | None = None  # HOST:PORT
     peer_advertise: str | None = None
     # Loaded after the socket is bound (ssl is slow to import).
-    tls_context: object = None
-    peer_tls_context: object = None  # --cluster: a leader's side of its links
+    tls: object = None  # server.tls.Certs
     auth_tokens: object = None
     http_sock: object = None  # the HTTP side's listening socket
 
@@ -381,25 +380,31 @@ def _switch_user(user: str, diag: _Diag) -> None:
         raise SystemExit(EXIT_SETID)
 
 
+def _vlog(opts: Options, prefix: str):
+    """With -V, a way to say what happens later (a reload) on stdout."""
+    if opts.verbose:
+        return lambda msg: write_line(sys.stdout, prefix + msg)
+    return None
+
+
 def _load_security(opts: Options, diag: _Diag) -> bool:
     """Load the TLS context and the tokens their flags name; ssl is imported
     only here, once listening. False (after a message) when one is unusable."""
     if opts.tls_cert is not None:
-        from pybeanstalkd.server.tls import TlsError, peer_client_context, server_context
+        from pybeanstalkd.server.tls import Certs, TlsError
 
         try:
-            opts.tls_context = server_context(opts.tls_cert, opts.tls_key, opts.tls_client_ca)
-            if opts.cluster is not None:  # the replication links are TLS too
-                opts.peer_tls_context = peer_client_context(opts.tls_cert, opts.tls_key,
-                                                            opts.tls_client_ca)
+            # (with --cluster the replication links are TLS too)
+            opts.tls = Certs(opts.tls_cert, opts.tls_key, opts.tls_client_ca,
+                             opts.cluster is not None, diag.warn, _vlog(opts, "tls: "))
         except TlsError as e:
             diag.warn(str(e))
             return False
     if opts.auth_tokens_file is not None:
-        from pybeanstalkd.server.auth import TokenError, Tokens, load_tokens
+        from pybeanstalkd.server.auth import TokenError, TokenFile
 
         try:
-            opts.auth_tokens = Tokens(load_tokens(opts.auth_tokens_file, diag.warn))
+            opts.auth_tokens = TokenFile(opts.auth_tokens_file, diag.warn, _vlog(opts, "auth: "))
         except TokenError as e:
             diag.warn(str(e))
             return False

@@ -44,12 +44,12 @@ class FollowerNode:
         self.said_undurable = False
         self.last_refusal = None
 
-    async def serve(self, host: str, port: int, ssl=None):
-        """Listen for the leader's link (TLS with an ssl context)."""
+    async def serve(self, host: str, port: int, certs=None):
+        """Listen for the leader's link (TLS with certs: server.tls.Certs)."""
         loop = asyncio.get_running_loop()
-        if ssl is None:
+        if certs is None:
             return await loop.create_server(lambda: _Receiver(self), host, port)
-        return _TlsListener(self, host, port, ssl)
+        return _TlsListener(self, host, port, certs)
 
     def refused(self, why: str, peer: str = "?"):
         """A link failed its TLS handshake: said once per cause."""
@@ -98,8 +98,8 @@ class _TlsListener:
     awaited here, so that a failure is said (create_server's TLS would
     drop it without a word); then the link goes to a _Receiver."""
 
-    def __init__(self, node: FollowerNode, host: str, port: int, ssl):
-        self.node, self.ssl = node, ssl
+    def __init__(self, node: FollowerNode, host: str, port: int, certs):
+        self.node, self.certs = node, certs
         self.loop = asyncio.get_running_loop()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.create_server((host, port), family=family)
@@ -123,12 +123,15 @@ class _TlsListener:
             peer = "?"
         try:
             await self.loop.connect_accepted_socket(
-                lambda: _Receiver(self.node), conn, ssl=self.ssl, ssl_handshake_timeout=HANDSHAKE_S)
+                lambda: _Receiver(self.node), conn, ssl=self.certs.server(),
+                ssl_handshake_timeout=HANDSHAKE_S)
         except (OSError, asyncio.TimeoutError) as e:  # (ssl.SSLError is an OSError)
             from ..server.tls import failure_reason
 
             self.node.refused(failure_reason(e), peer)
             conn.close()
+        else:
+            self.node.last_refusal = None  # (a later failure is said again)
 
     def close(self):
         if self.sock.fileno() >= 0:
@@ -204,10 +207,10 @@ class Replicator:
     write each, however many commands the pass ran), and tracks what each
     has acked."""
 
-    def __init__(self, q, wal, epoch: int, secret: bytes, log=lambda m: None, ssl=None):
+    def __init__(self, q, wal, epoch: int, secret: bytes, log=lambda m: None, certs=None):
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
         self.secret = secret
-        self.ssl = ssl  # the links' TLS client context, or None
+        self.certs = certs  # TLS links: server.tls.Certs, or None
         self.seq = 0  # the last batch numbered
         self.lsn = {}  # seq -> the wal's written bytes after that batch
         self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
@@ -314,7 +317,8 @@ class Replicator:
 
     async def connect(self, name: str, host: str, port: int):
         """Open the link to a follower: a snapshot, then every batch."""
-        kw = {} if self.ssl is None else {"ssl": self.ssl, "ssl_handshake_timeout": HANDSHAKE_S}
+        kw = {} if self.certs is None else {"ssl": self.certs.peer(),
+                                            "ssl_handshake_timeout": HANDSHAKE_S}
         reader, writer = await asyncio.open_connection(host, port, **kw)
         self.ship()  # to the others: the snapshot holds all of it
         self.lsn.setdefault(self.seq, self.wal.written)
@@ -331,7 +335,7 @@ class Replicator:
             nonce = F.read_nonce(await asyncio.wait_for(link.reader.readexactly(F.NONCE.size), 5))
         except asyncio.IncompleteReadError:
             raise ConnectionError("closed before its nonce" + (
-                " (does it trust this node's certificate? see its log)" if self.ssl else "")) from None
+                " (does it trust this node's certificate? see its log)" if self.certs else "")) from None
         except (asyncio.TimeoutError, F.FrameError) as e:
             raise ConnectionError(f"no nonce ({e!r})") from None
         link.send(F.encode_hello(self.secret, nonce, self.epoch))

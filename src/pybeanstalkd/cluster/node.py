@@ -160,7 +160,7 @@ class Node:
         host, port = parse_addr(self.opts.peer_listen)
         # --tls-cert: the links are TLS, with this node's certificate (and
         # with --tls-client-ca each side checks the other's against it).
-        self.peer_srv = await self.follower.serve(host, port, self.opts.tls_context)
+        self.peer_srv = await self.follower.serve(host, port, self.opts.tls)
         refuse = _refuse_clients(self.loop, self.sock)
         self.log(f"cluster {self.opts.cluster}: {self.name} follows")
         epoch = 0
@@ -194,7 +194,7 @@ class Node:
         self.gate = list(self.isr)
         await self._take_ids()
         self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.log,
-                              self.opts.peer_tls_context)
+                              self.opts.tls)
         self.rep.on_ack = self._acked
         self.srv.commit = self.committed
         if self.sync:  # -f0: one batch per group commit, one group in flight

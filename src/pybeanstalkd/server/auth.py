@@ -70,6 +70,27 @@ class Tokens:
         return ok
 
 
+class TokenFile:
+    """--auth-tokens FILE: its tokens, read again when it changes (reload.py),
+    so tokens rotate without a restart. TokenError at start."""
+
+    def __init__(self, path: str, warn, log=None):
+        from .reload import Reloading
+
+        self.file = Reloading([path], lambda: Tokens(load_tokens(path, warn)), TokenError,
+                              warn, log)
+
+    def __repr__(self):
+        return repr(self.file.value)
+
+    @property
+    def tokens(self) -> list[bytes]:
+        return self.file.current().tokens
+
+    def verify(self, candidate: bytes) -> bool:
+        return self.file.current().verify(candidate)
+
+
 class AuthGate(asyncio.Protocol):
     """A connection before `auth`: hands the transport to ``make_client()``
     once the token is right."""

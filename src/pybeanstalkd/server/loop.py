@@ -71,7 +71,7 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts) -> Acceptor:
     """Serve clients from ``sock`` through our accept loop, with TLS and the
     auth gate when their flags are given."""
     log = Server.log if opts.verbose else None
-    ctx = getattr(opts, "tls_context", None)
+    certs = getattr(opts, "tls", None)
     tokens = getattr(opts, "auth_tokens", None)
     acceptor = Acceptor(loop, sock, None, opts.max_connections, log)
     srv.acceptor = acceptor
@@ -83,11 +83,8 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts) -> Acceptor:
     else:
         def factory():
             return Client(srv)
-    if ctx is None:
-        kw = {}
-    else:
+    if certs is not None:
         from .tls import HANDSHAKE_TIMEOUT_S
-        kw = {"ssl": ctx, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
 
     async def connect(conn: socket.socket):
         fd = conn.fileno()
@@ -98,12 +95,16 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts) -> Acceptor:
             made.append(p)
             return p
         try:
-            await loop.connect_accepted_socket(make, conn, **kw)
+            if certs is None:
+                await loop.connect_accepted_socket(make, conn)
+            else:  # (asked for each time: the files may have changed)
+                await loop.connect_accepted_socket(make, conn, ssl=certs.server(),
+                                                   ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
         except Exception as e:  # a failed TLS handshake, or a client already gone
             if made and made[0].transport is not None:
                 return  # its connection_lost does the accounting
             if log:
-                if ctx is not None:
+                if certs is not None:
                     from .tls import failure_reason
                     log("tls %d: handshake failed: %s" % (fd, failure_reason(e)))
                 else:
@@ -118,7 +119,7 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts) -> Acceptor:
     if log:
         if opts.max_connections is not None:
             log("max-connections: %d" % opts.max_connections)
-        if ctx is not None:
+        if certs is not None:
             from .tls import describe
             log(describe(opts))
         if tokens is not None:

@@ -14,6 +14,28 @@ class TlsError(Exception):
     pass
 
 
+class Certs:
+    """The contexts of --tls-cert/--tls-key/--tls-client-ca, for the client
+    port and, with --cluster, both ends of the replication links. Each
+    handshake asks for them, so new files are in use within a second of
+    being written (reload.py); TlsError at start."""
+
+    def __init__(self, cert: str, key: str, ca: str | None, peer: bool, warn, log=None):
+        from .reload import Reloading
+
+        def build():
+            return (server_context(cert, key, ca),
+                    peer_client_context(cert, key, ca) if peer else None)
+        self.files = Reloading([cert, key, ca], build, TlsError, warn, log)
+
+    def server(self) -> ssl.SSLContext:
+        return self.files.current()[0]
+
+    def peer(self) -> ssl.SSLContext:
+        """A cluster leader's side of a link (peer=True only)."""
+        return self.files.current()[1]
+
+
 def server_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
     ctx = _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key, client_ca)
     if client_ca is not None:
