@@ -251,3 +251,45 @@ def test_record_fields_in_every_state(state):
     assert rec[:77] == want[:77] and rec[77:] == walfile.MARK
     full = walfile.encode(j, True, wall)
     assert full[:8] == b"\4\0\0\0tube" and full[8:88] == short[4:] and full[88:] == b"ab\r\n"
+
+
+def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
+    """posix_fallocate's unwritten extents make every fdatasync commit the
+    filesystem's journal too; the records go where zeros were written
+    before. Without preallocation here, the zeros show in the file's size."""
+    from pybeanstalkd.binlog.files import ZERO_AHEAD
+
+    filesize = 4 * ZERO_AHEAD
+    h, wal = with_binlog(tmp_path, filesize=filesize, falloc=lambda fd, size: None)
+    c = h.conn()
+    path = os.path.join(tmp_path, binlogs(tmp_path)[-1])
+    size = lambda: os.stat(path).st_size  # noqa: E731
+    assert size() == 4  # the version: nothing flushed yet
+    assert h.send(c, b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
+    wal.flush()
+    end = wal.cur.end
+    assert size() == end + ZERO_AHEAD
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[end:] == bytes(len(data) - end) and data[end - 7:end] == b"hello\r\n"
+    body = b"x" * 1000
+    for i in range(2, 3 * ZERO_AHEAD // 1100):
+        assert h.send(c, b"put 0 0 60 1000\r\n%s\r\n" % body) == b"INSERTED %d\r\n" % i
+        wal.flush()
+        # at least half of ZERO_AHEAD ahead, and never past the file's size
+        assert min(wal.cur.end + ZERO_AHEAD // 2, filesize) <= size() <= filesize
+    assert size() == filesize
+    # The records read back, none lost among the zeros.
+    h2, _ = restart(h, wal, tmp_path, filesize)
+    assert b"current-jobs-ready: %d\n" % (i) in h2.send(h2.conn(), b"stats\r\n")
+
+
+def test_no_zeros_ahead_without_fsync(tmp_path):
+    h = Harness(filesize=1 << 20)
+    wal = Wal(str(tmp_path), 1 << 20, wantsync=False, warn=lambda m: None,
+              falloc=lambda fd, size: None)
+    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
+    h.e.q.store = wal
+    assert h.send(h.conn(), b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
+    wal.flush()
+    assert os.stat(os.path.join(tmp_path, binlogs(tmp_path)[-1])).st_size == wal.cur.end

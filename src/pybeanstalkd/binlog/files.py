@@ -30,17 +30,24 @@ from . import format as F
 SHORT = F.SHORT_SIZE
 BLOCK = 4096
 LIVE_SCAN = 256  # stale ids a compaction step may drop (Wal._live_in)
+# posix_fallocate leaves unwritten extents: each fdatasync after a write into
+# one must also commit the filesystem's journal (ext4, xfs) to mark it
+# written, which about doubles its time and CPU. So zeros are written this far
+# ahead of the records, and most fdatasyncs flush data alone.
+ZERO_AHEAD = 256 * 1024
+_ZEROS = memoryview(bytes(ZERO_AHEAD))
 
 
 class File:
     __slots__ = ("seq", "path", "fd", "free", "resv", "refs", "ids", "next",
-                 "open", "unsynced")
+                 "open", "unsynced", "end", "zeroed")
 
     def __init__(self, seq: int, path: str):
         self.seq = seq
         self.path = path
         self.fd = -1
         self.free = self.resv = self.refs = 0
+        self.end = self.zeroed = 0  # bytes written, and written as zeros or more
         # The ids of the full records written here, stale ones included (a
         # job deleted or moved on is left in place): 8 bytes a record, where
         # a dict of the live ones cost about 48 a job. Compaction walks it
@@ -125,6 +132,7 @@ class Wal:
             return False
         f.fd = fd
         f.open = True
+        f.end = f.zeroed = F.FULL_HEAD.size
         f.refs = 1
         f.free = self.filesize - 4
         self.next_seq += 1
@@ -338,8 +346,23 @@ class Wal:
             self.fail(f"write {self.cur.path}: {e.strerror}")
             return
         self.written = self.lsn
+        f = self.cur
+        f.end += len(data)
+        if f.end + ZERO_AHEAD // 2 > f.zeroed and self.wantsync:
+            self._zero_ahead(f)
         if self.tap is not None:
             self.tap(data)
+
+    def _zero_ahead(self, f: File):
+        """Write zeros past the records, within the preallocated size (see
+        ZERO_AHEAD). Only a cost saved: a failure is left to the writes."""
+        start = max(f.zeroed, f.end)
+        stop = f.zeroed = min(start + ZERO_AHEAD, -(-self.filesize // BLOCK) * BLOCK)
+        if stop > start:
+            try:
+                os.pwrite(f.fd, _ZEROS[:stop - start], start)
+            except OSError:
+                f.zeroed = self.filesize + BLOCK  # (not again for this file)
 
     def fail(self, why: str):
         """Stop using the binlog (a write or an fsync failed)."""
