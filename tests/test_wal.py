@@ -8,7 +8,7 @@ import pytest
 
 from fakeclock import Harness
 from pybeanstalkd.binlog.recovery import recover
-from pybeanstalkd.binlog.files import Wal, _falloc
+from pybeanstalkd.binlog.files import ZERO_AHEAD, Wal, _falloc
 
 
 def with_binlog(tmp_path, filesize=10485760, falloc=_falloc):
@@ -257,10 +257,9 @@ def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
     """posix_fallocate's unwritten extents make every fdatasync commit the
     filesystem's journal too; the records go where zeros were written
     before. Without preallocation here, the zeros show in the file's size."""
-    from pybeanstalkd.binlog.files import ZERO_AHEAD
-
     filesize = 4 * ZERO_AHEAD
     h, wal = with_binlog(tmp_path, filesize=filesize, falloc=lambda fd, size: None)
+    wal.zero_ahead = True  # (-f0: the Syncer sets it, see below)
     c = h.conn()
     path = os.path.join(tmp_path, binlogs(tmp_path)[-1])
     size = lambda: os.stat(path).st_size  # noqa: E731
@@ -284,12 +283,22 @@ def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
     assert b"current-jobs-ready: %d\n" % (i) in h2.send(h2.conn(), b"stats\r\n")
 
 
-def test_no_zeros_ahead_without_fsync(tmp_path):
-    h = Harness(filesize=1 << 20)
-    wal = Wal(str(tmp_path), 1 << 20, wantsync=False, warn=lambda m: None,
-              falloc=lambda fd, size: None)
-    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
-    h.e.q.store = wal
-    assert h.send(h.conn(), b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
-    wal.flush()
-    assert os.stat(os.path.join(tmp_path, binlogs(tmp_path)[-1])).st_size == wal.cur.end
+@pytest.mark.parametrize("wantsync, rate_ns, ahead", [
+    (True, 0, True), (True, 50_000_000, False), (False, 0, False)])
+def test_zeros_ahead_with_f0_only(tmp_path, wantsync, rate_ns, ahead):
+    """-f0 fsyncs back to back; with -f MS (one journal commit per MS) or -F
+    the zeros would only double what is written."""
+    from pybeanstalkd.binlog.sync import Syncer
+    from pybeanstalkd.server.transport import Server
+
+    h, wal = with_binlog(tmp_path, filesize=1 << 20, falloc=lambda fd, size: None)
+    loop = asyncio.new_event_loop()
+    try:
+        srv = Server(loop, h.e)
+        srv.syncer = Syncer(loop, wal, srv, wantsync=wantsync, rate_ns=rate_ns)
+        assert h.send(h.conn(), b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
+        wal.flush()
+        size = os.stat(os.path.join(tmp_path, binlogs(tmp_path)[-1])).st_size
+        assert size == wal.cur.end + (ZERO_AHEAD if ahead else 0)
+    finally:
+        loop.close()

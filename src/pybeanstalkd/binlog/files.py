@@ -32,8 +32,10 @@ BLOCK = 4096
 LIVE_SCAN = 256  # stale ids a compaction step may drop (Wal._live_in)
 # posix_fallocate leaves unwritten extents: each fdatasync after a write into
 # one must also commit the filesystem's journal (ext4, xfs) to mark it
-# written, which about doubles its time and CPU. So zeros are written this far
-# ahead of the records, and most fdatasyncs flush data alone.
+# written, which about doubles its time and CPU. With -f0 (fsyncs back to
+# back) zeros are written this far ahead of the records, and most
+# fdatasyncs flush data alone. Not with -f MS: one commit per MS is nothing,
+# and the zeros would double what reaches the disk.
 ZERO_AHEAD = 256 * 1024
 _ZEROS = memoryview(bytes(ZERO_AHEAD))
 
@@ -98,6 +100,7 @@ class Wal:
         # has loaded it. Compaction finds a file's live jobs through it.
         self.find = lambda id_: None
         self.tap = None  # --cluster: called with each batch of records written
+        self.zero_ahead = False  # -f0 (the Syncer says): see ZERO_AHEAD
 
     # -- files ------------------------------------------------------------
 
@@ -348,7 +351,7 @@ class Wal:
         self.written = self.lsn
         f = self.cur
         f.end += len(data)
-        if f.end + ZERO_AHEAD // 2 > f.zeroed and self.wantsync:
+        if self.zero_ahead and f.end + ZERO_AHEAD // 2 > f.zeroed:
             self._zero_ahead(f)
         if self.tap is not None:
             self.tap(data)

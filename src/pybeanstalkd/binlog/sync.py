@@ -56,6 +56,7 @@ class Syncer:
         self.srv = srv
         self.wantsync = wantsync
         self.rate = rate_ns
+        wal.zero_ahead = wantsync and rate_ns == 0
         self.busy = None  # (target lsn, fds to close) while a sync runs
         self.expect = 0  # clients the next fsync should cover (see _done)
         self.gather_until = 0
