@@ -266,7 +266,7 @@ def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
     assert size() == 4  # the version: nothing flushed yet
     assert h.send(c, b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
     wal.flush()
-    end = wal.cur.end
+    end = wal.used(wal.cur)
     assert size() == end + ZERO_AHEAD
     with open(path, "rb") as f:
         data = f.read()
@@ -276,7 +276,7 @@ def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
         assert h.send(c, b"put 0 0 60 1000\r\n%s\r\n" % body) == b"INSERTED %d\r\n" % i
         wal.flush()
         # at least half of ZERO_AHEAD ahead, and never past the file's size
-        assert min(wal.cur.end + ZERO_AHEAD // 2, filesize) <= size() <= filesize
+        assert min(wal.used(wal.cur) + ZERO_AHEAD // 2, filesize) <= size() <= filesize
     assert size() == filesize
     # The records read back, none lost among the zeros.
     h2, _ = restart(h, wal, tmp_path, filesize)
@@ -299,6 +299,6 @@ def test_zeros_ahead_with_f0_only(tmp_path, wantsync, rate_ns, ahead):
         assert h.send(h.conn(), b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
         wal.flush()
         size = os.stat(os.path.join(tmp_path, binlogs(tmp_path)[-1])).st_size
-        assert size == wal.cur.end + (ZERO_AHEAD if ahead else 0)
+        assert size == wal.used(wal.cur) + (ZERO_AHEAD if ahead else 0)
     finally:
         loop.close()

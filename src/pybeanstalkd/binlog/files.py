@@ -42,14 +42,14 @@ _ZEROS = memoryview(bytes(ZERO_AHEAD))
 
 class File:
     __slots__ = ("seq", "path", "fd", "free", "resv", "refs", "ids", "next",
-                 "open", "unsynced", "end", "zeroed")
+                 "open", "unsynced", "zeroed")
 
     def __init__(self, seq: int, path: str):
         self.seq = seq
         self.path = path
         self.fd = -1
         self.free = self.resv = self.refs = 0
-        self.end = self.zeroed = 0  # bytes written, and written as zeros or more
+        self.zeroed = 0  # bytes from the start written as records or zeros (-f0)
         # The ids of the full records written here, stale ones included (a
         # job deleted or moved on is left in place): 8 bytes a record, where
         # a dict of the live ones cost about 48 a job. Compaction walks it
@@ -60,9 +60,13 @@ class File:
         self.unsynced = False
 
 
+def _whole_blocks(size: int) -> int:
+    return -(-size // BLOCK) * BLOCK
+
+
 def _falloc(fd: int, size: int):
     """Preallocate like the reference: zeros up to a multiple of 4096 bytes."""
-    size = -(-size // BLOCK) * BLOCK
+    size = _whole_blocks(size)
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as e:
@@ -135,7 +139,6 @@ class Wal:
             return False
         f.fd = fd
         f.open = True
-        f.end = f.zeroed = F.FULL_HEAD.size
         f.refs = 1
         f.free = self.filesize - 4
         self.next_seq += 1
@@ -272,7 +275,7 @@ class Wal:
         f = self.cur
         full = j.file is None
         if j.state == F.BURIED and j.deadline < 0:  # UNPLACED: just buried
-            j.deadline = (f.seq << 32) | (self.filesize - f.free - f.resv)
+            j.deadline = (f.seq << 32) | self.used(f)
         if rec is None:
             rec = F.encode(j, full, self.wall_offset)
         n = len(rec)
@@ -290,6 +293,11 @@ class Wal:
         elif j.state == F.INVALID:
             self._drop(j)
         return True
+
+    def used(self, f: File) -> int:
+        """Where f's next record goes: its version and the records given
+        to it (all of them written, after a flush of the current file)."""
+        return self.filesize - f.free - f.resv
 
     def _drop(self, j):
         """Job j's full record no longer counts (deleted or moved)."""
@@ -349,23 +357,24 @@ class Wal:
             self.fail(f"write {self.cur.path}: {e.strerror}")
             return
         self.written = self.lsn
-        f = self.cur
-        f.end += len(data)
-        if self.zero_ahead and f.end + ZERO_AHEAD // 2 > f.zeroed:
-            self._zero_ahead(f)
+        if self.zero_ahead:
+            f = self.cur
+            if self.used(f) + ZERO_AHEAD // 2 > f.zeroed:
+                self._zero_ahead(f)
         if self.tap is not None:
             self.tap(data)
 
     def _zero_ahead(self, f: File):
         """Write zeros past the records, within the preallocated size (see
         ZERO_AHEAD). Only a cost saved: a failure is left to the writes."""
-        start = max(f.zeroed, f.end)
-        stop = f.zeroed = min(start + ZERO_AHEAD, -(-self.filesize // BLOCK) * BLOCK)
+        size = _whole_blocks(self.filesize)
+        start = max(f.zeroed, self.used(f))
+        stop = f.zeroed = min(start + ZERO_AHEAD, size)
         if stop > start:
             try:
                 os.pwrite(f.fd, _ZEROS[:stop - start], start)
             except OSError:
-                f.zeroed = self.filesize + BLOCK  # (not again for this file)
+                f.zeroed = size  # (not again for this file)
 
     def fail(self, why: str):
         """Stop using the binlog (a write or an fsync failed)."""
