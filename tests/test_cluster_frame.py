@@ -1,6 +1,9 @@
-"""Replication frames (cluster/frame.py): the stream survives any split of
-its reads, a damaged frame is never taken for another, and a follower's
-fencing refuses old epochs and never applies a batch out of order."""
+"""Replication frames and the link's handshake (cluster/frame.py): the
+stream survives any split of its reads, a damaged, forged, replayed or
+reordered frame (or ack) is never taken, each side of a link must prove
+the cluster's secret and the follower its name, and a follower's fencing
+refuses old epochs and never applies a batch out of order."""
+import os
 import struct
 
 import pytest
@@ -10,6 +13,7 @@ from pybeanstalkd.cluster import frame as F
 
 u64 = st.integers(1, (1 << 64) - 1)
 frames = st.lists(st.tuples(u64, u64, st.binary(max_size=300)), max_size=8)
+SECRET = b"the cluster's secret"
 
 
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -17,32 +21,50 @@ def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
 
 
+def handshake(epoch=7, leader="a", follower="b", target=None, secret=SECRET,
+              follower_secret=None):
+    """Both sides of a link's handshake, run to the end: (leader's session,
+    follower's session). FrameError where a side refuses."""
+    acc = F.Accepting(follower_secret or secret, follower, os.urandom(32))
+    con = F.Connecting(secret, epoch, leader, target or follower, os.urandom(32))
+    hello = con.greeted(acc.greeting())
+    proof = acc.feed(hello)
+    return con.proved(proof), acc.session
+
+
+def signed(session, *fs) -> bytes:
+    return b"".join(session.seal(F.encode(*f)) for f in fs)
+
+
 @given(frames, st.lists(st.integers(0, 10_000), max_size=12))
 def test_frames_come_back_whatever_the_reads(fs, cuts):
-    data = b"".join(F.encode(e, s, r) for e, s, r in fs)
-    reader = F.Reader()
+    to_f, at_f = handshake()
+    data = signed(to_f, *fs)
+    reader = F.Reader(at_f)
     got = [f for piece in split_at(data, cuts) for f in reader.feed(piece)]
     assert [(f.epoch, f.seq, f.records) for f in got] == fs
     assert reader.buf == b""
 
 
 def test_the_layout():
-    data = F.encode(7, 3, b"rec")
-    assert data[:4] == b"pbr1" and len(data) == F.HEAD_SIZE + 3
-    assert struct.unpack_from("<QQI", data, 4) == (7, 3, 3)
-    assert data[F.HEAD_SIZE:] == b"rec"
+    assert F.encode(7, 3, b"rec") == b"pbr2" + struct.pack("<QQI", 7, 3, 3) + b"rec"
+    assert F.HEAD_SIZE == 24
+    to_f, _ = handshake()
+    data = to_f.seal(F.encode(7, 3, b"rec"))
+    assert len(data) == F.HEAD_SIZE + 3 + F.TAG == 43
 
 
 @settings(max_examples=300)
 @given(u64, u64, st.binary(min_size=1, max_size=64), st.data())
 def test_a_damaged_frame_is_never_taken_for_another(epoch, seq, records, data):
-    good = F.encode(epoch, seq, records)
+    to_f, at_f = handshake()
+    good = to_f.seal(F.encode(epoch, seq, records))
     i = data.draw(st.integers(0, len(good) - 1))
     bit = data.draw(st.integers(0, 7))
     bad = bytearray(good)
     bad[i] ^= 1 << bit
     try:
-        got = F.Reader().feed(bytes(bad))
+        got = F.Reader(at_f).feed(bytes(bad))
     except F.FrameError:
         return
     # Only a longer length field can pass unnoticed: the reader waits for
@@ -51,21 +73,206 @@ def test_a_damaged_frame_is_never_taken_for_another(epoch, seq, records, data):
 
 
 def test_refuses_what_is_not_a_frame():
+    _, at_f = handshake()
     with pytest.raises(F.FrameError, match="magic"):
-        F.Reader().feed(b"RESERVED 1 3\r\nabc\r\n" + b"\0" * 20)
-    head = struct.pack("<4sQQI", b"pbr1", 1, 1, 1 << 31)
+        F.Reader(at_f).feed(b"RESERVED 1 3\r\nabc\r\n" + b"\0" * 20)
+    # A node of the previous version: said so.
+    with pytest.raises(F.FrameError, match="another version of this format"):
+        F.Reader(at_f).feed(struct.pack("<4sQQII", b"pbr1", 1, 1, 0, 0))
+    head = struct.pack("<4sQQI", b"pbr2", 1, 1, 1 << 31)
     with pytest.raises(F.FrameError, match="over"):
-        F.Reader().feed(head + b"\0\0\0\0")  # refused before its bytes are buffered
-    assert F.Reader(max_records=10).feed(F.encode(1, 1, b"x" * 10))[0].records == b"x" * 10
+        F.Reader(at_f).feed(head)  # refused before its bytes are buffered
+    to_f, at_f = handshake()
+    got = F.Reader(at_f, max_records=10).feed(to_f.seal(F.encode(1, 1, b"x" * 10)))
+    assert got[0].records == b"x" * 10
     with pytest.raises(F.FrameError):
-        F.Reader(max_records=10).feed(F.encode(1, 1, b"x" * 11))
-    zero = struct.pack("<4sQQI", b"pbr1", 0, 1, 0)
-    import zlib
+        F.Reader(at_f, max_records=10).feed(to_f.seal(F.encode(1, 1, b"x" * 11)))
+    to_f, at_f = handshake()
     with pytest.raises(F.FrameError, match="start at 1"):
-        F.Reader().feed(zero + struct.pack("<I", zlib.crc32(zero)))
+        F.Reader(at_f).feed(to_f.seal(struct.pack("<4sQQI", b"pbr2", 0, 1, 0)))
     for e, s in ((0, 1), (1, 0), (1 << 64, 1)):
         with pytest.raises(ValueError):
             F.encode(e, s, b"")
+
+
+# -- the handshake ------------------------------------------------------------
+
+
+def test_a_handshake_gives_both_sides_one_session_and_frames_go_both_ways():
+    acc = F.Accepting(SECRET, "b", os.urandom(32))
+    con = F.Connecting(SECRET, 7, "a", "b", os.urandom(32))
+    greeting = acc.greeting()
+    assert greeting[:4] == b"pbn2" and len(greeting) == 4 + 32 + 1 + 1
+    # Whatever the reads' boundaries: None until a message is all in.
+    assert [con.greeted(bytes([c])) for c in greeting[:-1]] == [None] * (len(greeting) - 1)
+    hello = con.greeted(greeting[-1:])
+    assert hello[:4] == b"pbh2"
+    assert [acc.feed(bytes([c])) for c in hello[:-1]] == [None] * (len(hello) - 1)
+    proof = acc.feed(hello[-1:])
+    assert proof[:4] == b"pbf2" and len(proof) == F.PROOF.size
+    assert (acc.hello.epoch, acc.hello.leader, acc.hello.target) == (7, "a", "b")
+    assert con.proved(proof[:10]) is None
+    to_f = con.proved(proof[10:])
+    at_f = acc.session
+    frames = [(7, 0, b"snap", True), (7, 1, b"one"), (7, 2, b"two")]
+    got = F.Reader(at_f).feed(signed(to_f, *frames))
+    assert [(f.epoch, f.seq, f.records) for f in got] == [fr[:3] for fr in frames]
+    acks = at_f.seal(F.encode_ack(7, 0)) + at_f.seal(F.encode_ack(7, 2))
+    assert F.AckReader(to_f).feed(acks) == [(7, 0), (7, 2)]
+    # The longest names fit in what a side buffers.
+    long = "n" * F.MAX_NAME
+    acc = F.Accepting(SECRET, long, os.urandom(32))
+    con = F.Connecting(SECRET, 7, long, long, os.urandom(32))
+    assert len(acc.greeting()) == F.MAX_GREETING
+    hello = con.greeted(acc.greeting())
+    assert len(hello) == F.MAX_HELLO
+    con.proved(acc.feed(hello))
+    with pytest.raises(ValueError):
+        F.Accepting(SECRET, long + "n", os.urandom(32))
+    with pytest.raises(ValueError):
+        F.Accepting(SECRET, "b", os.urandom(16))
+
+
+def test_a_leader_without_the_secret_is_refused_and_gets_no_proof():
+    acc = F.Accepting(SECRET, "b", os.urandom(32))
+    con = F.Connecting(b"guess", 7, "a", "b", os.urandom(32))
+    with pytest.raises(F.FrameError, match="does not prove the cluster's secret"):
+        acc.feed(con.greeted(acc.greeting()))
+    assert acc.session is None
+    # Nor a hello made for another nonce (a replay of an earlier link's).
+    old = F.Accepting(SECRET, "b", os.urandom(32))
+    hello = F.Connecting(SECRET, 7, "a", "b", os.urandom(32)).greeted(old.greeting())
+    with pytest.raises(F.FrameError, match="does not prove"):
+        F.Accepting(SECRET, "b", os.urandom(32)).feed(hello)
+    # Any change to a good hello: the epoch, a name, a nonce.
+    acc = F.Accepting(SECRET, "b", os.urandom(32))
+    hello = F.Connecting(SECRET, 7, "a", "b", os.urandom(32)).greeted(acc.greeting())
+    for i in range(4, len(hello)):
+        bad = bytearray(hello)
+        bad[i] ^= 1
+        try:
+            got = F.Accepting(SECRET, "b", acc.nonce).feed(bytes(bad))
+        except F.FrameError:
+            continue
+        assert got is None  # (a longer name: it waits for bytes that never come)
+
+
+def test_a_hello_made_for_another_node_is_refused():
+    """The relay: a process on c's address hands the leader b's nonce as
+    c's; the leader's hello, made for c, is refused by b."""
+    b = F.Accepting(SECRET, "b", os.urandom(32))
+    g, _ = F.parse_greeting(b.greeting())
+    posing = F.encode_greeting(g.nonce, "c")
+    leader = F.Connecting(SECRET, 7, "a", "c", os.urandom(32))
+    hello = leader.greeted(posing)
+    with pytest.raises(F.FrameError, match="made for node 'c', not for this one"):
+        b.feed(hello)
+    assert b.session is None
+    # Nor does the leader answer b's own greeting at c's address.
+    with pytest.raises(F.FrameError, match="says it is 'b'"):
+        F.Connecting(SECRET, 7, "a", "c", os.urandom(32)).greeted(b.greeting())
+
+
+def test_a_follower_whose_proof_is_wrong_gets_nothing():
+    with pytest.raises(F.FrameError, match="does not prove"):  # (it refuses the hello first)
+        handshake(follower_secret=b"guess")
+    acc = F.Accepting(SECRET, "b", os.urandom(32))
+    con = F.Connecting(SECRET, 7, "a", "b", os.urandom(32))
+    hello = con.greeted(acc.greeting())
+    h, _ = F.parse_hello(hello)
+    wrong = [
+        F.PROOF.pack(b"pbf2", os.urandom(32)),  # made up
+        F.encode_proof(b"guess", 7, "b", "a", acc.nonce, h.nonce),  # without the secret
+        F.encode_proof(SECRET, 7, "c", "a", acc.nonce, h.nonce),  # another node's
+        F.encode_proof(SECRET, 8, "b", "a", acc.nonce, h.nonce),  # another epoch's
+        F.encode_proof(SECRET, 7, "b", "a", acc.nonce, os.urandom(32)),  # another link's
+        b"pbf2" + h.mac,  # the leader's own, reflected
+    ]
+    for proof in wrong:
+        c2 = F.Connecting(SECRET, 7, "a", "b", h.nonce)
+        c2.greeted(acc.greeting())
+        with pytest.raises(F.FrameError, match="proof is wrong"):
+            c2.proved(proof)
+        assert c2.session is None
+    with pytest.raises(F.FrameError, match="another version"):
+        con.proved(b"pbf1" + bytes(32))
+
+
+def test_a_side_refuses_bytes_out_of_turn_and_buffers_at_most_a_hello():
+    acc = F.Accepting(SECRET, "b", os.urandom(32))
+    con = F.Connecting(SECRET, 7, "a", "b", os.urandom(32))
+    hello = con.greeted(acc.greeting())
+    with pytest.raises(F.FrameError, match="after its hello"):
+        F.Accepting(SECRET, "b", acc.nonce).feed(hello + b"frames")
+    with pytest.raises(F.FrameError, match="after its greeting"):
+        F.Connecting(SECRET, 7, "a", "b", os.urandom(32)).greeted(acc.greeting() + b"x")
+    with pytest.raises(F.FrameError, match="bad hello magic"):
+        F.Accepting(SECRET, "b", os.urandom(32)).feed(b"GET ")
+    with pytest.raises(F.FrameError, match="another version"):
+        F.Accepting(SECRET, "b", os.urandom(32)).feed(b"pbh1" + bytes(40))
+    with pytest.raises(F.FrameError, match="another version"):
+        F.Connecting(SECRET, 7, "a", "b", os.urandom(32)).greeted(b"pbn1" + bytes(16))
+    # The longest hello there is, a byte at a time: held, never more of it.
+    longest = b"pbh2" + struct.pack("<Q", 1) + bytes(32) + (b"\xff" + b"n" * 255) * 2 + bytes(32)
+    assert len(longest) == F.MAX_HELLO
+    a = F.Accepting(SECRET, "b", os.urandom(32))
+    for i in range(len(longest) - 1):
+        assert a.feed(longest[i:i + 1]) is None and len(a.buf) == i + 1
+    with pytest.raises(F.FrameError, match="does not prove"):
+        a.feed(longest[-1:])
+    with pytest.raises(F.FrameError, match="epoch 0"):
+        F.Accepting(SECRET, "b", os.urandom(32)).feed(b"pbh2" + bytes(8 + 32))
+
+
+def test_a_replayed_reordered_dropped_or_injected_frame_is_refused():
+    to_f, at_f = handshake()
+    f1, f2, f3 = (to_f.seal(F.encode(7, s, b"batch %d" % s)) for s in (1, 2, 3))
+    reader = F.Reader(at_f)
+    assert [f.seq for f in reader.feed(f1)] == [1]
+    for bad in (f1, f3):  # a replay; f2 dropped
+        with pytest.raises(F.FrameError, match="failed its tag"):
+            F.Reader(at_f).feed(bad)
+    assert [f.seq for f in reader.feed(f2 + f3)] == [2, 3]
+
+    to_f, at_f = handshake()
+    f1, f2 = (to_f.seal(F.encode(7, s, b"x")) for s in (1, 2))
+    with pytest.raises(F.FrameError):
+        F.Reader(at_f).feed(f2 + f1)  # reordered
+    # Injected: made under another link's session (same secret, same names).
+    to_f, at_f = handshake()
+    other, _ = handshake()
+    with pytest.raises(F.FrameError):
+        F.Reader(at_f).feed(other.seal(F.encode(7, 0, b"forged", True)))
+    # A leader's frame sent back to it as the follower's (reflected).
+    to_f, at_f = handshake()
+    ack = F.encode_ack(7, 0)
+    with pytest.raises(F.FrameError):
+        F.AckReader(to_f).feed(to_f.seal(ack))
+    # A frame tampered with: its header or its records.
+    to_f, at_f = handshake()
+    good = to_f.seal(F.encode(7, 1, b"records"))
+    for i in (5, 13, len(good) - F.TAG - 1, len(good) - 1):
+        bad = bytearray(good)
+        bad[i] ^= 0x40
+        with pytest.raises(F.FrameError):
+            F.Reader(at_f).feed(bytes(bad))
+
+
+def test_a_forged_or_replayed_ack_is_refused():
+    to_f, at_f = handshake()
+    reader = F.AckReader(to_f)
+    a0 = at_f.seal(F.encode_ack(7, 0))
+    assert reader.feed(a0) == [(7, 0)]
+    with pytest.raises(F.FrameError, match="failed its tag"):
+        F.AckReader(to_f).feed(F.encode_ack(7, 99) + bytes(F.TAG))  # forged
+    with pytest.raises(F.FrameError, match="failed its tag"):
+        F.AckReader(to_f).feed(a0)  # replayed
+    forged = bytearray(at_f.seal(F.encode_ack(7, 1)))
+    forged[12] ^= 1  # its seq changed
+    with pytest.raises(F.FrameError, match="failed its tag"):
+        reader.feed(bytes(forged))
+    with pytest.raises(F.FrameError, match="another version"):
+        F.AckReader(to_f).feed(struct.pack("<4sQQ", b"pba1", 7, 1) + bytes(F.TAG))
 
 
 def fr(epoch, seq):
@@ -137,19 +344,19 @@ def test_fencing_holds_in_any_sequence(steps):
 
 
 def test_snapshots_and_acks():
-    data = (F.encode(3, 0, b"al", snapshot=True, last=False) + F.encode(3, 0, b"l", snapshot=True)
-            + F.encode(3, 1, b"next"))
-    assert data[:4] == b"pbp1" and data[30:34] == b"pbs1"
-    got = F.Reader().feed(data)
+    to_f, at_f = handshake(epoch=3)
+    data = signed(to_f, (3, 0, b"al", True, False), (3, 0, b"l", True), (3, 1, b"next"))
+    assert data[:4] == b"pbp2" and data[42:46] == b"pbs2"
+    got = F.Reader(at_f).feed(data)
     assert [(f.epoch, f.seq, f.records, f.snapshot, f.last) for f in got] == [
         (3, 0, b"al", True, False), (3, 0, b"l", True, True), (3, 1, b"next", False, True)]
     with pytest.raises(ValueError):
         F.encode(3, 0, b"")  # a batch's seq starts at 1
-    acks = F.encode_ack(3, 7) + F.encode_ack(4, 1)
-    r = F.AckReader()
+    acks = at_f.seal(F.encode_ack(3, 7)) + at_f.seal(F.encode_ack(4, 1))
+    r = F.AckReader(to_f)
     assert r.feed(acks[:5]) == [] and r.feed(acks[5:]) == [(3, 7), (4, 1)]
     with pytest.raises(F.FrameError):
-        F.AckReader().feed(b"RESERVED 1 5\r\nhello\r\n")
+        F.AckReader(to_f).feed(b"RESERVED 1 5\r\nhello world\r\n" + bytes(20))
     f = F.Follower()
     f.start(3, 5)
     assert f.check(F.Frame(2, 9, b"", True)) == F.STALE

@@ -1,6 +1,8 @@
 """The peer link (cluster/link.py) on loopback: a follower gets a snapshot,
 then every batch, has it on disk when it acks, refuses an old epoch, and
-catches up after a break."""
+catches up after a break; each side of a link proves the secret (and the
+follower its name) before anything else, and neither keeps a connection
+that does not complete its handshake in time."""
 import asyncio
 import os
 
@@ -20,10 +22,11 @@ def setup(tmp_path):
 
 async def linked(lh, lwal, fh, fwal, epoch=7, part_bytes=None, **follower):
     """The follower listening, and the leader's link to it (epoch 7)."""
-    f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, **follower)
+    follower.setdefault("refusals_s", 0)  # (every refusal said: the tests read them)
+    f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, "f", **follower)
     srv = await f.serve("127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
-    rep = Replicator(lh.e.q, lwal, epoch, SECRET)
+    rep = Replicator(lh.e.q, lwal, epoch, SECRET, "leader")
     if part_bytes is not None:
         rep.part_bytes = part_bytes
     return srv, port, rep, await rep.connect("f", "127.0.0.1", port)
@@ -127,8 +130,8 @@ def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
             await asyncio.sleep(0)
         rep.ship()
         await link.until(rep.seq)
-        assert frames.count(b"pbp1") > 10 and frames.count(b"pbs1") == 1
-        assert frames.index(b"pbs1") < frames.index(b"pbr1")  # batches after the snapshot
+        assert frames.count(b"pbp2") > 10 and frames.count(b"pbs2") == 1
+        assert frames.index(b"pbs2") < frames.index(b"pbr2")  # batches after the snapshot
         assert jobs(fh.e.q) == jobs(lh.e.q)
         for t in lh.e.q.tubes.values():
             assert list(fh.e.q.tubes[t.name].buried) == list(t.buried)
@@ -152,7 +155,7 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
         oc = oh.conn()
         oh.send(oc, b"put 0 0 60 1\r\nx\r\n")
         oh.send(oc, b"put 0 0 60 5\r\nstale\r\n")  # an id the leader has not used
-        old = await Replicator(oh.e.q, owal, 6, SECRET).connect("f", "127.0.0.1", port)
+        old = await Replicator(oh.e.q, owal, 6, SECRET, "old").connect("f", "127.0.0.1", port)
         try:
             await old.until(0, timeout=5)
             raise AssertionError("the follower acked an old epoch")
@@ -180,36 +183,66 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
     run(main())
 
 
+async def refused(connecting) -> str:
+    """Why the leader's link failed (it must)."""
+    try:
+        link = await connecting
+    except ConnectionError as e:
+        return str(e)
+    link.writer.close()
+    raise AssertionError("the link was made")
+
+
 def test_a_link_that_cannot_prove_the_secret_is_refused(tmp_path):
     lh, lwal, fh, fwal = setup(str(tmp_path))
     c = lh.conn()
     lh.send(c, b"put 0 0 60 1\r\na\r\n")
     lwal.flush()
+    said = []
 
     async def main():
-        srv, port, rep, link = await linked(lh, lwal, fh, fwal)
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal, log=said.append)
         await link.until(0)
-        # A leader with another secret (or none): its snapshot is not taken.
+        # A leader with another secret (or none): the follower refuses its
+        # hello, and sends no proof.
         oh, owal, _, _ = setup(str(tmp_path / "other"))  # (a Replicator taps its binlog)
-        wrong = await Replicator(oh.e.q, owal, 8, b"guess").connect("f2", "127.0.0.1", port)
-        try:
-            await wrong.until(0, timeout=5)
-            raise AssertionError("the follower took a link without the secret")
-        except ConnectionError:
-            pass
+        wrong = Replicator(oh.e.q, owal, 8, b"guess", "x")
+        why = await refused(wrong.connect("f", "127.0.0.1", port))
+        assert why == "closed before its proof (it refused this node's hello? see its log)"
         # Nor raw frames after a made-up hello.
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        nonce = F.read_nonce(await reader.readexactly(F.NONCE.size))
-        writer.write(F.encode_hello(b"guess", nonce, 9)
-                     + F.encode(9, 0, b"", snapshot=True))
-        assert await reader.read() == b""  # closed
+        g, _ = F.parse_greeting(await reader.read(F.MAX_GREETING))
+        assert g.name == "f"
+        writer.write(F.encode_hello(b"guess", 9, "x", "f", g.nonce, os.urandom(32))
+                     + F.encode(9, 0, b"", snapshot=True) + bytes(F.TAG))
+        assert await reader.read() == b""  # closed, no proof
         assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(fh.e.q)) == 1
+        # A hello for another node (relayed from its address), with the secret: refused.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        g, _ = F.parse_greeting(await reader.read(F.MAX_GREETING))
+        writer.write(F.encode_hello(SECRET, 9, "x", "g", g.nonce, os.urandom(32)))
+        assert await reader.read() == b""
         # A proven link carries only the epoch it proved.
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        nonce = F.read_nonce(await reader.readexactly(F.NONCE.size))
-        writer.write(F.encode_hello(SECRET, nonce, 9) + F.encode(10, 0, b"", snapshot=True))
+        hs = F.Connecting(SECRET, 9, "x", "f", os.urandom(32))
+        writer.write(hs.greeted(await reader.read(F.MAX_GREETING)))
+        session = hs.proved(await reader.readexactly(F.PROOF.size))
+        writer.write(session.seal(F.encode(10, 0, b"", snapshot=True)))
+        assert await reader.read() == b""
+        # Nor frames under a session the leader did not make.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        hs = F.Connecting(SECRET, 9, "x", "f", os.urandom(32))
+        writer.write(hs.greeted(await reader.read(F.MAX_GREETING)))
+        hs.proved(await reader.readexactly(F.PROOF.size))
+        other = F.Session(os.urandom(32), leader=True)
+        writer.write(other.seal(F.encode(9, 0, b"", snapshot=True)))
         assert await reader.read() == b""
         assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(fh.e.q)) == 1
+        assert [m.split(" ", 6)[-1] for m in said if "a link from" in m] == [
+            "refused: its hello does not prove the cluster's secret",
+            "refused: its hello was made for node 'g', not for this one ('f'): relayed from"
+            " that node's address?",
+            "dropped: a frame failed its tag: forged, replayed, reordered or damaged"], said
         lh.send(c, b"put 0 0 60 1\r\nb\r\n")  # the real link goes on
         lwal.flush()
         rep.ship()
@@ -218,6 +251,108 @@ def test_a_link_that_cannot_prove_the_secret_is_refused(tmp_path):
         assert len(jobs(fh.e.q)) == 2
         srv.close()
         link.writer.close()
+    run(main())
+
+
+class Impostor:
+    """Listens where a follower should be, and says what it is told to
+    (a greeting as name, then proof: the bytes after the hello); keeps
+    all it receives."""
+
+    def __init__(self, name="f", proof=None, greet=True):
+        self.name, self.proof, self.greet = name, proof, greet
+        self.got = bytearray()
+        self.closed = asyncio.Event()
+
+    async def serve(self):
+        self.srv = await asyncio.start_server(self.conn, "127.0.0.1", 0)
+        return self.srv.sockets[0].getsockname()[1]
+
+    async def conn(self, reader, writer):
+        if self.greet:
+            writer.write(F.encode_greeting(os.urandom(32), self.name))
+        while data := await reader.read(65536):
+            self.got += data
+            if self.proof is not None and F.parse_hello(bytes(self.got)):
+                writer.write(self.proof)
+                self.proof = None
+        self.closed.set()
+        writer.close()
+
+
+def test_the_leader_sends_nothing_before_the_follower_proves_the_secret_and_its_name(tmp_path):
+    lh, lwal, _, _ = setup(str(tmp_path))
+    c = lh.conn()
+    lh.send(c, b"put 0 0 60 6\r\nsecret\r\n")
+    lwal.flush()
+
+    async def main():
+        rep = Replicator(lh.e.q, lwal, 7, SECRET, "leader")
+        # A process on the follower's address, without the secret: the
+        # leader's hello, and nothing more.
+        for impostor, why in [
+                (Impostor(proof=F.PROOF.pack(b"pbf2", os.urandom(32))),
+                 "its proof is wrong: it does not know the cluster's secret"),
+                (Impostor(name="g"), "the node at its address says it is 'g'"),
+                (Impostor(proof=b"pbf1" + bytes(32)), "proof of another version of this format"
+                 " (b'pbf1', not b'pbf2'): all the nodes of a cluster must run the same version")]:
+            port = await impostor.serve()
+            assert (await refused(rep.connect("f", "127.0.0.1", port))).startswith(why)
+            await asyncio.wait_for(impostor.closed.wait(), 5)
+            hello = F.parse_hello(bytes(impostor.got))
+            if impostor.name == "f":
+                assert hello[1] == len(impostor.got)  # all it got
+                assert (hello[0].leader, hello[0].target, hello[0].epoch) == ("leader", "f", 7)
+            else:
+                assert impostor.got == b""
+            assert b"secret" not in impostor.got
+            impostor.srv.close()
+        assert rep.links == {}
+    run(main())
+
+
+def test_neither_side_keeps_a_connection_that_does_not_complete_the_handshake(tmp_path):
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    said = []
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, "f", said.append,
+                         handshake_s=0.3, refusals_s=0)
+        srv = await f.serve("127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+
+        async def closed_after(sent: bytes) -> float:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            t0 = loop.time()
+            greeting = await reader.read(F.MAX_GREETING)
+            assert F.parse_greeting(greeting)[0].name == "f"
+            writer.write(sent)
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+            return loop.time() - t0
+        # Silent, or a hello that never ends: closed at the limit.
+        assert 0.25 < await closed_after(b"") < 1.5
+        unended = F.encode_hello(SECRET, 9, "x", "f", bytes(32), bytes(32))[:-1]
+        assert 0.25 < await closed_after(unended) < 1.5
+        # Bytes that are no hello: at once, without waiting for more.
+        assert await closed_after(b"GET / HTTP/1.1\r\n") < 0.25
+        assert [m.split(" ", 5)[-1] for m in said] == [
+            "did not complete its handshake within 0.3 s",
+            "was refused: bad hello magic b'GET '"], said
+        assert f.conns == set()
+
+        # The leader's side: a follower that does not answer, or does not prove.
+        rep = Replicator(lh.e.q, lwal, 7, SECRET, "leader", handshake_s=0.3)
+        for impostor, why in [(Impostor(greet=False), "no nonce within 0.3 s"),
+                              (Impostor(), "no proof within 0.3 s")]:
+            port = await impostor.serve()
+            t0 = loop.time()
+            assert await refused(rep.connect("f", "127.0.0.1", port)) == why
+            assert loop.time() - t0 < 1.5
+            await asyncio.wait_for(impostor.closed.wait(), 5)  # the leader closed it
+            impostor.srv.close()
+        srv.close()
     run(main())
 
 
@@ -305,4 +440,69 @@ def test_with_f0_a_follower_whose_fsync_fails_acks_nothing_and_says_why(tmp_path
             " leaves the ISR; it goes on applying in memory"]
         srv.close()
         link.writer.close()
+    run(main())
+
+
+def test_silent_connections_cannot_hold_the_peer_port(tmp_path):
+    # However many connect and say nothing, at most MAX_HANDSHAKES are held
+    # (a new one closes the oldest), and the leader's link still forms.
+    from pybeanstalkd.cluster.link import MAX_HANDSHAKES
+
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    said = []
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, "f", said.append)
+        srv = await f.serve("127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        silent = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3 * MAX_HANDSHAKES)]
+        await asyncio.sleep(0.2)
+        assert len(f.handshaking) == MAX_HANDSHAKES
+        closed = 0
+        for reader, _ in silent:
+            await reader.readexactly(F.MAX_GREETING - 255 + 1)  # its greeting ("f")
+            try:
+                closed += await asyncio.wait_for(reader.read(1), 0.05) == b""
+            except asyncio.TimeoutError:
+                pass
+        assert closed == 2 * MAX_HANDSHAKES
+        rep = Replicator(lh.e.q, lwal, 7, SECRET, "leader")
+        link = await rep.connect("f", "127.0.0.1", port)
+        await link.until(0)
+        assert not f.handshaking or len(f.handshaking) < MAX_HANDSHAKES
+        # Said once (then at most once a second).
+        assert sum("connections to the peer port were in their handshakes" in m
+                   for m in said) == 1, said
+        for _, w in silent:
+            w.close()
+        srv.close()
+        link.writer.close()
+    run(main())
+
+
+def test_a_follower_that_stops_reading_is_not_buffered_for_without_end(tmp_path):
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    c = lh.conn()
+    said = []
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, "f", refusals_s=0)
+        srv = await f.serve("127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        rep = Replicator(lh.e.q, lwal, 7, SECRET, "leader", said.append, link_buffer=1 << 20)
+        link = await rep.connect("f", "127.0.0.1", port)
+        await link.until(0)
+        for conn in f.conns:
+            conn.transport.pause_reading()  # as a stopped process
+        body = b"x" * 60000
+        for i in range(200):  # 12 MB, past what the sockets take
+            lh.send(c, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+            lwal.flush()
+            rep.ship()
+            await asyncio.sleep(0)
+            if "f" not in rep.links:
+                break
+        assert "f" not in rep.links and link.writer.is_closing()
+        assert "unread: the link is closed" in rep.link_errors["f"], rep.link_errors
+        srv.close()
     run(main())

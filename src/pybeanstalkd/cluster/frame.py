@@ -1,54 +1,146 @@
-"""Replication frames: what a leader ships to its followers (issue 13).
+"""Replication frames, and the handshake that opens every link.
 
+The handshake
+-------------
+The follower listens on its peer port; the leader connects to the address
+under which it found the follower registered in etcd. Both know the
+cluster's secret, which etcd holds (coord.secret()), and each proves it to
+the other before anything else is sent:
+
+1. follower -> "pbn2" | nonce_f (32 bytes) | its name
+2. leader   -> "pbh2" | epoch u64 | nonce_l (32 bytes) | its name
+               | target: the name it meant to reach | mac_l (32 bytes)
+3. follower -> "pbf2" | mac_f (32 bytes)
+
+(a name is u8 length | UTF-8 bytes, 1 to MAX_NAME of them), where
+
+    mac_l = HMAC-SHA256(secret, "leader hello" | epoch | leader | target | nonce_f | nonce_l)
+    mac_f = HMAC-SHA256(secret, "follower hello" | epoch | follower | leader | nonce_f | nonce_l)
+
+The follower answers only a hello whose mac_l is right and whose target is
+its own name: a hello the leader made for another node (an attacker on
+that node's address relaying this node's nonce to the leader, and the
+leader's hello back) is refused. The leader sends nothing of its jobs
+before it has checked mac_f, made with the name it meant to reach: a
+process that listens on a stopped node's address, or on an address etcd
+still lists for a node gone, gets the leader's hello and nothing else.
+Each side's fresh nonce makes every proof good for one connection only.
+
+Then both derive the session key
+
+    K = HMAC-SHA256(secret, "session" | epoch | leader | follower | nonce_f | nonce_l)
+
+and every frame after the handshake, both ways, ends with a 16-byte tag,
+the first half of HMAC-SHA256(K, direction | counter u64 | the frame's
+bytes). The counter is the frame's number in its direction on this link,
+from 0, and is not sent: a frame replayed, dropped, reordered, reflected
+back, injected, or taken from another link, fails its tag, and the link
+is closed. That holds for the follower's acks too: a forged ack could make
+the leader count a follower as holding what it does not, and lose it on a
+failover. (All the fields under a MAC are of a fixed size or
+length-prefixed, after a label that ends with a zero byte: no two
+different messages have the same bytes under the MAC.)
+
+Why a shared secret and not mandatory mutual TLS: mTLS would make every
+cluster run a CA and renew its certificates before a link could work. The
+secret is already in etcd, which every node must reach anyway; so a link
+is authenticated with no new setting, and whoever can read etcd is a node
+of the cluster. TLS (--tls-cert, optionally --tls-client-ca) stays the
+layer that keeps the jobs confidential on a network that is not trusted:
+without it a link's frames are authenticated but in clear.
+
+The frames
+----------
 A frame carries one group-commit batch: the binlog v7 records the leader
 wrote in one flush cycle, byte for byte. Around them:
 
-    magic "pbr1" | epoch u64 | seq u64 | length u32 | crc32 u32 | records
+    magic "pbr2" | epoch u64 | seq u64 | length u32 | records | tag (16 bytes)
 
 A snapshot carries a full record of every job the leader holds, as of its
-batch `seq`, in parts: zero or more frames of magic "pbp1", then the last
-of magic "pbs1", all with that epoch and seq. A follower replaces what it
+batch `seq`, in parts: zero or more frames of magic "pbp2", then the last
+of magic "pbs2", all with that epoch and seq. A follower replaces what it
 has with it, and the stream goes on from seq + 1. A follower acks what it
 has on disk with
 
-    magic "pba1" | epoch u64 | seq u64
+    magic "pba2" | epoch u64 | seq u64 | tag (16 bytes)
 
 - epoch: the revision of the leader key in etcd, a fencing number etcd
   hands out, not we. A follower that has seen epoch E refuses any frame
-  of an older one, so a deposed leader cannot collect a full ack.
+  of an older one, so a deposed leader cannot collect a full ack. A link
+  carries frames of the epoch its hello proved only.
 - seq: the batch's number within its epoch, from 1, with no gaps; a gap
   or a repeat means the follower must catch up from a snapshot.
-- crc32: over the header's first 24 bytes and the records.
+- No crc32 (the format of version 1 had one): the tag covers every byte
+  of the frame, so any damage a checksum would find fails it too, and a
+  second pass over each batch would buy nothing.
 
-Before any frame, a link proves the cluster's secret (kept in etcd): the
-follower sends a nonce, "pbn1" | 16 bytes; the leader answers with its
-epoch and an HMAC-SHA256 of both under the secret, "pbh1" | epoch u64 |
-mac. A follower takes frames only after a valid answer, and only of that
-epoch: whoever can reach the peer port but not etcd cannot feed it.
+The tag costs one HMAC per frame (per batch, not per job) on each side.
 
-Pure: bytes in, frames and verdicts out; no I/O, no clock.
+Versions: version 2 of this format (the magics' last character) cannot
+link with version 1; all the nodes of a cluster run the same version. A
+node of the other version is refused at its first message, with a reason
+that says so, rather than misread.
+
+Pure: bytes in, frames and verdicts out; no I/O, no clock (the caller
+brings the nonces, from os.urandom).
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import struct
-import zlib
 from dataclasses import dataclass
 
-MAGIC = b"pbr1"
-SNAPSHOT = b"pbs1"
-PART = b"pbp1"  # a snapshot's part, not its last
-HEAD = struct.Struct("<4sQQII")
+MAGIC = b"pbr2"
+SNAPSHOT = b"pbs2"
+PART = b"pbp2"  # a snapshot's part, not its last
+HEAD = struct.Struct("<4sQQI")
+HEAD_SIZE = HEAD.size  # 24
 ACK = struct.Struct("<4sQQ")
-ACK_MAGIC = b"pba1"
-HEAD_SIZE = HEAD.size  # 28
-# Bounds what a reader buffers before it can check a frame's checksum.
+ACK_MAGIC = b"pba2"
+TAG = 16  # bytes of a frame's (or an ack's) tag
+# Bounds what a reader buffers before it can check a frame's tag.
 MAX_RECORDS = 1 << 30
+
+GREETING_MAGIC = b"pbn2"
+HELLO_MAGIC = b"pbh2"
+PROOF_MAGIC = b"pbf2"
+NONCE_SIZE = 32
+MAC_SIZE = 32
+MAX_NAME = 255  # bytes of a node's name (UTF-8)
+_GREETING = struct.Struct("<4s32s")  # then the follower's name
+_HELLO = struct.Struct("<4sQ32s")  # then the leader's name, the target's, mac_l
+PROOF = struct.Struct("<4s32s")
+MAX_GREETING = _GREETING.size + 1 + MAX_NAME  # 292
+MAX_HELLO = _HELLO.size + 2 * (1 + MAX_NAME) + MAC_SIZE  # 588
+
+# Labels (each ends with a zero byte): what a MAC is for, so that no MAC
+# made for one purpose passes for another.
+_LEADER_HELLO = b"pybeanstalkd link 2: leader hello\0"
+_FOLLOWER_HELLO = b"pybeanstalkd link 2: follower hello\0"
+_SESSION = b"pybeanstalkd link 2: session\0"
+_TO_FOLLOWER = b"pybeanstalkd link 2: leader to follower\0"
+_TO_LEADER = b"pybeanstalkd link 2: follower to leader\0"
 
 
 class FrameError(Exception):
-    """The byte stream is not frames: the connection cannot be trusted."""
+    """The byte stream is not frames, or fails a check: the connection
+    cannot be trusted."""
+
+
+def _magic(got: bytes, want: bytes | tuple[bytes, ...], what: str):
+    wanted = want if isinstance(want, tuple) else (want,)
+    if got in wanted:
+        return
+    got = bytes(got)
+    for w in wanted:
+        if got[:3] == w[:3]:
+            raise FrameError(f"{what} of another version of this format ({got!r}, not {w!r}):"
+                             " all the nodes of a cluster must run the same version")
+    raise FrameError(f"bad {what} magic {got!r}")
+
+
+# -- frames and acks, after the handshake ------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,21 +154,63 @@ class Frame:
 
 def encode(epoch: int, seq: int, records: bytes, snapshot: bool = False,
            last: bool = True) -> bytes:
-    """A batch (seq from 1), or a snapshot's part as of batch seq (from 0)."""
+    """A batch (seq from 1), or a snapshot's part as of batch seq (from 0),
+    without its tag: each link signs it (Session.sign) as it sends it."""
     if not (0 < epoch < 1 << 64 and (0 if snapshot else 1) <= seq < 1 << 64):
         raise ValueError("epoch and seq must be u64, and not 0 (but a snapshot's seq)")
     if len(records) > MAX_RECORDS:
         raise ValueError("batch too big")
     magic = (SNAPSHOT if last else PART) if snapshot else MAGIC
-    head = struct.pack("<4sQQI", magic, epoch, seq, len(records))
-    crc = zlib.crc32(records, zlib.crc32(head))
-    return head + struct.pack("<I", crc) + records
+    return HEAD.pack(magic, epoch, seq, len(records)) + records
+
+
+def encode_ack(epoch: int, seq: int) -> bytes:
+    """An ack without its tag (Session.seal adds it)."""
+    return ACK.pack(ACK_MAGIC, epoch, seq)
+
+
+class Session:
+    """One link's frames after its handshake, in one direction each way:
+    each frame's tag is checked against the key, the direction and the
+    frame's number in that direction (from 0)."""
+
+    def __init__(self, key: bytes, leader: bool):
+        base = hmac.new(key, digestmod=hashlib.sha256)
+        self._out, self._in = base.copy(), base  # (the key's set-up, done once)
+        self._out.update(_TO_FOLLOWER if leader else _TO_LEADER)
+        self._in.update(_TO_LEADER if leader else _TO_FOLLOWER)
+        self.sent = 0  # frames signed: the next one's number
+        self.received = 0  # frames checked
+
+    def sign(self, data) -> bytes:
+        """The tag of the next frame sent (data: its bytes); frames must go
+        out in the order they are signed."""
+        h = self._out.copy()
+        h.update(self.sent.to_bytes(8, "little"))
+        h.update(data)
+        self.sent += 1
+        return h.digest()[:TAG]
+
+    def seal(self, data: bytes) -> bytes:
+        return data + self.sign(data)
+
+    def verify(self, tag, *parts):
+        """The next frame received (its bytes: parts) carries tag, or FrameError."""
+        h = self._in.copy()
+        h.update(self.received.to_bytes(8, "little"))
+        for p in parts:
+            h.update(p)
+        if not hmac.compare_digest(h.digest()[:TAG], tag):
+            raise FrameError("a frame failed its tag: forged, replayed, reordered or damaged")
+        self.received += 1
 
 
 class Reader:
-    """Frames out of a byte stream, whatever the reads' boundaries."""
+    """Frames out of a byte stream, whatever the reads' boundaries, each
+    checked against the link's session."""
 
-    def __init__(self, max_records: int = MAX_RECORDS):
+    def __init__(self, session: Session, max_records: int = MAX_RECORDS):
+        self.session = session
         self.buf = bytearray()
         self.max_records = max_records
 
@@ -85,84 +219,270 @@ class Reader:
         buf += data
         out = []
         pos = 0
-        while len(buf) - pos >= HEAD_SIZE:
-            magic, epoch, seq, n, crc = HEAD.unpack_from(buf, pos)
-            if magic != MAGIC and magic != SNAPSHOT and magic != PART:
-                raise FrameError(f"bad magic {bytes(magic)!r}")
-            if n > self.max_records:
-                raise FrameError(f"frame of {n} bytes, over {self.max_records}")
-            end = pos + HEAD_SIZE + n
-            if len(buf) < end:
-                break
-            records = bytes(buf[pos + HEAD_SIZE:end])
-            if zlib.crc32(records, zlib.crc32(buf[pos:pos + HEAD_SIZE - 4])) != crc:
-                raise FrameError(f"bad checksum in frame {epoch}/{seq}")
-            snapshot = magic != MAGIC
-            if not epoch or not (seq or snapshot):
-                raise FrameError(f"frame {epoch}/{seq}: epoch and seq start at 1")
-            out.append(Frame(epoch, seq, records, snapshot, magic != PART))
-            pos = end
+        with memoryview(buf) as view:
+            while len(buf) - pos >= HEAD_SIZE:
+                magic, epoch, seq, n = HEAD.unpack_from(buf, pos)
+                _magic(magic, (MAGIC, SNAPSHOT, PART), "frame")
+                if n > self.max_records:
+                    raise FrameError(f"frame of {n} bytes, over {self.max_records}")
+                body = pos + HEAD_SIZE
+                end = body + n + TAG
+                if len(buf) < end:
+                    break
+                records = view[body:end - TAG].tobytes()
+                self.session.verify(view[end - TAG:end], view[pos:body], records)
+                snapshot = magic != MAGIC
+                if not epoch or not (seq or snapshot):
+                    raise FrameError(f"frame {epoch}/{seq}: epoch and seq start at 1")
+                out.append(Frame(epoch, seq, records, snapshot, magic != PART))
+                pos = end
         del buf[:pos]
         return out
 
 
-NONCE = struct.Struct("<4s16s")
-NONCE_MAGIC = b"pbn1"
-HELLO = struct.Struct("<4sQ32s")
-HELLO_MAGIC = b"pbh1"
-
-
-def encode_nonce(nonce: bytes) -> bytes:
-    return NONCE.pack(NONCE_MAGIC, nonce)
-
-
-def read_nonce(data: bytes) -> bytes:
-    magic, nonce = NONCE.unpack(data)
-    if magic != NONCE_MAGIC:
-        raise FrameError(f"bad nonce magic {bytes(magic)!r}")
-    return nonce
-
-
-def _mac(secret: bytes, nonce: bytes, epoch: int) -> bytes:
-    return hmac.new(secret, HELLO_MAGIC + nonce + epoch.to_bytes(8, "little"), hashlib.sha256).digest()
-
-
-def encode_hello(secret: bytes, nonce: bytes, epoch: int) -> bytes:
-    return HELLO.pack(HELLO_MAGIC, epoch, _mac(secret, nonce, epoch))
-
-
-def check_hello(secret: bytes, nonce: bytes, data: bytes) -> int:
-    """The epoch the leader proved, from the first HELLO.size bytes."""
-    magic, epoch, mac = HELLO.unpack_from(data)
-    if magic != HELLO_MAGIC:
-        raise FrameError(f"bad hello magic {bytes(magic)!r}")
-    if not hmac.compare_digest(mac, _mac(secret, nonce, epoch)):
-        raise FrameError("the link did not prove the cluster's secret")
-    return epoch
-
-
-def encode_ack(epoch: int, seq: int) -> bytes:
-    return ACK.pack(ACK_MAGIC, epoch, seq)
-
-
 class AckReader:
-    """(epoch, seq) acks out of a follower's byte stream."""
+    """(epoch, seq) acks out of a follower's byte stream, each checked
+    against the link's session."""
 
-    def __init__(self):
+    SIZE = ACK.size + TAG
+
+    def __init__(self, session: Session):
+        self.session = session
         self.buf = b""
 
     def feed(self, data: bytes) -> list[tuple[int, int]]:
         buf = self.buf + data
         out = []
         pos = 0
-        while len(buf) - pos >= ACK.size:
+        while len(buf) - pos >= self.SIZE:
             magic, epoch, seq = ACK.unpack_from(buf, pos)
-            if magic != ACK_MAGIC:
-                raise FrameError(f"bad ack magic {bytes(magic)!r}")
+            _magic(magic, ACK_MAGIC, "ack")
+            end = pos + ACK.size
+            self.session.verify(buf[end:end + TAG], buf[pos:end])
             out.append((epoch, seq))
-            pos += ACK.size
+            pos = end + TAG
         self.buf = buf[pos:]
         return out
+
+
+# -- the handshake -------------------------------------------------------------
+
+
+def _name(name: str) -> bytes:
+    raw = name.encode()
+    if not 0 < len(raw) <= MAX_NAME:
+        raise ValueError(f"a node's name is 1 to {MAX_NAME} bytes (UTF-8), not {len(raw)}")
+    return bytes((len(raw),)) + raw
+
+
+def _read_name(buf: bytes, pos: int) -> tuple[str, int] | None:
+    """The name at buf[pos:] and where it ends; None if not all in."""
+    if len(buf) <= pos:
+        return None
+    end = pos + 1 + buf[pos]
+    if len(buf) < end:
+        return None
+    if end == pos + 1:
+        raise FrameError("an empty node name")
+    try:
+        return bytes(buf[pos + 1:end]).decode(), end
+    except UnicodeDecodeError:
+        raise FrameError("a node name that is not UTF-8") from None
+
+
+def _nonce(nonce: bytes) -> bytes:
+    if len(nonce) != NONCE_SIZE:
+        raise ValueError(f"a nonce is {NONCE_SIZE} bytes")
+    return nonce
+
+
+def _mac(key: bytes, label: bytes, epoch: int, first: str, second: str,
+         nonce_f: bytes, nonce_l: bytes) -> bytes:
+    msg = b"".join((label, epoch.to_bytes(8, "little"), _name(first), _name(second),
+                    _nonce(nonce_f), _nonce(nonce_l)))
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+def session_key(secret: bytes, epoch: int, leader: str, follower: str,
+                nonce_f: bytes, nonce_l: bytes) -> bytes:
+    return _mac(secret, _SESSION, epoch, leader, follower, nonce_f, nonce_l)
+
+
+@dataclass(frozen=True, slots=True)
+class Greeting:
+    """The follower's first message."""
+    nonce: bytes
+    name: str
+
+
+def encode_greeting(nonce: bytes, name: str) -> bytes:
+    return _GREETING.pack(GREETING_MAGIC, _nonce(nonce)) + _name(name)
+
+
+def parse_greeting(buf: bytes) -> tuple[Greeting, int] | None:
+    """The greeting at the start of buf and its size; None if not all in."""
+    if len(buf) >= 4:
+        _magic(buf[:4], GREETING_MAGIC, "greeting")
+    if len(buf) < _GREETING.size:
+        return None
+    _, nonce = _GREETING.unpack_from(buf)
+    got = _read_name(buf, _GREETING.size)
+    if got is None:
+        return None
+    name, end = got
+    return Greeting(nonce, name), end
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """The leader's answer to a greeting."""
+    epoch: int
+    nonce: bytes  # the leader's
+    leader: str
+    target: str  # the node the leader meant to reach
+    mac: bytes
+
+
+def encode_hello(secret: bytes, epoch: int, leader: str, target: str,
+                 nonce_f: bytes, nonce_l: bytes) -> bytes:
+    if not 0 < epoch < 1 << 64:
+        raise ValueError("an epoch is a u64, not 0")
+    mac = _mac(secret, _LEADER_HELLO, epoch, leader, target, nonce_f, nonce_l)
+    return _HELLO.pack(HELLO_MAGIC, epoch, _nonce(nonce_l)) + _name(leader) + _name(target) + mac
+
+
+def parse_hello(buf: bytes) -> tuple[Hello, int] | None:
+    """The hello at the start of buf and its size; None if not all in."""
+    if len(buf) >= 4:
+        _magic(buf[:4], HELLO_MAGIC, "hello")
+    if len(buf) < _HELLO.size:
+        return None
+    _, epoch, nonce = _HELLO.unpack_from(buf)
+    if not epoch:
+        raise FrameError("a hello of epoch 0")
+    got = _read_name(buf, _HELLO.size)
+    if got is None:
+        return None
+    leader, pos = got
+    got = _read_name(buf, pos)
+    if got is None:
+        return None
+    target, pos = got
+    end = pos + MAC_SIZE
+    if len(buf) < end:
+        return None
+    return Hello(epoch, nonce, leader, target, bytes(buf[pos:end])), end
+
+
+def encode_proof(secret: bytes, epoch: int, follower: str, leader: str,
+                 nonce_f: bytes, nonce_l: bytes) -> bytes:
+    return PROOF.pack(PROOF_MAGIC, _mac(secret, _FOLLOWER_HELLO, epoch, follower, leader,
+                                        nonce_f, nonce_l))
+
+
+def parse_proof(buf: bytes) -> tuple[bytes, int] | None:
+    """The follower's mac_f at the start of buf and the proof's size; None if not all in."""
+    if len(buf) >= 4:
+        _magic(buf[:4], PROOF_MAGIC, "proof")
+    if len(buf) < PROOF.size:
+        return None
+    return PROOF.unpack_from(buf)[1], PROOF.size
+
+
+class Accepting:
+    """The follower's side of a handshake: its greeting out; the leader's
+    hello in, checked; its own proof out, and the link's session. It holds
+    at most MAX_HELLO bytes meanwhile."""
+
+    def __init__(self, secret: bytes, name: str, nonce: bytes):
+        self.secret, self.name, self.nonce = secret, name, _nonce(nonce)
+        _name(name)
+        self.buf = b""
+        self.hello: Hello | None = None  # once checked
+        self.session: Session | None = None
+
+    def greeting(self) -> bytes:
+        return encode_greeting(self.nonce, self.name)
+
+    def feed(self, data: bytes) -> bytes | None:
+        """Bytes from the leader: None until its hello is all in; then the
+        proof to send (and the session is set). FrameError if the hello is
+        not one the cluster's leader made for this node, on this link."""
+        if self.session is not None:
+            raise FrameError("the handshake is over")
+        buf = self.buf + data
+        got = parse_hello(buf)
+        if got is None:
+            self.buf = buf  # (shorter than a whole hello: under MAX_HELLO)
+            return None
+        h, end = got
+        want = _mac(self.secret, _LEADER_HELLO, h.epoch, h.leader, h.target, self.nonce, h.nonce)
+        if not hmac.compare_digest(h.mac, want):
+            raise FrameError("its hello does not prove the cluster's secret")
+        if h.target != self.name:
+            raise FrameError(f"its hello was made for node {h.target!r}, not for this one"
+                             f" ({self.name!r}): relayed from that node's address?")
+        if end != len(buf):
+            raise FrameError("it sent bytes after its hello, before this node's proof")
+        self.buf, self.hello = b"", h
+        self.session = Session(session_key(self.secret, h.epoch, h.leader, self.name,
+                                           self.nonce, h.nonce), leader=False)
+        return encode_proof(self.secret, h.epoch, self.name, h.leader, self.nonce, h.nonce)
+
+
+class Connecting:
+    """The leader's side of a handshake with the node it meant to reach
+    (target): the follower's greeting in (greeted: the hello to send), then
+    its proof in (proved: the link's session)."""
+
+    def __init__(self, secret: bytes, epoch: int, name: str, target: str, nonce: bytes):
+        self.secret, self.epoch, self.name, self.target = secret, epoch, name, target
+        self.nonce = _nonce(nonce)
+        _name(name), _name(target)
+        self.buf = b""
+        self.greeting: Greeting | None = None
+        self.session: Session | None = None
+
+    def greeted(self, data: bytes) -> bytes | None:
+        """Bytes from the follower: None until its greeting is all in; then
+        the hello to send. FrameError if it is not the greeting of target."""
+        if self.greeting is not None:
+            raise FrameError("a greeting again")
+        buf = self.buf + data
+        got = parse_greeting(buf)
+        if got is None:
+            self.buf = buf
+            return None
+        g, end = got
+        if g.name != self.target:
+            raise FrameError(f"the node at its address says it is {g.name!r}")
+        if end != len(buf):
+            raise FrameError("it sent bytes after its greeting, before this node's hello")
+        self.buf, self.greeting = b"", g
+        return encode_hello(self.secret, self.epoch, self.name, self.target, g.nonce, self.nonce)
+
+    def proved(self, data: bytes) -> Session | None:
+        """Bytes from the follower after the hello: None until its proof is
+        all in; then the link's session. FrameError if the proof is wrong."""
+        g = self.greeting
+        if g is None or self.session is not None:
+            raise FrameError("a proof out of turn")
+        buf = self.buf + data
+        got = parse_proof(buf)
+        if got is None:
+            self.buf = buf
+            return None
+        mac, end = got
+        want = _mac(self.secret, _FOLLOWER_HELLO, self.epoch, self.target, self.name,
+                    g.nonce, self.nonce)
+        if not hmac.compare_digest(mac, want):
+            raise FrameError("its proof is wrong: it does not know the cluster's secret")
+        if end != len(buf):
+            raise FrameError("it sent bytes after its proof, before the snapshot")
+        self.buf = b""
+        self.session = Session(session_key(self.secret, self.epoch, self.name, self.target,
+                                           g.nonce, self.nonce), leader=True)
+        return self.session
 
 
 # Verdicts on a frame, from the follower's side.

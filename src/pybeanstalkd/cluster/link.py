@@ -1,17 +1,23 @@
-"""The peer link (issue 13): a leader ships frames to each follower over
+"""The peer link: a leader ships frames to each follower over
 TCP; a follower applies them and writes them to its own binlog, then acks:
 with -f0 once they are fsynced, otherwise at once (they are in its memory;
 its own fsync policy covers them, as a single node's).
 
-Every connection starts with the leader's proof of the cluster's secret
-(frame.py), then a snapshot of its jobs in parts, then goes on with the
-batches its binlog writes (Wal.tap): with -f0 one batch per group commit,
-shipped as the leader's own fsync starts, the next one held until every
-ISR member has acked it; with -f MS one per pass of the loop. A follower
-that finds a gap,
-or a frame of another epoch, closes the connection: the leader's next one
-starts with a snapshot again. Frames that arrive while a follower fsyncs
-share its next fsync, and it acks the last of them.
+Every connection starts with a handshake (frame.py) in which each side
+proves the cluster's secret, and the follower that it is the node the
+leader meant to reach; the leader sends nothing of its jobs before that.
+Then a snapshot of its jobs in parts, then the batches its binlog writes
+(Wal.tap): with -f0 one batch per group commit, shipped as the leader's
+own fsync starts, the next one held until every ISR member has acked it;
+with -f MS one per pass of the loop. Every frame and ack carries a tag
+under the link's session key. A follower that finds a gap, or a frame of
+another epoch, closes the connection: the leader's next one starts with a
+snapshot again. Frames that arrive while a follower fsyncs share its next
+fsync, and it acks the last of them.
+
+Each side gives the other HANDSHAKE_S (TLS's handshake included) from
+the connection's start to complete the handshake, and closes it past
+that: a connection to a peer port that sends nothing is not kept.
 """
 from __future__ import annotations
 
@@ -25,17 +31,35 @@ from . import frame as F
 from .apply import PART_BYTES, ApplyError, Restore, apply_records, snapshot_parts
 
 
-HANDSHAKE_S = 5.0  # a TLS handshake on a link
+HANDSHAKE_S = 5.0  # a link's handshake, TLS's included, from the connection's start
+# Connections to a peer port that have not completed their handshake, at
+# most: one more closes the oldest of them. Only a leader's link is ever
+# expected there, so this bounds what whoever reaches the port can hold (a
+# flood of silent connections took the descriptors the node's binlog needed
+# for its next file), and a leader, whose handshake takes a round trip, still
+# gets in.
+MAX_HANDSHAKES = 8
+REFUSALS_S = 1.0  # a refused link is said at most once a second (and once per cause)
+RETRY_S = 0.5  # out of descriptors: accept again this much later
+# A link that holds more than this unsent (what its socket has not taken,
+# or batches held behind its snapshot) is closed, rather than buffered for
+# without end: a follower that stopped reading (stopped, frozen, or a
+# stalled path) starts again from a snapshot once it reads again.
+LINK_BUFFER = 64 << 20
 
 
 class FollowerNode:
     """What a follower holds: its queue (with its own binlog as the store),
     the fencing state, and the link its leader writes to."""
 
-    def __init__(self, q, wal, max_job_size: int, secret: bytes, log=lambda m: None,
-                 sync: bool = True, kick=lambda: None):
+    def __init__(self, q, wal, max_job_size: int, secret: bytes, name: str,
+                 log=lambda m: None, sync: bool = True, kick=lambda: None,
+                 handshake_s: float = HANDSHAKE_S, refusals_s: float = REFUSALS_S):
         self.q, self.wal, self.max_job_size, self.log = q, wal, max_job_size, log
         self.secret = secret  # the cluster's, from etcd: a leader must prove it
+        self.name = name  # this node's: a leader's hello must be made for it
+        self.handshake_s = handshake_s  # a link not through its handshake by then is closed
+        self.refusals_s = refusals_s  # refusals are said at most once this often
         self.sync = sync  # -f0: ack only what is fsynced
         self.kick = kick  # otherwise: the server's fsync policy, told of new records
         self.state = F.Follower()
@@ -43,19 +67,45 @@ class FollowerNode:
         self.restore = None  # a snapshot coming in parts
         self.said_undurable = False
         self.last_refusal = None
+        self.refused_at = 0  # monotonic ns: when a refusal was last said
+        self.unsaid = 0  # refusals not said since (REFUSALS_S)
+        self.handshaking: dict = {}  # a connection not through its handshake -> its abort
 
     async def serve(self, host: str, port: int, certs=None):
         """Listen for the leader's link (TLS with certs: server.tls.Certs)."""
         loop = asyncio.get_running_loop()
         if certs is None:
-            return await loop.create_server(lambda: _Receiver(self), host, port)
+            return await loop.create_server(
+                lambda: _Receiver(self, loop.time() + self.handshake_s), host, port)
         return _TlsListener(self, host, port, certs)
 
     def refused(self, why: str, peer: str = "?"):
-        """A link failed its TLS handshake: said once per cause."""
-        if why != self.last_refusal:
-            self.last_refusal = why
-            self.log(f"replication: a link from {peer} failed its TLS handshake: {why}")
+        """A link was refused or dropped (why: its TLS handshake or the
+        link's own failed, or a frame failed a check): said once per cause,
+        and once a second at most, with how many were not said meanwhile
+        (whoever keeps trying, with what fails each time, fills no log)."""
+        if why == self.last_refusal:
+            return
+        now = monotonic_ns()
+        if now - self.refused_at < self.refusals_s * 1e9:
+            self.unsaid += 1
+            return
+        more = f" ({self.unsaid} more refused before it)" if self.unsaid else ""
+        self.refused_at, self.unsaid, self.last_refusal = now, 0, why
+        self.log(f"replication: a link from {peer} {why}{more}")
+
+    def handshake_begins(self, key, abort):
+        """A connection starts its handshake (key: the connection; abort:
+        closes it). At MAX_HANDSHAKES already, the oldest is closed."""
+        if len(self.handshaking) >= MAX_HANDSHAKES:
+            oldest = next(iter(self.handshaking))
+            self.handshaking.pop(oldest)()
+            self.refused(f"was closed: {MAX_HANDSHAKES} connections to the peer port were "
+                         "in their handshakes")
+        self.handshaking[key] = abort
+
+    def handshake_ends(self, key):
+        self.handshaking.pop(key, None)
 
     def undurable(self):
         if not self.said_undurable:
@@ -104,6 +154,7 @@ class _TlsListener:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.create_server((host, port), family=family)
         self.sock.setblocking(False)
+        self.retry = None
         self.loop.add_reader(self.sock.fileno(), self._accept)
 
     def _accept(self):
@@ -111,63 +162,107 @@ class _TlsListener:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError):
             return
-        except OSError as e:  # (out of descriptors: the leader tries again)
-            self.node.refused(f"accept: {e}")
+        except OSError as e:
+            # Out of descriptors (the leader tries again): not watched for a
+            # while, or the readable socket would be accepted from in a spin.
+            self.node.refused(f"could not be accepted: {e.strerror}")
+            self.loop.remove_reader(self.sock.fileno())
+            self.retry = self.loop.call_later(RETRY_S, self._resume)
             return
-        self.loop.create_task(self._start(conn))
+        task = self.loop.create_task(self._start(conn))
+        self.node.handshake_begins(conn, task.cancel)
+
+    def _resume(self):
+        self.retry = None
+        if self.sock.fileno() >= 0:
+            self.loop.add_reader(self.sock.fileno(), self._accept)
 
     async def _start(self, conn):
+        # One limit for both handshakes, TLS's and the link's, from now.
+        deadline = self.loop.time() + self.node.handshake_s
         try:
             peer = "%s:%d" % conn.getpeername()[:2]
         except OSError:
             peer = "?"
         try:
             await self.loop.connect_accepted_socket(
-                lambda: _Receiver(self.node), conn, ssl=self.certs.server(),
-                ssl_handshake_timeout=HANDSHAKE_S)
+                lambda: _Receiver(self.node, deadline, peer), conn, ssl=self.certs.server(),
+                ssl_handshake_timeout=self.node.handshake_s)
         except (OSError, asyncio.TimeoutError) as e:  # (ssl.SSLError is an OSError)
             from ..server.tls import failure_reason
 
-            self.node.refused(failure_reason(e), peer)
+            self.node.refused(f"failed its TLS handshake: {failure_reason(e)}", peer)
             conn.close()
-        else:
-            self.node.last_refusal = None  # (a later failure is said again)
+        except asyncio.CancelledError:  # (closed for a newer one: MAX_HANDSHAKES)
+            conn.close()
+        finally:
+            self.node.handshake_ends(conn)  # (the link's own handshake goes on in _Receiver)
 
     def close(self):
+        if self.retry is not None:
+            self.retry.cancel()
+            self.retry = None
         if self.sock.fileno() >= 0:
             self.loop.remove_reader(self.sock.fileno())
             self.sock.close()
 
 
 class _Receiver(asyncio.Protocol):
-    def __init__(self, node: FollowerNode):
-        self.node = node
-        self.reader = F.Reader()
-        self.nonce = os.urandom(16)
-        self.hello = b""  # until the leader's hello is in
-        self.epoch = None  # the epoch it proved: the only one taken here
+    """One connection to the peer port: the handshake (by deadline, a
+    loop.time()), then the leader's frames, each checked, and the acks."""
+
+    def __init__(self, node: FollowerNode, deadline: float, peer: str | None = None):
+        self.node, self.deadline, self.peer = node, deadline, peer
+        self.handshake = F.Accepting(node.secret, node.name, os.urandom(F.NONCE_SIZE))
+        self.timer = None
+        self.session = None  # once the handshake is done
+        self.reader = None  # (the frames, checked against the session)
+        self.epoch = None  # the epoch the hello proved: the only one taken here
         self.unsynced = None  # (epoch, seq) applied, not yet acked
 
     def connection_made(self, transport):
         self.node.conns.add(self)
         self.transport = transport
-        transport.write(F.encode_nonce(self.nonce))
+        if self.peer is None:
+            addr = transport.get_extra_info("peername")
+            self.peer = "%s:%d" % addr[:2] if addr else "?"
+        self.node.handshake_begins(self, transport.abort)
+        self.timer = asyncio.get_running_loop().call_at(self.deadline, self._late)
+        transport.write(self.handshake.greeting())
 
     def connection_lost(self, exc):
         self.node.conns.discard(self)
+        self.node.handshake_ends(self)
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def _late(self):
+        self.timer = None
+        self.refuse(f"did not complete its handshake within {self.node.handshake_s:g} s")
+
+    def refuse(self, why: str):
+        self.node.refused(why, self.peer)
+        self.transport.abort()
 
     def data_received(self, data):
         try:
-            if self.epoch is None:
-                self.hello += data
-                if len(self.hello) < F.HELLO.size:
+            if self.session is None:
+                proof = self.handshake.feed(data)
+                if proof is None:
                     return
-                self.epoch = F.check_hello(self.node.secret, self.nonce, self.hello)
-                data, self.hello = self.hello[F.HELLO.size:], b""
+                if self.timer is not None:
+                    self.timer.cancel()
+                    self.timer = None
+                self.session = self.handshake.session
+                self.epoch = self.handshake.hello.epoch
+                self.node.handshake_ends(self)
+                self.reader = F.Reader(self.session)
+                self.transport.write(proof)
+                self.node.last_refusal = None  # (a later failure is said again)
+                return  # (nothing came after the hello: Accepting refuses it)
             frames = self.reader.feed(data)
         except F.FrameError as e:
-            self.node.log(f"replication: {e}")
-            self.transport.close()
+            self.refuse(f"was refused: {e}" if self.session is None else f"was dropped: {e}")
             return
         for f in frames:
             if f.epoch != self.epoch:
@@ -198,7 +293,7 @@ class _Receiver(asyncio.Protocol):
                 return
         else:
             self.node.kick()
-        self.transport.write(F.encode_ack(*ack))
+        self.transport.write(self.session.seal(F.encode_ack(*ack)))
 
 
 class Replicator:
@@ -207,10 +302,14 @@ class Replicator:
     write each, however many commands the pass ran), and tracks what each
     has acked."""
 
-    def __init__(self, q, wal, epoch: int, secret: bytes, log=lambda m: None, certs=None):
+    def __init__(self, q, wal, epoch: int, secret: bytes, name: str, log=lambda m: None,
+                 certs=None, handshake_s: float = HANDSHAKE_S, link_buffer: int = LINK_BUFFER):
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
         self.secret = secret
+        self.name = name  # this node's, in its hellos
         self.certs = certs  # TLS links: server.tls.Certs, or None
+        self.handshake_s = handshake_s  # a follower not through the handshake by then is dropped
+        self.link_buffer = link_buffer  # a link holding more unsent is closed
         self.seq = 0  # the last batch numbered
         self.lsn = {}  # seq -> the wal's written bytes after that batch
         self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
@@ -261,11 +360,14 @@ class Replicator:
                 del lsn[k]
                 self.sent_at.pop(k, None)
         frame = F.encode(self.epoch, self.seq, data)
-        for link in self.links.values():
+        for link in list(self.links.values()):
             if link.backlog is None:
                 link.send(frame)
             else:  # its snapshot is going out: after it
                 link.backlog.append(frame)
+                link.held += len(frame)
+                if link.held > self.link_buffer:
+                    link.overflow()
         if self.on_ship is not None:
             self.on_ship()
 
@@ -316,29 +418,51 @@ class Replicator:
             self.log(f"replication to {name}: {why}")
 
     async def connect(self, name: str, host: str, port: int):
-        """Open the link to a follower: a snapshot, then every batch."""
-        kw = {} if self.certs is None else {"ssl": self.certs.peer(),
-                                            "ssl_handshake_timeout": HANDSHAKE_S}
-        reader, writer = await asyncio.open_connection(host, port, **kw)
+        """Open the link to follower name (registered at host:port): the
+        handshake, then a snapshot, then every batch. ConnectionError (an
+        OSError) if the node there does not prove the secret, or is not
+        name, or does not answer within handshake_s."""
+        reader, writer, session = await self._handshake(name, host, port)
         self.ship()  # to the others: the snapshot holds all of it
         self.lsn.setdefault(self.seq, self.wal.written)
-        link = self.links[name] = _Shipper(self, name, reader, writer)
+        link = self.links[name] = _Shipper(self, name, reader, writer, session)
         link.backlog = []
         link.task = asyncio.get_running_loop().create_task(link.run(self.seq))
         return link
 
-    async def _send_snapshot(self, link, seq: int):
-        """The proof of the secret; then the snapshot as of batch seq, in
-        parts, other events served between them; the batches shipped
-        meanwhile follow it."""
+    async def _handshake(self, name: str, host: str, port: int):
+        kw = {} if self.certs is None else {"ssl": self.certs.peer(),
+                                            "ssl_handshake_timeout": self.handshake_s}
         try:
-            nonce = F.read_nonce(await asyncio.wait_for(link.reader.readexactly(F.NONCE.size), 5))
-        except asyncio.IncompleteReadError:
-            raise ConnectionError("closed before its nonce" + (
-                " (does it trust this node's certificate? see its log)" if self.certs else "")) from None
-        except (asyncio.TimeoutError, F.FrameError) as e:
-            raise ConnectionError(f"no nonce ({e!r})") from None
-        link.send(F.encode_hello(self.secret, nonce, self.epoch))
+            hs = F.Connecting(self.secret, self.epoch, self.name, name, os.urandom(F.NONCE_SIZE))
+        except ValueError as e:  # (a name registered in etcd that no link can carry)
+            raise ConnectionError(str(e)) from None
+        writer = None
+        try:
+            async with asyncio.timeout(self.handshake_s):
+                reader, writer = await asyncio.open_connection(host, port, **kw)
+                writer.write(await _until(reader, hs.greeted, "its nonce" + (
+                    " (does it trust this node's certificate? see its log)" if self.certs else "")))
+                session = await _until(reader, hs.proved,
+                                       "its proof (it refused this node's hello? see its log)")
+        except TimeoutError:
+            if writer is not None:
+                writer.close()
+            stage = ("connection" if writer is None else "nonce" if hs.greeting is None
+                     else "proof")
+            raise ConnectionError(f"no {stage} within {self.handshake_s:g} s") from None
+        except F.FrameError as e:
+            writer.close()
+            raise ConnectionError(str(e)) from None
+        except BaseException:
+            if writer is not None:
+                writer.close()
+            raise
+        return reader, writer, session
+
+    async def _send_snapshot(self, link, seq: int):
+        """The snapshot as of batch seq, in parts, other events served
+        between them; the batches shipped meanwhile follow it."""
         parts = snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes)
         part = next(parts)
         for following in parts:
@@ -350,23 +474,39 @@ class Replicator:
         for frame in link.backlog:
             link.send(frame)
         link.backlog = None
+        link.held = 0
+
+
+async def _until(reader, step, what: str):
+    """Feed step (a handshake's) what the follower sends until it returns
+    something: a whole message is in."""
+    while True:
+        data = await reader.read(F.MAX_HELLO)
+        if not data:
+            raise ConnectionError(f"closed before {what}")
+        got = step(data)
+        if got is not None:
+            return got
 
 
 class _Shipper:
-    def __init__(self, rep: Replicator, name: str, reader, writer):
+    def __init__(self, rep: Replicator, name: str, reader, writer, session: F.Session):
         self.rep, self.name, self.reader, self.writer = rep, name, reader, writer
+        self.session = session  # the link's: every frame sent is signed under it
         self.acked = 0  # the last seq acked (0: not even the snapshot's yet)
         self.snapshot_acked = False
         self.changed = asyncio.Event()
         self.task = None
         self.since = monotonic_ns()  # connected at
         self.backlog: list[bytes] | None = None  # batches held while the snapshot goes out
+        self.held = 0  # their bytes
 
     async def run(self, seq: int):
         try:
             await self.rep._send_snapshot(self, seq)
         except (OSError, ConnectionError) as e:
-            self.rep.failed(self.name, e)
+            if not self.writer.is_closing():  # (else it was closed here, and said why)
+                self.rep.failed(self.name, e)
             self.close()
             return
         await self.read_acks()
@@ -379,11 +519,26 @@ class _Shipper:
         self.changed.set()
 
     def send(self, frame: bytes):
-        if not self.writer.is_closing():
-            self.writer.write(frame)
+        """Sign and send frame (they must go out in the order signed)."""
+        w = self.writer
+        if not w.is_closing():
+            tag = self.session.sign(frame)
+            if len(frame) < 1 << 16:
+                w.write(frame + tag)
+            else:  # (not a copy of a big batch to join them)
+                w.write(frame)
+                w.write(tag)
+            if w.transport.get_write_buffer_size() > self.rep.link_buffer:
+                self.overflow()
+
+    def overflow(self):
+        self.rep.failed(self.name, ConnectionError(
+            f"it left more than {self.rep.link_buffer:,} bytes unread: the link is closed, "
+            "and the next starts from a snapshot"))
+        self.close()
 
     async def read_acks(self):
-        acks = F.AckReader()
+        acks = F.AckReader(self.session)
         try:
             while data := await self.reader.read(65536):
                 for epoch, seq in acks.feed(data):

@@ -1,4 +1,4 @@
-"""One node of a cluster (issue 13): follower until etcd makes it leader.
+"""One node of a cluster: follower until etcd makes it leader.
 
 A follower serves no client (it accepts and closes at once), listens on
 its peer address, and applies what the leader ships (link.py). When the
@@ -6,8 +6,10 @@ leader key is gone and this node is in the ISR, it campaigns; if it wins,
 it leads under the epoch etcd gave it:
 - it takes a block of job ids from etcd, so that no id repeats;
 - it ships every batch its binlog writes to each registered node, each
-  link starting with a snapshot (with -f0 a batch is a group commit: sent
-  as the local fsync starts, and the next waits for the ISR's acks);
+  link starting with a handshake in which the node at the registered
+  address proves the cluster's secret and that it is that node (link.py),
+  then a snapshot (with -f0 a batch is a group commit: sent as the local
+  fsync starts, and the next waits for the ISR's acks);
 - a reply to any command waits until what the binlog holds so far is on
   this node (fsynced with -f0, written with -f MS) and acked by every other
   ISR member: a reserve never hands out a job whose put is not yet safe;
@@ -26,10 +28,15 @@ import asyncio
 from time import monotonic_ns
 
 from .coord import UNREACHABLE, Coordinator
-from .link import FollowerNode, Replicator
+from .frame import MAX_NAME
+from .link import RETRY_S, FollowerNode, Replicator
 
 LAG_S = 2.0  # an ISR member silent this long while batches wait is dropped
 MISSING_S = 1.0  # ... and one with no link at all (a new leader's dead peer)
+# A link whose follower has acked nothing this long while batches wait is
+# closed (it is out of the ISR by then): the batches it holds are not kept
+# for it, and the next link starts from a snapshot.
+STALL_S = 10.0
 POLL_S = 0.3  # how often a follower looks at the leader key, a leader at the nodes
 ID_BLOCK = 1 << 32  # job ids taken from etcd at a time
 EXIT_DEPOSED = 75
@@ -67,8 +74,8 @@ class Node:
         self.info = {"peer": opts.peer_advertise or opts.peer_listen}
         if opts.http is not None:
             self.info["http"] = "%s:%d" % opts.http
-        self.follower = FollowerNode(engine.q, wal, engine.max_job_size, b"", self.log,
-                                     sync=self.sync, kick=srv.syncer.kick)
+        self.follower = FollowerNode(engine.q, wal, engine.max_job_size, b"", self.name,
+                                     self.log, sync=self.sync, kick=srv.syncer.kick)
         self.role = "follower"
         self.epoch = 0
         self.isr: list[str] = []
@@ -119,7 +126,7 @@ class Node:
         follower's lag; a follower reports the batch it has applied."""
         st = self.status()
         st.update(cluster=self.opts.cluster, leader=self.leader)
-        if self.role != "leader":
+        if self.role != "leader" or self.rep is None:  # (or becoming it)
             f = self.follower.state
             st.update(epoch=f.following, applied_seq=f.seq,
                       nodes=[dict(name=n, **info) for n, info in sorted(self.nodes.items())])
@@ -149,6 +156,8 @@ class Node:
     # -- the life of a node -------------------------------------------------
 
     async def run(self):
+        if not 0 < len(self.name.encode()) <= MAX_NAME:  # (the links carry it: frame.py)
+            raise ValueError(f"--node {self.name!r}: a name of 1 to {MAX_NAME} bytes")
         while True:
             try:
                 await self.coord.register(self.info)
@@ -193,8 +202,8 @@ class Node:
         self.isr = got[1] if got else [self.name]
         self.gate = list(self.isr)
         await self._take_ids()
-        self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.log,
-                              self.opts.tls)
+        self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.name,
+                              self.log, self.opts.tls)
         self.rep.on_ack = self._acked
         self.srv.commit = self.committed
         if self.sync:  # -f0: one batch per group commit, one group in flight
@@ -277,6 +286,8 @@ class Node:
             await asyncio.sleep(POLL_S)
 
     async def _connect(self, name: str, peer: str):
+        """A link to name, at the address it registered (peer): the node
+        there must prove it is name (link.py)."""
         try:
             link = await self.rep.connect(name, *parse_addr(peer))
         except OSError as e:  # (ConnectionError and TLS errors too)
@@ -305,6 +316,11 @@ class Node:
                     self.missing.pop(m, None)
                     if rep.lagging(link, now, LAG_S):
                         isr.remove(m)
+            for name, link in list(rep.links.items()):
+                if rep.lagging(link, now, STALL_S) and name not in isr:
+                    rep.failed(name, ConnectionError(
+                        f"it acked nothing for {STALL_S:g} s: the link is closed"))
+                    link.close()
             # A node joins once it has all that may have been acknowledged
             # (not necessarily the last batch: under load there is always
             # one in flight). From this moment replies wait for it too, so
@@ -395,16 +411,34 @@ class Node:
 
 def _refuse_clients(loop, sock):
     """Accept and close at once (a follower serves no client); returns the
-    function that stops it."""
+    function that stops it. Out of descriptors, the socket is not watched
+    for RETRY_S (else, readable and never accepted from, it would spin)."""
     if sock is None:
         return lambda: None
+    fd = sock.fileno()
+    retry = None
 
     def refuse():
+        nonlocal retry
         try:
             conn, _ = sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
         except OSError:
+            loop.remove_reader(fd)
+            retry = loop.call_later(RETRY_S, watch)
             return
         conn.close()
+
+    def watch():
+        nonlocal retry
+        retry = None
+        loop.add_reader(fd, refuse)
+
+    def stop():
+        if retry is not None:
+            retry.cancel()
+        loop.remove_reader(fd)
     sock.setblocking(False)
-    loop.add_reader(sock.fileno(), refuse)
-    return lambda: loop.remove_reader(sock.fileno())
+    watch()
+    return stop
