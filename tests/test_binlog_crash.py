@@ -370,3 +370,57 @@ def test_disk_full(servers, small_fs, writer, reader):
     for jid in kept:
         c.delete(jid)
     no_traceback(r.kill9().text)
+
+
+# ---------------------------------------------------------------------------
+# A record whose body size was changed on disk
+
+BODY_SIZE_AT = 4 + 2 + 32  # namelen, the tube name "tb", then Jobrec's body_size
+
+
+def _inflated(extra: int) -> tuple[bytes, bytes, bytes]:
+    r1 = bytearray(full_record(7, "tb", b"one", id=1))
+    r2 = full_record(7, "tb", b"two", id=2)
+    r3 = full_record(7, "tb", b"three", id=3)
+    struct.pack_into("<i", r1, BODY_SIZE_AT, len(b"one\r\n") + extra)
+    return bytes(r1), r2, r3
+
+
+@pytest.mark.parametrize("reader", ["reference", "ours"])
+@pytest.mark.parametrize("into", ["records", "zeros"])
+def test_an_inflated_body_size_serves_no_other_bytes(servers, wal, reader, into):
+    """Job 1's size grew on disk: its body would be the records after it
+    (`records`: half of job 2's) or the file's preallocated zeros. The
+    reference serves those bytes as job 1's body; ours refuses the record
+    like any other damaged one: said with the file and offset, and the
+    file read no further (where the next record starts is not known)."""
+    r2, r3 = full_record(7, "tb", b"two", id=2), full_record(7, "tb", b"three", id=3)
+    extra = len(r2) // 2 if into == "records" else len(r2) + len(r3) + 100
+    r1, r2, r3 = _inflated(extra)
+    path = os.path.join(wal, "binlog.1")
+    write_binlog(path, 7, r1, r2, r3, bytes(4096))
+    r = servers(reader, wal)
+    c = r.client()
+    got = [c.peek(1), c.peek(2), c.peek(3)]
+    err = normalize_prog(r.kill9().stderr, reader)
+    no_traceback(err)
+    if reader == "reference":
+        # (peek leaves out the body's last two bytes, its "CRLF")
+        assert got[0] == b"one\r\n" + (r2[:extra - 2] if into == "records" else r2 + r3 + bytes(98))
+        return
+    assert got == [None, None, None]
+    assert f"{path}:4: job 1 is damaged: its {5 + extra}-byte body does not end with CRLF" in err
+    assert "You may be missing data." in err
+
+
+def test_a_shrunk_body_size_is_refused(servers, wal):
+    r1 = bytearray(full_record(7, "tb", b"hello world", id=1))
+    struct.pack_into("<i", r1, BODY_SIZE_AT, 6)  # "hello " : no CRLF at its end
+    path = os.path.join(wal, "binlog.1")
+    write_binlog(path, 7, bytes(r1), full_record(7, "tb", b"next", id=2))
+    r = servers("ours", wal)
+    c = r.client()
+    assert c.peek(1) is None and c.peek(2) is None
+    assert c.put(b"fresh") == 2  # the damaged record's id is used up all the same
+    err = normalize_prog(r.kill9().stderr, "ours")
+    assert f"{path}:4: job 1 is damaged: its 6-byte body does not end with CRLF" in err

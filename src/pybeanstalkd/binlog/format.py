@@ -95,7 +95,15 @@ def _body(data, pos, id_, size, start, max_job_size, path, warn, st, what):
         return None
     if id_ > st[0]:
         st[0] = id_
-    return _take(data, pos, size, path, warn, what)
+    body = _take(data, pos, size, path, warn, what)
+    if body is not None and body[-2:] != b"\r\n":
+        # Every body ends with the CRLF its put required. One that does not
+        # has a damaged size: its bytes would be the records after it (an
+        # inflated size) or a part of its own (a shrunk one).
+        warn(f"{path}:{start}: job {id_} is damaged: its {size}-byte body does not end"
+             f" with CRLF")
+        return None
+    return body
 
 
 def _read_v7(data, pos, max_job_size, path, warn, st):
