@@ -1024,12 +1024,47 @@ HTTP_OPTION_ERRORS = [
     (["--http", ":1", "--http-auth", "nopassword"], "PROG: invalid value for --http-auth: 'nopassword'"),
     (["--http", ":1", "--http-auth", ":pw"], "PROG: invalid value for --http-auth: ':pw'"),
     (["--http-auth", "a:b"], "PROG: --http-auth needs --http"),
+    (["--http", ":1", "--http-max-connections", "0"],
+     "PROG: invalid value for --http-max-connections: '0'"),
+    (["--http", ":1", "--http-max-connections", "many"],
+     "PROG: invalid value for --http-max-connections: 'many'"),
+    (["--http", ":1", "--http-max-connections"],
+     "PROG: flag requires an argument: --http-max-connections"),
+    (["--http-max-connections", "8"], "PROG: --http-max-connections needs --http"),
+    (["--http", ":1", "--http-allowed-hosts", "q.example:80"],
+     "PROG: invalid value for --http-allowed-hosts: 'q.example:80'"),
+    (["--http", ":1", "--http-allowed-hosts=a,,b"],
+     "PROG: invalid value for --http-allowed-hosts: 'a,,b'"),
+    (["--http", ":1", "--http-allowed-hosts", "-bad.example"],
+     "PROG: invalid value for --http-allowed-hosts: '-bad.example'"),
+    (["--http", ":1", "--http-allowed-hosts", "b\u00e9.example"],
+     "PROG: invalid value for --http-allowed-hosts: 'b\u00e9.example'"),
+    (["--http", ":1", "--http-allowed-hosts", "[::1]"],
+     "PROG: invalid value for --http-allowed-hosts: '[::1]'"),
+    (["--http", ":1", "--http-allowed-hosts", ""],
+     "PROG: invalid value for --http-allowed-hosts: ''"),
+    (["--http-allowed-hosts", "q.example"], "PROG: --http-allowed-hosts needs --http"),
 ]
+
+
+def test_http_guard_options_parse(capsys):
+    opts = parse(["--http", ":1", "--http-max-connections", "8",
+                  "--http-allowed-hosts", "Queue.Internal., .corp.example,*,10.0.0.1"], capsys)[0]
+    assert opts.http_max_connections == 8
+    assert opts.http_allowed_hosts == ("queue.internal", ".corp.example", "*", "10.0.0.1")
+    assert parse(["--http", ":1", "--http-allowed-hosts=q_1.example"], capsys)[0] \
+        .http_allowed_hosts == ("q_1.example",)
+    opts = parse(["--http", ":1"], capsys)[0]
+    assert (opts.http_max_connections, opts.http_allowed_hosts) == (64, ())
+    from pybeanstalkd.ops import httpguard
+    assert cli.HTTP_MAX_CONNECTIONS_DEFAULT == httpguard.MAX_CONNECTIONS
 
 
 def test_long_help_lists_http_options(capsys):
     err = parse(["--help"], capsys)[3]
     assert "--http ADDR" in err and "--http-auth USER:PASS" in err
+    assert "--http-max-connections N" in err and "(default 64)" in err
+    assert "--http-allowed-hosts NAME,..." in err
 
 
 def test_cli_import_does_not_load_the_http_side():

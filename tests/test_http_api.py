@@ -491,3 +491,34 @@ async def test_dashboard_files(w, client, tmp_path):
     assert r.status == 200 and r.content_type == "text/css"
     for path in ("/static/nope.js", "/static/..%2Fsecret.txt", "/static/.hidden", "/static/"):
         assert (await client.get(path)).status == 404, path
+
+
+@http_test()
+async def test_many_tubes_are_listed_in_slices_and_shared_by_requests_at_once(w, client,
+                                                                             monkeypatch):
+    # Made once for requests that come together (what costs time and memory
+    # in the number of tubes), and a slice of tubes at a time.
+    from pybeanstalkd.ops import api
+
+    s = w.conn()
+    n = 3 * api.TUBES_SLICE + 5
+    for i in range(n):
+        w.send(s, b"watch t%05d\r\n" % i)
+    made = []
+    tube = api.tube
+    monkeypatch.setattr(api, "tube", lambda t, now: made.append(t) or tube(t, now))
+    passes = 0
+
+    async def count_passes():
+        nonlocal passes
+        while True:
+            await asyncio.sleep(0)
+            passes += 1
+    counter = asyncio.ensure_future(count_passes())
+    got = await asyncio.gather(*(get(client, "/api/v1/tubes") for _ in range(5)))
+    counter.cancel()
+    names = [t["name"] for t in got[0]["tubes"]]
+    assert names == sorted(names) and len(names) == n + 1  # (and default)
+    assert all(g == got[0] for g in got)
+    assert len(made) == n + 1  # once for the five
+    assert passes >= 3  # other events ran between slices

@@ -23,6 +23,7 @@ JOB_DATA_SIZE_LIMIT_MAX = 1073741824
 DEFAULT_PORT = "11300"
 DEFAULT_FILESIZE = 10485760
 DEFAULT_FSYNC_MS = 50
+HTTP_MAX_CONNECTIONS_DEFAULT = 64  # (ops/httpguard.py's MAX_CONNECTIONS)
 
 EXIT_USAGE = 5
 EXIT_LISTEN = 111
@@ -78,7 +79,9 @@ class Options:
     auth_tokens_file: str | None = None
     http: tuple[str, int] | None = None  # --http: (host, port)
     http_auth: tuple[str, str] | None = None  # --http-auth: (user, password)
-    cluster: str | None = None  # --cluster NAME: replication (issue 13)
+    http_max_connections: int = HTTP_MAX_CONNECTIONS_DEFAULT
+    http_allowed_hosts: tuple[str, ...] = ()  # --http-allowed-hosts (see _parse_host_names)
+    cluster: str | None = None  # --cluster NAME: replication
     etcd: str | None = None  # HOST:PORT[,HOST:PORT...]
     node: str | None = None
     peer_listen: str | None = None  # HOST:PORT
@@ -114,7 +117,15 @@ LONG_USAGE = (
     " --auth-tokens FILE      clients must send `auth TOKEN` first (one token a line)\n"
     " --http ADDR             serve metrics, health, a JSON API and a dashboard over\n"
     "                         HTTP on host:port (:port means 127.0.0.1)\n"
-    " --http-auth USER:PASS   HTTP basic auth on all of it but /healthz\n"
+    " --http-auth USER:PASS   HTTP basic auth on all of it but /healthz and /leader\n"
+    " --http-max-connections N\n"
+    "                         at most N HTTP connections open (default "
+    f"{HTTP_MAX_CONNECTIONS_DEFAULT});\n"
+    "                         more are answered 503 and closed\n"
+    " --http-allowed-hosts NAME,...\n"
+    "                         Host names the HTTP side answers to, besides IP\n"
+    "                         addresses, localhost and this machine's names\n"
+    "                         (.example.com: the domain and its subdomains; *: any)\n"
     " --cluster NAME          replicate to the other nodes of cluster NAME (needs -b,\n"
     "                         --etcd, --node, --peer-listen); etcd picks the leader\n"
     " --etcd HOST:PORT,...    the etcd members that decide (tried in turn)\n"
@@ -152,6 +163,27 @@ def _parse_http_addr(text: str) -> tuple[str, int] | None:
     return (host or "127.0.0.1", int(port))
 
 
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _parse_host_names(text: str) -> tuple[str, ...] | None:
+    """NAME[,NAME...]: host names (no port), lowercased, without a trailing
+    dot; .NAME is the domain and its subdomains, * any name."""
+    names = []
+    for name in text.split(","):
+        name = name.strip().lower()
+        if name != "*":
+            if name.endswith("."):
+                name = name[:-1]
+            labels = name[1:].split(".") if name.startswith(".") else name.split(".")
+            if not all(label and set(label) <= _LABEL_CHARS
+                       and not label.startswith("-") and not label.endswith("-")
+                       for label in labels):
+                return None
+        names.append(name)
+    return tuple(names)
+
+
 def _parse_user_password(text: str) -> tuple[str, str] | None:
     user, sep, password = text.partition(":")
     return (user, password) if sep and user else None
@@ -178,6 +210,8 @@ LONG_OPTIONS = {
     "auth-tokens": ("auth_tokens_file", str, "a file"),
     "http": ("http", _parse_http_addr, "host:port or :port"),
     "http-auth": ("http_auth", _parse_user_password, "USER:PASSWORD"),
+    "http-max-connections": ("http_max_connections", _parse_count, "a positive count"),
+    "http-allowed-hosts": ("http_allowed_hosts", _parse_host_names, "NAME[,NAME...]"),
     "cluster": ("cluster", str, "a name"),
     "etcd": ("etcd", _checked_addrs, "host:port[,host:port...]"),
     "node": ("node", str, "a name"),
@@ -242,6 +276,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
     opts = Options()
     args = list(argv)
     i = 0
+    given_long: set[str] = set()  # the Options fields long options set
 
     def warn_inherited(flag: str, value: str) -> None:
         if inherited_listen_fds():
@@ -251,7 +286,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
         word = args[i]
         i += 1
         if word.startswith("--") and word != "--":
-            i = _long_option(word, args, i, opts, diag)
+            i = _long_option(word, args, i, opts, diag, given_long)
             continue
         if not word.startswith("-") or word == "-":
             diag.warn(f"unknown argument: {word}")
@@ -317,9 +352,12 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
     if opts.tls_client_ca is not None and opts.tls_cert is None:
         diag.warn("--tls-client-ca needs --tls-cert and --tls-key")
         diag.usage(EXIT_USAGE)
-    if opts.http_auth is not None and opts.http is None:
-        diag.warn("--http-auth needs --http")
-        diag.usage(EXIT_USAGE)
+    for name, given in (("--http-auth", opts.http_auth is not None),
+                        ("--http-max-connections", "http_max_connections" in given_long),
+                        ("--http-allowed-hosts", "http_allowed_hosts" in given_long)):
+        if given and opts.http is None:
+            diag.warn(f"{name} needs --http")
+            diag.usage(EXIT_USAGE)
     parts = (opts.etcd, opts.node, opts.peer_listen, opts.peer_advertise)
     if opts.cluster is None and any(p is not None for p in parts):
         diag.warn("--etcd, --node, --peer-listen and --peer-advertise need --cluster")
@@ -330,7 +368,8 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
     return opts
 
 
-def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag) -> int:
+def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag,
+                 given: set[str]) -> int:
     """--name VALUE or --name=VALUE; returns the index of the next word. An
     unknown name gets the reference's message for an unknown flag."""
     name, eq, val = word[2:].partition("=")
@@ -351,6 +390,7 @@ def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag)
         diag.warn(f"invalid value for --{name}: {val!r} (expected {what})")
         diag.usage(EXIT_USAGE)
     setattr(opts, field, parsed)
+    given.add(field)
     return i
 
 

@@ -45,6 +45,9 @@ def tube(t, now: int) -> dict:
     return as_dict(tube_fields(t, now))
 
 
+TUBES_SLICE = 1000  # tubes listed between two passes of the loop
+
+
 def tubes(q, now: int) -> dict:
     return {"tubes": [tube(t, now) for t in sorted(q.tubes.values(), key=lambda t: t.name)]}
 
@@ -95,9 +98,12 @@ def integer(value, what: str, low: int = 0, high: int = (1 << 63) - 1) -> int:
 def text_integer(value: str, what: str, low: int = 0, high: int = (1 << 63) - 1) -> int:
     """An int in [low, high] from a URL."""
     if isinstance(value, str):
-        if not value.isascii() or not value.isdigit():
+        # (19 digits hold any int64: a longer string is out of range, and int()
+        # refuses strings of over 4300 digits with a ValueError)
+        digits = value.lstrip("0") or "0"
+        if not value.isascii() or not value.isdigit() or len(digits) > 19:
             raise BadRequest(f"{what} must be an integer from {low} to {high}")
-        value = int(value)
+        value = int(digits)
     if type(value) is not int or not low <= value <= high:
         raise BadRequest(f"{what} must be an integer from {low} to {high}")
     return value
@@ -113,7 +119,10 @@ def body_bytes(req: dict) -> bytes:
     body = req.get("body")
     if not isinstance(body, str):
         raise BadRequest('"body" (a string) or "body_base64" is required')
-    return body.encode("utf-8")
+    try:
+        return body.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800"): valid JSON, not Unicode text
+        raise BadRequest('"body" is not Unicode text (a lone surrogate)') from None
 
 
 def state(value, allowed) -> str:

@@ -23,12 +23,13 @@ import socket
 from time import monotonic_ns
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..core import admin
 from ..core.job import RESERVED
 from ..core.protocol import NS
-from . import api, metrics
+from . import api, httpguard, metrics
 
 DASHBOARD = pathlib.Path(__file__).resolve().parent / "dashboard"
 CONTENT_TYPES = {
@@ -39,6 +40,9 @@ CONTENT_TYPES = {
 }
 STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 MOVABLE = ("ready", "delayed", "buried")
+# Open to anyone, with any Host: they tell whether to send clients here, and
+# load balancers' health checks may send a Host of their own.
+OPEN = ("/healthz", "/leader")
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -64,11 +68,20 @@ def _error(status: int, text: str) -> web.Response:
     return web.json_response({"error": text}, status=status)
 
 
+class BodyTimeout(Exception):
+    """An action's body did not come in time: 408, and the connection closes."""
+
+
 class Http:
-    def __init__(self, srv, auth: tuple[str, str] | None = None, dashboard=DASHBOARD):
+    def __init__(self, srv, auth: tuple[str, str] | None = None, dashboard=DASHBOARD, *,
+                 allowed_hosts=(), listen_host: str | None = None,
+                 body_timeout: float = httpguard.BODY_TIMEOUT_S):
         self.srv = srv
         self.auth = None if auth is None else ("%s:%s" % auth).encode()
         self.dashboard = pathlib.Path(dashboard)
+        self.hosts = httpguard.Hosts(allowed_hosts, listen_host)
+        self.making: dict = {}  # what -> the future of a shared reply being made (_shared)
+        self.body_timeout = body_timeout
         # A put's body may be base64 in JSON: 4/3 of the job size, and some.
         size = max(1 << 20, srv.engine.max_job_size * 4 // 3 + (64 << 10))
         self.app = web.Application(middlewares=[self.guard], client_max_size=size)
@@ -134,7 +147,20 @@ class Http:
 
     @web.middleware
     async def guard(self, request: web.Request, handler):
-        if (self.auth is not None and request.path not in ("/healthz", "/leader")
+        conn = httpguard.head_done(request)
+        try:
+            return await self._guarded(request, handler)
+        finally:
+            if conn is not None:
+                conn.request_done()
+
+    async def _guarded(self, request: web.Request, handler):
+        if request.path not in OPEN:
+            # Before anything else: a page on a rebound name learns nothing here.
+            why = await self.hosts.refused(request.headers.getall("Host", []), request.raw_path)
+            if why is not None:
+                return _error(400, why)
+        if (self.auth is not None and request.path not in OPEN
                 and not self._authorized(request)):
             return web.Response(status=401, text="authorization required\n",
                                 headers={"WWW-Authenticate": 'Basic realm="pybeanstalkd"'})
@@ -151,6 +177,10 @@ class Http:
             response = await handler(request)
         except api.BadRequest as e:
             return _error(400, str(e))
+        except BodyTimeout:
+            response = _error(408, "the request body took too long to come")
+            response.force_close()
+            return response
         if request.method == "POST":
             await self.durable()
         return response
@@ -181,15 +211,24 @@ class Http:
     def _job_id(self, request) -> int:
         return api.text_integer(request.match_info["id"], "job id", 1)
 
-    @staticmethod
-    async def _body(request) -> dict:
-        raw = await request.read()
+    async def _body(self, request) -> dict:
+        try:
+            raw = await asyncio.wait_for(request.read(), self.body_timeout)
+        except asyncio.TimeoutError:
+            raise BodyTimeout() from None
+        except (HttpProcessingError, web.RequestPayloadError) as e:
+            # a body aiohttp cannot decode (Content-Encoding, chunks)
+            why = str(getattr(e, "message", None) or e).removeprefix("400, message:")
+            raise api.BadRequest("the body cannot be read: "
+                                 + httpguard.one_line(why, 100)) from None
         if not raw.strip():
             return {}
         try:
             body = json.loads(raw)
         except ValueError:
             raise api.BadRequest("the body is not JSON") from None
+        except RecursionError:
+            raise api.BadRequest("the body is nested too deeply") from None
         if not isinstance(body, dict):
             raise api.BadRequest("the body must be a JSON object")
         return body
@@ -236,6 +275,10 @@ class Http:
         return web.json_response({"forgot": name})
 
     async def metrics(self, request):
+        body = await self._shared("metrics", self._render_metrics)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _render_metrics(self) -> bytes:
         # Rendered in parts with other events served in between: a scrape of
         # many active tubes would otherwise hold the loop for its whole time.
         gen = metrics.render(self.srv, self.now)
@@ -243,17 +286,38 @@ class Http:
             try:
                 next(gen)
             except StopIteration as done:
-                body = done.value
-                break
+                return done.value
             await asyncio.sleep(0)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _shared(self, what: str, make):
+        """make()'s result, one at a time: requests that come while one is
+        being made share it (what costs time and memory in the number of
+        tubes is made once, however many ask at once)."""
+        fut = self.making.get(what)
+        if fut is None:
+            fut = self.making[what] = asyncio.ensure_future(make())
+            fut.add_done_callback(lambda _: self.making.pop(what, None))
+        return await asyncio.shield(fut)
 
     async def stats(self, request):
         self.now()
         return web.json_response(api.stats(self.engine))
 
     async def tubes(self, request):
-        return web.json_response(api.tubes(self.engine.q, self.now()))
+        return web.json_response(await self._shared("tubes", self._tubes))
+
+    async def _tubes(self) -> dict:
+        # Many tubes are listed a slice at a time, other events served in between.
+        now = self.now()
+        names = sorted(self.engine.q.tubes)
+        out = []
+        for i in range(0, len(names), api.TUBES_SLICE):
+            tubes = self.engine.q.tubes
+            out += [api.tube(t, now) for t in map(tubes.get, names[i:i + api.TUBES_SLICE])
+                    if t is not None]
+            if i + api.TUBES_SLICE < len(names):
+                await asyncio.sleep(0)
+        return {"tubes": out}
 
     async def tube(self, request):
         name, t = self._tube(request)
@@ -373,7 +437,11 @@ class Http:
 
     def _file(self, name: str) -> web.Response:
         path = self.dashboard / name
-        if not STATIC_NAME.fullmatch(name) or not path.is_file():
+        try:
+            found = STATIC_NAME.fullmatch(name) is not None and path.is_file()
+        except OSError:  # (a name too long for the file system, and the like)
+            found = False
+        if not found:
             return web.Response(status=404, text="not found\n")
         kind = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
         charset = "utf-8" if kind.startswith("text/") or kind.endswith(("json", "svg+xml")) else None
@@ -389,10 +457,34 @@ class Http:
         return self._file(request.match_info["file"])
 
 
-async def start(srv, sock: socket.socket, auth=None, dashboard=DASHBOARD) -> web.AppRunner:
-    """Serve on `sock`; the caller awaits runner.cleanup() at shutdown."""
-    runner = web.AppRunner(Http(srv, auth, dashboard).app, access_log=None)
+class Serving:
+    """The HTTP side, serving; the caller awaits cleanup() at shutdown."""
+
+    def __init__(self, server, runner: web.AppRunner):
+        self.server = server  # the loop's, on the listening socket
+        self.runner = runner
+
+    async def cleanup(self):
+        self.server.close()
+        await self.runner.cleanup()
+
+
+async def start(srv, sock: socket.socket, auth=None, dashboard=DASHBOARD, *, allowed_hosts=(),
+                listen_host: str | None = None, max_connections: int = httpguard.MAX_CONNECTIONS,
+                timeouts: httpguard.Timeouts = httpguard.Timeouts()) -> Serving:
+    """Serve on `sock`: each connection with its deadlines, at most
+    `max_connections` at a time (httpguard.py)."""
+    loop = asyncio.get_running_loop()
+    log = srv.log if srv.verbose else None
+    app = Http(srv, auth, dashboard, allowed_hosts=allowed_hosts, listen_host=listen_host,
+               body_timeout=timeouts.body).app
+    # (lingering_time: how long a rejected request's body is still read
+    # before the close; aiohttp's 10 s would hold a late body's connection
+    # that much past its 408)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=timeouts.idle,
+                           lingering_time=timeouts.linger, logger=httpguard.ErrorLog(log))
     await runner.setup()
-    await web.SockSite(runner, sock).start()
-    return runner
+    conns = httpguard.Connections(loop, runner.server, max_connections, timeouts, log)
+    server = await loop.create_server(conns, sock=sock, backlog=128)
+    return Serving(server, runner)
 

@@ -229,9 +229,12 @@ def render(srv, clock):
     order: list[bytes] = []  # families, in the order they first appear
     blocks: dict[bytes, list[bytes]] = {}  # name -> [its HELP, TYPE and sample lines]
     for families in Scrape(srv, clock).parts():
-        got, fresh = None, False
+        got, fresh, lines = None, False, []
         for line in generate_latest(Part(families)).splitlines(keepends=True):
             if line.startswith(b"# HELP "):
+                if lines:
+                    got.append(b"".join(lines))  # (one object a family a part, not a line)
+                    lines = []
                 name = line.split(b" ", 3)[2]
                 got = blocks.get(name)
                 fresh = got is None
@@ -239,7 +242,9 @@ def render(srv, clock):
                     order.append(name)
                     got = blocks[name] = [line]
             elif not line.startswith(b"# TYPE ") or fresh:  # (a later part's TYPE: dropped)
-                got.append(line)
+                lines.append(line)
+        if lines:
+            got.append(b"".join(lines))
         yield
     return b"".join(b"".join(blocks[name]) for name in order)
 

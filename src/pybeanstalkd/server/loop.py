@@ -170,7 +170,8 @@ def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, serv
 async def _start_http(srv: Server, opts):
     from ..ops.http import start  # only with --http: aiohttp is slow to import
 
-    return await start(srv, opts.http_sock, opts.http_auth)
+    return await start(srv, opts.http_sock, opts.http_auth, allowed_hosts=opts.http_allowed_hosts,
+                       listen_host=opts.http[0], max_connections=opts.http_max_connections)
 
 
 async def _serve(loop, sock: socket.socket, opts) -> int:
