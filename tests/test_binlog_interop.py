@@ -659,3 +659,41 @@ def test_reads_version5_file(servers, wal, reader):
     assert numbers(wal) == [1, 2]
     assert parse_binlog(os.path.join(wal, "binlog.2")).version == 7
     assert c.put(b"next") == 8
+
+
+# ---------------------------------------------------------------------------
+# Job ids used up
+
+U64_MAX = (1 << 64) - 1
+
+
+@pytest.mark.parametrize("reader", KINDS)
+def test_a_binlog_holding_the_last_job_id(servers, wal, reader):
+    """The binlog holds job 2**64 - 1, so the next id does not fit a record.
+    The reference wraps to 0 (INSERTED 0) and logs a record of id 0, which
+    reads as the end of its file: at the next start the jobs after it are
+    gone. Ours refuses each put with INTERNAL_ERROR (as a put it cannot
+    log), its body skipped, and keeps nothing that is not on disk."""
+    write_binlog(os.path.join(wal, "binlog.1"), 7, full_record(7, "tb", b"last", id=U64_MAX))
+    r = servers(reader, wal, "-f0")
+    c = r.client()
+    assert c.peek(U64_MAX) == b"last"
+    first = c.cmd(b"put 0 0 60 5\r\nhello\r\n")
+    second = c.cmd(b"put 0 0 60 5\r\nworld\r\n")
+    stats = c.stats()
+    used = c.cmd(b"list-tube-used\r\n")  # (the bodies were skipped: this is a command)
+    r.kill9()
+    again = servers(reader, wal, "-f0")
+    c2 = again.client()
+    if reader == "reference":
+        assert (first, second) == (b"INSERTED 0\r\n", b"INSERTED 1\r\n")
+        assert stats["current-jobs-ready"] == 3
+        assert c2.peek(1) is None  # acknowledged, then lost at the restart
+        return
+    assert first == second == b"INTERNAL_ERROR\r\n"
+    assert stats["current-jobs-ready"] == 1 and stats["total-jobs"] == 0
+    assert stats["cmd-put"] == 2
+    assert used == b"USING default\r\n"
+    assert c2.peek(U64_MAX) == b"last"
+    assert c2.stats()["current-jobs-ready"] == 1
+    assert c2.cmd(b"put 0 0 60 1\r\nx\r\n") == b"INTERNAL_ERROR\r\n"

@@ -189,3 +189,42 @@ def test_a_put_from_the_http_side_meets_the_same_cap_and_log():
         f"puts refused: {2 * COST} of {2 * COST} bytes used by 2 jobs",
         f"puts accepted again: {COST} of {2 * COST} bytes used by 1 jobs",
     ]
+
+
+# -- bodies in flight ---------------------------------------------------------
+
+def test_bodies_in_flight_count_from_their_put_line():
+    # Four producers each start a put; the cap holds three jobs. The fourth
+    # is refused at its put line, before its body is buffered, not stored
+    # past the cap once every body has come.
+    h = capped(3)
+    conns = [h.conn() for _ in range(4)]
+    starts = [h.send(c, b"put 0 0 60 98\r\n" + BODY[:10]) for c in conns]
+    assert starts == [b"", b"", b"", b""]
+    assert [c.state for c in conns[:3]] == [2, 2, 2]  # BODY: each is counted
+    assert conns[3].state == 3 and not conns[3].pending  # BITBUCKET: skipped as it comes
+    assert [h.send(c, BODY[10:] + b"\r\n") for c in conns] == [
+        b"INSERTED 1\r\n", b"INSERTED 2\r\n", b"INSERTED 3\r\n", b"OUT_OF_MEMORY\r\n"]
+    assert h.e.q.memory_used() <= h.e.max_memory and h.e.inflight == 0
+
+
+def test_a_body_that_never_comes_gives_its_room_back():
+    h = capped(1)
+    a, b = h.conn(), h.conn()
+    assert h.send(a, b"put 0 0 60 98\r\n" + BODY[:50]) == b""
+    assert put(h, b) == b"OUT_OF_MEMORY\r\n"  # a's body holds the room
+    h.close(a)
+    assert h.e.inflight == 0
+    assert put(h, b) == b"INSERTED 2\r\n"  # (a's put used id 1 up)
+
+
+def test_a_refused_body_gives_its_room_back():
+    h = capped(2)
+    c = h.conn()
+    h.e.draining = True
+    assert put(h, c) == b"DRAINING\r\n"
+    assert h.send(c, b"put 0 0 60 98\r\n" + BODY + b"xx") == b"EXPECTED_CRLF\r\n"
+    h.e.draining = False
+    assert h.e.inflight == 0
+    assert [put(h, c), put(h, c), put(h, c)] == [
+        b"INSERTED 3\r\n", b"INSERTED 4\r\n", b"OUT_OF_MEMORY\r\n"]

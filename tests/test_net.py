@@ -520,28 +520,91 @@ def test_engine_stops_a_read_at_out_limit_and_goes_on_later():
     assert served == 1000 and s.plen == 0  # every peek answered, in order, once
 
 
-def test_a_client_that_never_reads_holds_a_bounded_buffer():
+def _hog(srv, clients: int, command: bytes, body: bytes) -> tuple[int, int]:
+    """`clients` connections send `command` pipelined and never read, until
+    none can send more (the server stopped reading them, and the kernel's
+    buffers are full). Returns (RSS growth per client, bytes sent per client)."""
+    c = Client(srv.connect())
+    assert c.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body)) == b"INSERTED 1\r\n"
+    time.sleep(0.2)
+    base = rss(srv.proc.pid)
+    hogs = [srv.connect() for _ in range(clients)]
+    chunk = command * ((64 << 10) // len(command))
+    sent, idle, active = 0, {}, set(hogs)
+    for h in hogs:
+        h.setblocking(False)
+    end = time.monotonic() + 60
+    while active and time.monotonic() < end:
+        for h in list(active):
+            try:
+                sent += h.send(chunk)
+                idle.pop(h, None)
+            except BlockingIOError:
+                if time.monotonic() - idle.setdefault(h, time.monotonic()) > 1.0:
+                    active.discard(h)
+        time.sleep(0.002)
+    assert not active, "the server kept reading a client that does not read"
+    time.sleep(0.5)
+    # The server stopped reading them; others are still served.
+    assert c.cmd(b"list-tube-used\r\n") == b"USING default\r\n"
+    grown = (rss(srv.proc.pid) - base) // clients
+    for h in hogs:
+        h.close()
+    return grown, sent // clients
+
+
+@pytest.mark.parametrize("command", [b"peek 1\r\n", b"stats\r\n"])
+def test_clients_that_never_read_hold_a_bounded_buffer(command):
+    """Each never-reading client makes the server hold at most one read of
+    input, OUT_LIMIT of replies and the transport's high-water mark; job
+    bodies are sent from the job's own bytes. Measured beside the
+    reference, which holds one reply per client (65 KB for such a peek)."""
+    body = b"x" * 60000
+    ref = Server([require_reference()])
+    try:
+        ref_grown, _ = _hog(ref, 20, command, body)
+    finally:
+        ref.stop()
+    srv = Server(ours_argv())
+    drain_pipes(srv.proc)
+    try:
+        grown, sent = _hog(srv, 20, command, body)
+    finally:
+        srv.stop()
+    # before: 2.1 MB (stats) and 4.1 MB (peek) per client
+    assert grown < 160 << 10, (grown, ref_grown)
+    assert sent < 16 << 20
+
+
+def test_a_client_blocked_in_reserve_is_read_no_further_than_pending_limit():
+    from pybeanstalkd.server.transport import PENDING_LIMIT
+
     srv = Server(ours_argv())
     drain_pipes(srv.proc)
     try:
         c = Client(srv.connect())
-        body = b"x" * 60000
-        assert c.cmd(b"put 0 0 60 60000\r\n" + body + b"\r\n") == b"INSERTED 1\r\n"
+        assert c.cmd(b"list-tube-used\r\n") == b"USING default\r\n"
+        time.sleep(0.2)  # (it listens before its last imports)
         base = rss(srv.proc.pid)
-        hog = srv.connect()
-        hog.setblocking(False)
-        chunk = b"peek 1\r\n" * 8192  # each 8 bytes asks for 60 kB
-        sent, idle_since = 0, time.monotonic()
-        while time.monotonic() - idle_since < 1.0 and sent < 100 << 20:
+        w = srv.connect()
+        w.sendall(b"reserve\r\n")
+        time.sleep(0.1)
+        w.setblocking(False)
+        chunk, sent, since = b"stats\r\n" * 8192, 0, time.monotonic()
+        while time.monotonic() - since < 1.0:
             try:
-                sent += hog.send(chunk)
-                idle_since = time.monotonic()
+                sent += w.send(chunk)
+                since = time.monotonic()
             except BlockingIOError:
                 time.sleep(0.01)
-        # The server stopped reading it; others are still served.
-        assert c.cmd(b"list-tube-used\r\n") == b"USING default\r\n"
-        assert rss(srv.proc.pid) - base < 16 << 20  # before: 470 MB
-        assert sent < 64 << 20
+        assert c.cmd(b"stats\r\n").count(b"cmd-stats: 1\n") == 1  # none of w's ran
+        assert rss(srv.proc.pid) - base < 4 * PENDING_LIMIT + (1 << 20)
+        assert sent < 16 << 20  # before: it read 1 MB past the reserve
+        # A job for it: its reserve is answered, and then what it sent runs.
+        assert c.cmd(b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
+        w.setblocking(True)
+        w.settimeout(5)
+        assert w.recv(64).startswith(b"RESERVED 1 1\r\nx\r\n")
     finally:
         srv.stop()
 
@@ -611,3 +674,113 @@ def test_auth_gate_byte_by_byte_and_its_timeout():
         gate2.connection_lost(None)
         assert released == [2]
     asyncio.run(run())
+
+
+def test_auth_gate_refuses_junk_at_its_first_line_s_length():
+    # Bytes without CRLF before `auth`: once a line's worth has come and no
+    # line ended, it cannot be an auth line. Refused then, whatever the
+    # size of the reads (a gate that kept cutting a long read a line at a
+    # time spent time quadratic in it, with every other client waiting).
+    from pybeanstalkd.core.protocol import LINE_BUF_SIZE
+    from pybeanstalkd.server.auth import AuthGate, Tokens
+
+    for reads in ([b"x" * (8 << 20)], [b"x" * 100] * 3, [b"y"] * LINE_BUF_SIZE):
+        gate = AuthGate(FakeSrv(), Tokens([GOOD]), lambda: None, lambda: None)
+        t = FakeTransport()
+        gate.transport = t  # (no timer: connection_made needs a running loop)
+        for data in reads:
+            assert len(gate.buf) < LINE_BUF_SIZE
+            gate.data_received(data)
+        assert t.closed and t.out == b"UNAUTHORIZED\r\n" and gate.done
+    # A line of exactly LINE_BUF_SIZE bytes, CRLF included, is still read.
+    gate = AuthGate(FakeSrv(), Tokens([GOOD]), lambda: None, lambda: None)
+    t = FakeTransport()
+    gate.transport = t
+    gate.data_received(b"auth " + b"z" * (LINE_BUF_SIZE - 7) + b"\r")
+    assert not t.closed
+    gate.data_received(b"\n")
+    assert t.closed and t.out == b"UNAUTHORIZED\r\n"  # (a wrong token)
+
+
+@pytest.mark.parametrize("how", ["close", "shutdown"])
+def test_a_client_not_read_while_it_waits_is_still_seen_gone(how):
+    # Blocked in reserve with more than PENDING_LIMIT sent behind it, a
+    # client is not read; its hang-up is still seen, as the reference sees
+    # it (EPOLLRDHUP), and what it sent then runs as there.
+    tail = (b"use x\r\n" * 19000 + b"put 0 0 100 60000\r\n" + b"z" * 60000 + b"\r\n"
+            + b"put 0 0 100 3\r\nabc\r\n")
+    results = {}
+    for name, argv in (("reference", [require_reference()]), ("ours", ours_argv())):
+        srv = Server(argv)
+        try:
+            o = Client(srv.connect())
+            w = srv.connect()
+            w.sendall(b"watch empty\r\nignore default\r\nreserve\r\n")
+            time.sleep(0.2)
+            w.setblocking(False)
+            sent = 0
+            while sent < len(tail):
+                try:
+                    sent += w.send(tail[sent:])
+                except BlockingIOError:
+                    break
+            time.sleep(0.3)
+            if how == "close":
+                w.close()
+            else:
+                w.shutdown(socket.SHUT_WR)
+            end = time.monotonic() + 5
+            while True:
+                stats = o.cmd(b"stats\r\n")
+                if b"current-connections: 1\n" in stats or time.monotonic() > end:
+                    break
+                time.sleep(0.05)
+            got = {k: v for k, v in (line.split(b": ", 1) for line in stats.split(b"\n")
+                                     if line.startswith((b"current-connections", b"current-waiting",
+                                                         b"cmd-use", b"cmd-put", b"total-jobs")))}
+            results[name] = (sent, got)
+            if how == "shutdown":
+                w.close()
+        finally:
+            srv.stop()
+    assert results["ours"][1][b"current-connections"] == b"1"
+    assert results["ours"][1][b"current-waiting"] == b"0"
+    # After a close, both run what they had (the connection resets); after
+    # a half-close the reference, which read nothing past the reserve,
+    # never gets the FIN queued behind what the client could not send.
+    if how == "close" and results["ours"][0] == results["reference"][0]:
+        assert results["ours"][1] == results["reference"][1]
+
+
+def test_closed_tls_connections_leave_nothing_behind(certs):
+    # The server freezes what survives a young collection (server/loop.py):
+    # a closed connection left in a reference cycle (a TLS transport keeps
+    # its protocol) would be kept for good: 20 KB a connection, before.
+    srv = Server(ours_argv(), tls_args(certs))
+    drain_pipes(srv.proc)
+    junk = b"use x\r\n" * 19000
+
+    def cycles(n):
+        for _ in range(n):
+            s = tls_connect(srv, certs)
+            s.sendall(b"watch empty\r\nignore default\r\nreserve\r\n")
+            s.recv(100)
+            s.settimeout(0.2)
+            try:
+                s.sendall(junk)
+            except OSError:
+                pass
+            s.close()
+    try:
+        cycles(100)
+        time.sleep(1)
+        base = rss(srv.proc.pid)
+        cycles(200)
+        time.sleep(1)
+        grown = rss(srv.proc.pid) - base
+        c = Client(tls_connect(srv, certs))
+        stats = c.cmd(b"stats\r\n")
+        assert b"current-connections: 1\n" in stats and b"current-waiting: 0\n" in stats
+        assert grown < 1 << 20, grown  # before: 4 MB
+    finally:
+        srv.stop()

@@ -17,7 +17,7 @@ from itertools import islice
 
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS
-from .protocol import DELETED, NS
+from .protocol import DELETED, NS, U64_MAX
 from .queue import SHIFT, SLICE, Queue, Tube
 
 STATES = {"ready": READY, "delayed": DELAYED, "buried": BURIED, "reserved": RESERVED}
@@ -202,6 +202,8 @@ def move(q: Queue, t: Tube, to: bytes, state: int, bound: int, now: int):
     serve order: each is put there (same priority, delay left, ttr and
     body; a new id) and deleted here. The value is how many."""
     def act(j, now):
+        if q.next_id > U64_MAX:
+            return False  # job ids are used up: the job stays where it is
         dest = q.tube(to)  # looked up each time: it may be freed between slices
         delay = max(j.deadline - now, 0) if state == DELAYED else 0
         new = q.new_job(dest, j.pri, delay, j.times[1], now)
@@ -217,11 +219,14 @@ def move(q: Queue, t: Tube, to: bytes, state: int, bound: int, now: int):
 
 def put(e, name: bytes, body: bytes, pri: int, delay: int, ttr: int, now: int):
     """Put a job into tube `name` as `put` would (delay and ttr in ns).
-    Returns (None, id), or (reason, None): JOB_TOO_BIG, DRAINING or
-    OUT_OF_MEMORY (the memory cap, or a full disk). `e` is the Engine."""
+    Returns (None, id), or (reason, None): JOB_TOO_BIG, DRAINING,
+    OUT_OF_MEMORY (the memory cap, or a full disk) or INTERNAL_ERROR (job
+    ids are used up, see Engine). `e` is the Engine."""
     q = e.q
     if len(body) > e.max_job_size:
         return "JOB_TOO_BIG", None
+    if q.next_id > U64_MAX:
+        return "INTERNAL_ERROR", None
     if e.draining:
         return "DRAINING", None
     if e.over_cap(len(body)):

@@ -259,8 +259,13 @@ class Queue:
 
     def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True):
         """count: False for a pause that is not a pause-tube command (ops/)."""
-        t.pause = delay or 1  # 0 would mean "not paused"; 1 ns wakes reservers at once
-        t.unpause_at = now + t.pause
+        # The reference pauses for 1 ns when told 0 (0 would mean "not
+        # paused"), so the pause is over by the next look at its clock: even
+        # for the next command of the same read. Here a zero pause ends at
+        # once (paused() is False from here on), whatever time the next
+        # command is given; stats-tube still shows pause 0.
+        t.pause = delay or 1
+        t.unpause_at = now + delay
         t.cmd_pause += count
         self.seq += 1
         heappush(self.pause_heap, (t.unpause_at, self.seq, t))
@@ -309,6 +314,11 @@ class Queue:
             self.spawn(self._return_reserved(c, now))
         else:
             c.deadlines = []
+            # Its open block refers back to it: a cycle, which the garbage
+            # collector never sees once frozen (server/loop.py), so every
+            # connection that ever reserved would stay in memory.
+            c.held.clear()
+            c.open_held = None
         t = c.use
         t.using -= 1
         self.maybe_free(t)

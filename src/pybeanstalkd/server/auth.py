@@ -101,7 +101,6 @@ class AuthGate(asyncio.Protocol):
         self.make_client = make_client
         self.released = released  # called when the connection is gone
         self.buf = b""
-        self.overlong = False
         self.transport = None
         self.timer = None
         self.done = False
@@ -133,21 +132,18 @@ class AuthGate(asyncio.Protocol):
         if self.done:
             return
         buf = self.buf + data if self.buf else data
-        while True:
-            end = LINE_BUF_SIZE if len(buf) > LINE_BUF_SIZE else len(buf)
-            n = find_line_end(buf, 0, end)
-            if not n:
-                if end == LINE_BUF_SIZE:  # over-long: skip, as the reference does
-                    buf = buf[LINE_BUF_SIZE:]
-                    self.overlong = True
-                    continue
+        # Only the first line matters, and only its first LINE_BUF_SIZE
+        # bytes are looked at: what is kept between reads stays under that,
+        # and a read costs the same however long it is.
+        n = find_line_end(buf, 0, min(len(buf), LINE_BUF_SIZE))
+        if not n:
+            if len(buf) < LINE_BUF_SIZE:
                 self.buf = buf
                 return
-            line, rest = buf[:n - 2], buf[n:]
-            break
-        if self.overlong:
+            # An over-long first line cannot be `auth` with a token.
             self._log("auth %s: failed: command before auth" % self._peer())
             return self._refuse(UNAUTHORIZED)
+        line, rest = buf[:n - 2], buf[n:]
         if line[:5] == b"auth ":
             if not self.tokens.verify(line[5:]):
                 self._log("auth %s: failed: wrong token" % self._peer())
@@ -184,3 +180,4 @@ class AuthGate(asyncio.Protocol):
             self.timer.cancel()
             self.timer = None
         self.released()  # once authenticated, the Client gets connection_lost instead
+        self.transport = None  # (a cycle with it, never collected once frozen: loop.py)

@@ -9,26 +9,50 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import select
 import socket
 from time import monotonic_ns
 
-from ..core.engine import BUSY, Engine
+from ..core.engine import Engine
+from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED
 
 
-PENDING_LIMIT = 1 << 20  # bytes buffered from a client blocked in reserve
-# A read is handled CHUNK bytes per loop pass (about 400 pipelined puts, a
-# few ms): libuv delivers reads of up to 256 KB, and up to 32 of them from
-# one socket before it looks at any other, seconds of work for a pipelining
-# client with everyone else waiting.
+PENDING_LIMIT = 64 << 10  # bytes buffered from a client blocked in reserve
+# Reads and turns. A client is read as uvloop reads (up to 256,000 bytes
+# at a time, into the loop's own buffer: the cheapest way, and a command
+# and its reply are often all a read holds) until a read comes bigger than
+# CHUNK: it streams, pipelines or sends junk. From then on it is read CHUNK
+# bytes at a time into our buffer (BoundedClient; uvloop's buffered reads
+# cost about 2,300 more instructions a read, which these clients' reads
+# amortize), one read a pass of the loop, until a read does not fill the
+# buffer. A read (or what is left of one), or any while other clients wait
+# for their turn, runs as a turn: as many of its commands as TURN_NS, or
+# the client's share of ROUND_NS, allows, by what its commands have cost so
+# far. The rest waits in the engine (Engine.backlog) for the client's next
+# turn, a pass of the loop later, and the client is not read meanwhile. So
+# a round of every busy client takes about ROUND_NS, and a new command
+# waits about that long however many pipeline or never read (the reference
+# runs one command of each client a pass).
 CHUNK = 1 << 13
+# A body (or a refused put's bytes) is read up to its end, BODY_READ at
+# most at a time: its bytes are only appended.
+BODY_READ = 1 << 18
+_READ = memoryview(bytearray(BODY_READ))  # the loop's one buffer for bounded reads
+_SMALL = _READ[:CHUNK]
+TURN_NS = 1_000_000
+ROUND_NS = 10_000_000
+COST_NS = 5_000  # what a command is taken to cost before one is measured
+# Replies holding a job body larger than this are written without joining
+# them into one copy (see Server._send).
+BIG_BODY = 1 << 14
 # A young-generation collection every GC_PASSES loop passes, whatever was
 # allocated. Serving allocates few GC-tracked objects (a reserve none), so
 # collections can be a million commands apart; a list that grew meanwhile
 # from nothing (a connection's reservation deadlines, refilled after its
 # last reservation ended) is young, and the next collection walks all of
 # it: 48 to 66 ms at about 600k entries. Collected this often, a young
-# list holds what GC_PASSES bounded passes can add (CHUNK bytes of
-# commands each), and its survivors are frozen (loop.py).
+# list holds what GC_PASSES bounded passes can add (a turn's commands
+# each), and its survivors are frozen (loop.py).
 GC_PASSES = 64
 # A tick runs timer entries (jobs coming due, TTRs expiring) TICK_CHUNK at a
 # time and looks at the clock between chunks, stopping once TICK_BUDGET_NS
@@ -66,16 +90,26 @@ def run_work(engine: Engine, clock=monotonic_ns) -> bool:
     return False
 
 
-class Client(asyncio.Protocol):
-    __slots__ = ("srv", "transport", "s", "blocked", "backlogged", "rest", "eof_late")
+class _Client(asyncio.BaseProtocol):
+    """One client connection's I/O. What it may make the server hold is
+    bounded: unparsed input by one read, plus PENDING_LIMIT while it waits
+    in reserve; replies by the engine's OUT_LIMIT (Engine.backlog) plus one
+    reply; the transport's buffer by its high-water mark plus one write.
+    Past any of these the connection is not read from until what holds it
+    back is gone, as the reference stops reading a client it is still
+    writing to. Client reads as uvloop does, BoundedClient in CHUNKs (see
+    above); a connection's object changes class between the two."""
+
+    __slots__ = ("srv", "transport", "s", "blocked", "backlogged", "cost", "asked", "hung_up")
 
     def __init__(self, srv: Server):
         self.srv = srv
         self.transport = None
         self.blocked = False  # its write buffer is over the high-water mark
-        self.backlogged = False  # the engine stopped at OUT_LIMIT with commands left
-        self.rest = None  # what is left of a big read, handled on later passes
-        self.eof_late = False  # the peer half-closed before rest was handled
+        self.backlogged = False  # the engine left commands of its input for a later turn
+        self.cost = COST_NS  # ns a command of this client costs, lately
+        self.asked = 0  # the size of the last buffer handed for a bounded read
+        self.hung_up = False  # seen gone while not read (HangupWatch)
 
     def connection_made(self, transport):
         self.transport = transport
@@ -92,60 +126,81 @@ class Client(asyncio.Protocol):
         if self.srv.verbose:
             self.srv.log("accept %d" % s.fd)
 
-    def data_received(self, data):
-        if self.rest is not None or len(data) > CHUNK:
-            if self.rest is not None:  # (reading is paused meanwhile; in case)
-                self.rest = memoryview(bytes(self.rest) + data)
-                return
-            self.transport.pause_reading()
-            self.rest = memoryview(data)[CHUNK:]
-            self.srv.loop.call_soon(self._next_chunk)
-            data = data[:CHUNK]
+    def _after_read(self, turn_over: bool):
         srv = self.srv
-        now = monotonic_ns()
-        if srv.timer_at is not None and now >= srv.timer_at:
-            srv.on_timer(now)  # timers first, as the reference's loop does
         s = self.s
-        srv.engine.data(s, data, now)
-        if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY):
-            # Blocked in reserve (or in a command still running in slices):
-            # stop reading, as the reference does, so a client that keeps
-            # sending meets TCP backpressure, not our memory.
-            self.transport.pause_reading()
-            srv.paused.add(s)
+        if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY) and not self.hung_up:
+            self._hold_input()
         srv.flush()
-        if s.closing and s not in srv.held:
-            self.transport.close()
-
-    def _next_chunk(self):
-        rest, self.rest = self.rest, None
         t = self.transport
-        if t.is_closing():
-            return
-        self.data_received(bytes(rest[:CHUNK]))
-        rest = rest[CHUNK:]
-        if t.is_closing():
-            return
-        if rest:
-            self.rest = rest
-            self.srv.loop.call_soon(self._next_chunk)
-        elif self.eof_late:
-            if not self.eof_received():
-                t.close()
-        else:
-            self.may_read()
+        if s.closing and s not in srv.held:
+            t.close()
+        elif turn_over and not self.backlogged:
+            # A big read, or a full buffer, ends its turn even when all of
+            # it ran (or was skipped, as junk is): the next read waits for
+            # the next pass.
+            t.pause_reading()
+            srv.turns.add(self)
+            srv.loop.call_soon(self._next_read)
+
+    def _next_read(self):
+        self.srv.turns.discard(self)
+        self.may_read()
+
+    def _hold_input(self):
+        """Blocked in reserve (or in a command still running in slices) with
+        PENDING_LIMIT of input behind: stop reading, as the reference does,
+        so a client that keeps sending meets TCP backpressure, not our
+        memory; and watch for its hang-up meanwhile, as the reference
+        does (else a client that sent that much and closed would never be
+        seen gone)."""
+        srv = self.srv
+        self.transport.pause_reading()
+        srv.paused.add(self.s)
+        if srv.hangups is None:
+            srv.hangups = HangupWatch(srv.loop)
+        srv.hangups.watch(self)
+
+    def peer_hung_up(self):
+        """Seen while not read (_hold_input): read on, to the rest of its
+        input and its end (eof_received), as the reference reads on after
+        the TIMED_OUT it answers a hang-up with."""
+        self.hung_up = True
+        self.srv.paused.discard(self.s)
+        self.may_read()
+
+    def _read_as(self, cls):
+        """Go on reading as Client or BoundedClient (called on a pass of the
+        loop of its own, not from a read's callback: the transport changes
+        how it reads)."""
+        t = self.transport
+        if self.__class__ is not cls and t is not None and not t.is_closing():
+            self.__class__ = cls
+            t.set_protocol(self)
+
+    def _turn(self, run, *args):
+        """run(s, *args), an engine call, as one turn: its commands held to
+        TURN_NS, or to this client's share of ROUND_NS while others wait for
+        their turn, by what its commands have cost so far."""
+        s = self.s
+        t0 = monotonic_ns()
+        share = ROUND_NS // (len(self.srv.turns) + 1)
+        s.budget = (share if share < TURN_NS else TURN_NS) // self.cost or 1
+        s.ran = 0
+        run(s, *args)
+        self.cost = (self.cost + (monotonic_ns() - t0) // (s.ran + 1)) >> 1 or 1
+        s.budget = UNLIMITED
 
     def eof_received(self):
-        if self.rest is not None:
-            self.eof_late = True  # handled once the rest of the read is
-            return True
         srv = self.srv
-        srv.engine.eof(self.s, monotonic_ns())
+        s = self.s
+        srv.engine.eof(s, monotonic_ns())
         srv.flush()
-        # Replies held for an fsync (-f0), or due when a command's last slice
-        # runs, still go out: the transport stays open until they are sent
-        # (Server._send closes it then).
-        return self.s in srv.held or self.s.state == BUSY
+        # Replies held for an fsync (-f0), due when a command's last slice
+        # runs, or of commands still to run (one a pass: Engine.eof) still
+        # go out: the transport stays open until they are sent (Server._send
+        # closes it then).
+        return s in srv.held or s.state == BUSY or not s.closing
 
     def connection_lost(self, exc):
         srv = self.srv
@@ -153,17 +208,22 @@ class Client(asyncio.Protocol):
         del srv.clients[s]
         s.transport = None
         srv.paused.discard(s)
+        srv.turns.discard(self)
+        if srv.hangups is not None:
+            srv.hangups.forget(self)
         if srv.verbose:
             srv.log("close %d" % s.fd)
         srv.engine.close(s, monotonic_ns())
         srv.flush()
         if srv.acceptor is not None:
             srv.acceptor.released()
+        # The transport refers to this protocol: a cycle (with TLS one that
+        # the transport keeps), never collected once frozen (loop.py).
+        self.transport = None
 
     # A client that does not read its replies stops being read (as the
     # reference), and the engine stops at OUT_LIMIT bytes of replies per read
-    # (Engine.backlog): what it holds is bounded by the transport's
-    # high-water mark plus OUT_LIMIT (and one reply).
+    # (Engine.backlog), so what it holds stays bounded (see the class).
     def pause_writing(self):
         self.blocked = True
         self.transport.pause_reading()
@@ -171,37 +231,140 @@ class Client(asyncio.Protocol):
     def resume_writing(self):
         self.blocked = False
         if self.backlogged:
-            self.srv.loop.call_soon(self.go_on)
+            self.next_turn()
         else:
             self.may_read()
 
     def may_read(self):
         """Read again unless something still holds the client back."""
         t = self.transport
-        if (not self.blocked and not self.backlogged and self.rest is None
-                and self.s not in self.srv.paused and t is not None and not t.is_closing()):
+        if (not self.blocked and not self.backlogged and self.s not in self.srv.paused
+                and t is not None and not t.is_closing()):
             t.resume_reading()
 
     def stalled(self):
-        """The engine left commands of this client's read for later."""
+        """The engine left commands of this client's input for later."""
         self.backlogged = True
         self.transport.pause_reading()
         if not self.blocked:
-            self.srv.loop.call_soon(self.go_on)
+            self.next_turn()
+
+    def next_turn(self):
+        """Go on with its commands on the next pass (go_on)."""
+        self.srv.turns.add(self)
+        self.srv.loop.call_soon(self.go_on)
 
     def go_on(self):
         t = self.transport
         srv = self.srv
         s = self.s
+        srv.turns.discard(self)
         if not self.backlogged or self.blocked or t is None or t.is_closing() or s in srv.held:
             return  # resume_writing or release_held calls again
         self.backlogged = False
-        srv.engine.more(s, monotonic_ns())
+        self._turn(srv.engine.more, monotonic_ns())
         srv.flush()  # may find it stalled again
         if s.closing and s not in srv.held:
             t.close()
         else:
             self.may_read()
+
+
+class Client(_Client, asyncio.Protocol):
+    """Reads as uvloop does: the common case, a command or a few a read."""
+
+    __slots__ = ()
+
+    def data_received(self, data):
+        srv = self.srv
+        now = monotonic_ns()
+        if srv.timer_at is not None and now >= srv.timer_at:
+            srv.on_timer(now)  # timers first, as the reference's loop does
+        s = self.s
+        if len(data) > CHUNK:
+            self._turn(srv.engine.data, data, now)
+            self._after_read(True)
+            srv.loop.call_soon(self._read_as, BoundedClient)
+            return
+        if srv.turns:
+            self._turn(srv.engine.data, data, now)
+        else:
+            srv.engine.data(s, data, now)
+        # (_after_read(False), inline: most reads come this way)
+        if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY) and not self.hung_up:
+            self._hold_input()
+        srv.flush()
+        if s.closing and s not in srv.held:
+            self.transport.close()
+
+
+class BoundedClient(_Client, asyncio.BufferedProtocol):
+    """Reads CHUNK bytes at a time (and a body up to its end), one read a
+    pass, while its reads fill the buffer."""
+
+    __slots__ = ()
+
+    def get_buffer(self, sizehint):
+        s = self.s
+        state = s.state
+        if state == BODY or state == BITBUCKET:
+            n = s.need - s.plen
+            if n > CHUNK:
+                buf = _READ[:n] if n < BODY_READ else _READ
+                self.asked = len(buf)
+                return buf
+        self.asked = CHUNK
+        return _SMALL
+
+    def buffer_updated(self, n):
+        srv = self.srv
+        now = monotonic_ns()
+        if srv.timer_at is not None and now >= srv.timer_at:
+            srv.on_timer(now)
+        full = n == self.asked
+        self._turn(srv.engine.data, _READ[:n].tobytes(), now)
+        self._after_read(full)
+        if not full:
+            srv.loop.call_soon(self._read_as, Client)  # it stopped streaming
+
+
+class HangupWatch:
+    """Clients not read while they wait (Client._hold_input), watched for
+    a hang-up as the reference watches a waiting client (EPOLLRDHUP): in an
+    epoll set of their own, whose descriptor the loop watches. Where there
+    is no epoll, they are seen gone only once their wait ends."""
+
+    def __init__(self, loop):
+        self.clients: dict[int, _Client] = {}  # fd -> client
+        self.ep = select.epoll() if hasattr(select, "epoll") else None
+        if self.ep is not None:
+            loop.add_reader(self.ep.fileno(), self._ready)
+
+    def watch(self, c: _Client):
+        fd = c.s.fd
+        if self.ep is None or fd < 0 or self.clients.get(fd) is c:
+            return
+        try:
+            self.ep.register(fd, select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR)
+        except OSError:
+            return
+        self.clients[fd] = c
+
+    def forget(self, c: _Client):
+        fd = c.s.fd
+        if self.clients.get(fd) is c:
+            del self.clients[fd]
+            try:
+                self.ep.unregister(fd)
+            except OSError:  # (closed already: epoll dropped it then)
+                pass
+
+    def _ready(self):
+        for fd, _ in self.ep.poll(0):
+            c = self.clients.get(fd)
+            if c is not None:
+                self.forget(c)
+                c.peer_hung_up()
 
 
 class Server:
@@ -214,6 +377,8 @@ class Server:
         self.timer_at = None
         self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
         self.paused: set = set()  # sessions not read while blocked in reserve
+        self.hangups: HangupWatch | None = None  # ... watched for a hang-up meanwhile
+        self.turns: set = set()  # Clients with a turn to come: go_on or their next read
         self.syncer: Syncer | None = None
         self.stepping = False  # a slice of background work is scheduled
         self.acceptor = None  # our accept loop, told of each close
@@ -270,6 +435,8 @@ class Server:
                 self.paused.discard(s)
                 c = self.clients.get(s)
                 if c is not None:
+                    if self.hangups is not None:
+                        self.hangups.forget(c)
                     c.may_read()
         backlog = engine.backlog
         if backlog:
@@ -294,13 +461,25 @@ class Server:
     @staticmethod
     def _send(s):
         out = s.out
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
         t = s.transport
         if t is not None and not t.is_closing():
-            t.write(data)
+            # Big job bodies are written from the jobs' own bytes, not a
+            # copy (a client that does not read holds references to them).
+            n = len(out)
+            if n == 1:
+                t.write(out[0])
+            elif n == 2:  # (one job: its header and body)
+                if len(out[1]) > BIG_BODY:
+                    t.writelines(out)
+                else:
+                    t.write(out[0] + out[1])
+            elif n < 16 and max(map(len, out)) > BIG_BODY:
+                t.writelines(out)
+            else:
+                t.write(b"".join(out))
             if s.closing:
                 t.close()
+        out.clear()
 
     def committed(self) -> int:
         """Binlog bytes whose commands may be answered."""
@@ -330,7 +509,7 @@ class Server:
             self._send(s)
             c = self.clients.get(s)
             if c is not None and c.backlogged:
-                self.loop.call_soon(c.go_on)
+                c.next_turn()
         return len(ready)
 
     def arm(self, due: int):

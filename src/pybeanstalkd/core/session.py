@@ -1,0 +1,65 @@
+"""One client connection as the engine sees it: its framing state, its
+pending input and its share of the work."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .queue import Conn
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+# Framing states: a command line next, the rest of an over-long line to
+# skip, a put's body, a body to discard (its reply in skip_reply).
+LINE, SKIP, BODY, BITBUCKET = 0, 1, 2, 3
+BUSY = 4  # a command runs in background slices; later input waits for its reply
+# Commands one call may run (Session.budget): the I/O layer lowers it while
+# clients take turns.
+UNLIMITED = 1 << 62
+
+
+class Session(Conn):
+    """One client connection: framing state plus what the queue tracks."""
+
+    __slots__ = ("engine", "state", "need", "pending", "skip", "plen", "in_job",
+                 "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran")
+
+    def __init__(self, engine: Engine):
+        super().__init__(engine.dirty)
+        self.engine = engine
+        self.state = LINE
+        self.need = 0  # bytes still wanted in BODY or BITBUCKET state
+        self.pending: list[bytes] = []  # received; all but pending[0][:skip] not yet parsed
+        self.skip = 0
+        self.plen = 0  # bytes not yet parsed
+        self.in_job = None
+        self.skip_reply = b""
+        self.closing = False  # quit: close once the replies are written
+        self.hup = False  # the peer half-closed: blocking reserves time out at once
+        self.hold = 0  # with -f0: replies wait until the binlog is synced this far
+        self.fd = -1
+        self.transport = None  # the I/O layer's, while the connection is open
+        self.budget = UNLIMITED  # commands a call may run before it stops (backlog)
+        self.ran = 0  # commands the last batch of a read ran
+
+    def woken(self):
+        self.engine.resume.append(self)
+
+
+class VerboseSession(Session):
+    """-V -V: log every reply line and every job sent, as the reference does."""
+
+    __slots__ = ()
+
+    def send(self, data: bytes):
+        log = self.engine.log
+        log(">%d reply %s" % (self.fd, data.split(b"\r\n", 1)[0].decode("latin-1")))
+        if data.startswith(b"OK "):
+            log(">%d job 0" % self.fd)
+        super().send(data)
+
+    def send_job(self, word: bytes, job):
+        super().send_job(word, job)
+        log = self.engine.log
+        log(">%d reply %s %d %d" % (self.fd, word.decode(), job.id, len(job.body) - 2))
+        log(">%d job %d" % (self.fd, job.id))

@@ -1,0 +1,212 @@
+"""The transport's bounds on one connection, with a fake event loop and a
+fake transport whose peer never reads: what a client may make the server
+hold (its unparsed input, its replies, the transport's buffer), and when
+the server stops reading it."""
+from __future__ import annotations
+
+import asyncio
+
+from pybeanstalkd.core.engine import OUT_LIMIT, Engine
+from pybeanstalkd.server.transport import (CHUNK, PENDING_LIMIT, ROUND_NS, TURN_NS,
+                                           BoundedClient, Client, Server)
+
+HIGH = 64 << 10  # the transport's high-water mark (uvloop's and asyncio's default)
+READ = 256_000  # what uvloop reads at most at a time
+
+
+class Loop:
+    def __init__(self):
+        self.soon = []
+
+    def call_soon(self, fn, *args):
+        self.soon.append((fn, args))
+
+    def add_reader(self, fd, fn):
+        pass
+
+    def run_once(self) -> int:
+        """One pass: the callbacks scheduled before it."""
+        todo, self.soon = self.soon, []
+        for fn, args in todo:
+            fn(*args)
+        return len(todo)
+
+
+class StuckTransport:
+    """A peer that never reads: everything written stays here."""
+
+    def __init__(self):
+        self.protocol = None
+        self.held = []  # what was written, as the objects given
+        self.reading = True
+        self.paused_writing = False
+        self.closed = False
+
+    def size(self) -> int:
+        return sum(map(len, self.held))
+
+    def write(self, data):
+        self.writelines([data])
+
+    def writelines(self, pieces):
+        self.held.extend(pieces)
+        if self.size() > HIGH and not self.paused_writing:
+            self.paused_writing = True
+            self.protocol.pause_writing()
+
+    def pause_reading(self):
+        self.reading = False
+
+    def resume_reading(self):
+        self.reading = True
+
+    def is_closing(self):
+        return self.closed
+
+    def close(self):
+        self.closed = True
+
+    def get_extra_info(self, name):
+        return None
+
+    def set_protocol(self, p):
+        self.protocol = p
+
+    def is_reading(self):
+        return self.reading
+
+
+def connected():
+    loop = Loop()
+    engine = Engine(1, log=lambda m: None)
+    srv = Server(loop, engine)
+    c = Client(srv)
+    t = StuckTransport()
+    t.protocol = c
+    c.connection_made(t)
+    return loop, engine, c, t
+
+
+def read(loop: Loop, c: Client, t: StuckTransport, data: bytes, passes: int = 10000) -> int:
+    """What the event loop does while data waits in the socket: hands it to
+    the protocol a read at a time whenever reading is on, and runs the
+    passes' callbacks; until all is read or nothing more happens."""
+    fed = 0
+    for _ in range(passes):
+        while fed < len(data) and t.reading:
+            if isinstance(c, asyncio.BufferedProtocol):
+                buf = c.get_buffer(-1)
+                n = min(len(buf), len(data) - fed)
+                buf[:n] = data[fed:fed + n]
+                c.buffer_updated(n)
+            else:
+                n = min(READ, len(data) - fed)
+                c.data_received(data[fed:fed + n])
+            fed += n
+        if not loop.run_once():
+            break
+    return fed
+
+
+def test_a_client_that_never_reads_is_held_to_its_bounds():
+    loop, engine, c, t = connected()
+    s = c.s
+    body = b"x" * 60000
+    read(loop, c, t, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    assert t.held == [b"INSERTED 1\r\n"]
+    t.held.clear()
+    stream = b"peek 1\r\n" * (1 << 20)  # 8 MB of commands, each asking for 60 kB
+    fed = read(loop, c, t, stream)
+    # It stopped reading: the transport is over its mark, nothing is left to run.
+    assert not t.reading and c.blocked
+    # What it holds: at most one read of input, one reply over the high-water
+    # mark in the transport, and the job bodies there are the job's own bytes.
+    assert s.plen <= CHUNK and not s.out
+    assert t.size() <= HIGH + len(body) + 100
+    own = engine.q.jobs[1].body
+    assert all(p is own for p in t.held if len(p) > 1000)
+    # It sent a big read (its put): it is read a CHUNK at a time since.
+    assert isinstance(c, BoundedClient) and fed == CHUNK
+
+
+def test_replies_stop_at_out_limit_before_the_next_command():
+    loop, engine, c, t = connected()
+    s = c.s
+    body = b"y" * 40000
+    read(loop, c, t, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    t.held.clear()
+    t.paused_writing = True  # (as if over its mark: nothing is sent meanwhile)
+    c.blocked = True
+    engine.data(s, b"peek 1\r\n" * 100, 1)
+    assert len(s.out) == 4  # two replies: the second went past OUT_LIMIT, no third
+    assert OUT_LIMIT < sum(map(len, s.out)) <= OUT_LIMIT + len(body) + 100
+    assert engine.backlog == [s]
+
+
+def test_a_client_blocked_in_reserve_is_read_up_to_pending_limit():
+    loop, engine, c, t = connected()
+    s = c.s
+    read(loop, c, t, b"reserve\r\n")
+    assert s.waiting and t.reading
+    read(loop, c, t, b"stats\r\n" * (1 << 18))
+    assert not t.reading and s in c.srv.paused
+    assert PENDING_LIMIT < s.plen <= PENDING_LIMIT + READ
+    assert engine.counts["stats"] == 0 and not t.held
+
+
+def test_a_big_read_runs_in_turns():
+    # A read of more than CHUNK bytes runs as a turn of about TURN_NS of
+    # commands; the rest waits for the next pass, the client not read
+    # meanwhile, so that other connections are served between.
+    loop, engine, c, t = connected()
+    c.cost = 10_000
+    assert len(b"list-tube-used\r\n" * 1000) > CHUNK
+    c.data_received(b"list-tube-used\r\n" * 1000)
+    assert c.s.ran == TURN_NS // 10_000 == 100
+    assert c.backlogged and not t.reading and c in c.srv.turns
+    assert len(t.held) == 1 and t.held[0].count(b"USING") == 101
+    passes = 0
+    while loop.run_once():
+        passes += 1
+    assert b"".join(t.held).count(b"USING") == 1000 and t.reading and not c.srv.turns
+    assert passes >= 1000 // (TURN_NS // c.cost + 1) - 1
+    # It sent a big read: it is read CHUNK bytes at a time, one read a pass,
+    # until a read does not fill the buffer.
+    assert isinstance(c, BoundedClient)
+    t.held.clear()
+    assert read(loop, c, t, b"list-tube-used\r\n" * 1024, passes=1) == CHUNK  # one a pass
+    c.get_buffer(-1)[:16] = b"list-tube-used\r\n"
+    c.buffer_updated(16)
+    loop.run_once()
+    assert type(c) is Client  # back to uvloop's reads
+    # A small read, no one else waiting: all of it at once.
+    t.held.clear()
+    c.data_received(b"list-tube-used\r\n" * 100)
+    assert b"".join(t.held).count(b"USING") == 100 and not c.backlogged
+
+
+def test_clients_that_take_turns_share_a_round():
+    # With others waiting for their turn, one turn runs about its share of
+    # ROUND_NS of commands, by what its commands cost: here 100 others and
+    # a cost of 10 us, 10 commands.
+    loop, engine, c, t = connected()
+    c.srv.turns.update(object() for _ in range(99))
+    c.cost = 10_000
+    c.data_received(b"list-tube-used\r\n" * 100)
+    # (the first command of a read runs before the batch the budget holds)
+    assert c.s.ran == ROUND_NS // (100 * 10_000) == 10
+    assert engine.backlog == [] and c.backlogged  # (flushed: its turn is queued)
+    assert c in c.srv.turns
+
+
+def test_input_left_for_a_later_turn_is_not_copied():
+    # A turn may run one command of a big read: what is left stays in the
+    # read's own bytes, at an offset, rather than copied at every turn.
+    loop, engine, c, t = connected()
+    c.cost = TURN_NS  # one command a turn
+    data = b"list-tube-used\r\n" * 1000
+    c.data_received(data)
+    s = c.s
+    assert s.pending[0] is data and s.skip == 2 * 16 and s.plen == len(data) - 32
+    loop.run_once()
+    assert s.pending[0] is data and s.skip == 3 * 16
