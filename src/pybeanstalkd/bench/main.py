@@ -10,11 +10,13 @@
     pybeanstalkd-bench --compare --stalls 1000000,6000000   a probe's waits during big work
     pybeanstalkd-bench --compare --memcap 256M      --max-memory: RSS against the cap, its cost
     pybeanstalkd-bench --compare --http-cost        throughput with --http scraped and browsed
+    pybeanstalkd-bench --compare --hostile          junk, clients that never read, bodies in flight
     pybeanstalkd-bench --micro                      each hot command's Python cost, by layer
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
 recovery), stalls.py (a probe during big work), memcap.py (--max-memory),
+hostile.py (what hostile clients cost the others),
 micro.py (in-process cost by layer), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
@@ -29,7 +31,8 @@ import sys
 from dataclasses import asdict, replace
 from time import monotonic
 
-from . import httpcost, memcap as memcap_mod, micro as micro_mod, modes, stalls as stalls_mod
+from . import hostile as hostile_mod, httpcost, memcap as memcap_mod, micro as micro_mod, modes
+from . import stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference
@@ -272,6 +275,11 @@ def parse_args(argv):
     a("--http-cost", action="store_true",
       help="with --compare: throughput of ours with --http (scraped and polled every second) "
            "against without, the reference beside")
+    a("--hostile", metavar="N", type=int, nargs="?", const=1000,
+      help="with --compare: a probe's waits while 1 and 4 connections send junk without a "
+           "CRLF (ours also with --auth-tokens); RSS per connection of N (default 1,000) that "
+           "pipeline peek or stats and never read; RSS with 300 1 MB bodies in flight under "
+           "--max-memory 64M")
     a("--micro", type=int, nargs="?", const=200_000, metavar="N",
       help="no server: each hot command's Python path in-process, N times (default "
            "200,000), in microseconds by layer (framing, dispatch, queue, reply)")
@@ -293,6 +301,8 @@ def parse_args(argv):
         p.error("--memcap needs --compare (it starts the servers with and without the cap)")
     if args.floor and not args.compare:
         p.error("--floor needs --compare (it starts the floor server beside the others)")
+    if args.hostile and not args.compare:
+        p.error("--hostile needs --compare (it starts the servers with its own flags)")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
     bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES)
@@ -337,7 +347,7 @@ def main(argv=None) -> int:
     if not args.floor:
         load_servers, load_names = servers, names
     special = (args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
-               or args.memcap or args.http_cost or args.micro)
+               or args.memcap or args.http_cost or args.micro or args.hostile)
     out = {"options": vars(args), "servers": load_names if args.workloads or not special
            else names}
     t0 = monotonic()
@@ -422,6 +432,30 @@ def main(argv=None) -> int:
                 f"/api/v1/tubes are fetched every second, against no --http; {o.conns} "
                 f"connections, {o.size}-byte bodies, {args.rounds} round(s), median")
             say(variant_table(rows, "http", "ours --http", "--http / off"))
+        if args.hostile:
+            res = out["hostile"] = hostile_mod.hostile(ref, ours, args.server_args, progress,
+                                                       noread_conns=args.hostile)
+            progress.clear()
+            say("\njunk: connections stream bytes without a CRLF; a probe's put+delete round "
+                "trips meanwhile (ms)")
+            say(table(["server", "junk conns", "junk MB", "server CPU", "probes", "p50", "p99",
+                       "max"], [[r["server"], r["conns"], r["junk_mb"], r["server_cpu"],
+                                 r["probes"], r["p50_ms"], r["p99_ms"], r["max_ms"]]
+                                for r in res["junk"]]))
+            say(f"\nnoread: {args.hostile:,} connections pipeline a command and never read; "
+                f"RSS growth per connection once none can send more, and a probe's round trips")
+            say(table(["server", "command", "RSS/conn", "sent/conn", "p50 ms", "max ms"],
+                      [[r["server"], r["command"], r["rss_per_conn"], r["sent_per_conn"],
+                        r["p50_ms"], r["max_ms"]] for r in res["noread"]]))
+            h = res["http"]
+            say(f"\nhttp: an unfinished request head (in {h['runs']} runs, half of them a byte "
+                f"a second): closed after {h['min_s']:.2f} s at least, {h['median_s']:.2f} s "
+                f"median, {h['max_s']:.2f} s at most")
+            say("\ninflight: each connection sends a put line and all but the last byte of "
+                "its body, under --max-memory")
+            say(table(["conns", "body", "cap", "RSS growth", "stored", "refused"],
+                      [[r["conns"], r["size"], r["cap"], r["rss_growth"], r["stored"],
+                        r["refused"]] for r in res["inflight"]]))
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)
