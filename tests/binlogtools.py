@@ -117,7 +117,7 @@ class BinlogServer(Server):
     def stderr_so_far(self) -> bytes:
         return bytes(self._err)
 
-    def client(self) -> "Conn":
+    def client(self) -> Conn:
         return Conn(self.connect())
 
     def kill9(self) -> Exited:
@@ -139,7 +139,7 @@ class BinlogServer(Server):
                 self.proc.kill()
                 self.proc.wait()
                 self.exited = self._collect()
-                raise AssertionError(f"{self.kind} server did not exit within {timeout} s of signal {sig!r}")
+                raise AssertionError(f"{self.kind} server did not exit within {timeout} s of signal {sig!r}") from None
         self.exited = self._collect()
         return self.exited
 

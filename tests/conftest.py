@@ -1,5 +1,6 @@
 import pytest
 
+import dashtools
 from binlogtools import launch, start
 from support import Server, ours_argv, require_reference
 
@@ -39,3 +40,17 @@ def wal(tmp_path):
     d = tmp_path / "wal"
     d.mkdir()
     return str(d)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A CA, server and client certificates (tlstools.make_certs), made with
+    the cryptography package for this run, never committed."""
+    from tlstools import make_certs
+
+    d = tmp_path_factory.mktemp("certs")
+    make_certs(d)
+    return d
+
+
+browser = pytest.fixture(scope="module")(dashtools.browser_session)

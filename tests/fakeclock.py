@@ -1,6 +1,8 @@
 """Drive the pure Engine with a fake clock: no sockets, no sleeping."""
 from __future__ import annotations
 
+from pybeanstalkd.binlog.files import Wal, _falloc
+from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.core.engine import Engine
 from pybeanstalkd.core.protocol import NS
 
@@ -51,3 +53,13 @@ class Harness:
     def close(self, s):
         self.e.close(s, self.now)
         self.idle()
+
+
+
+def with_binlog(tmp_path, filesize=10485760, falloc=_falloc):
+    """A Harness whose queue writes a binlog in tmp_path (recovered first)."""
+    h = Harness(filesize=filesize)
+    wal = Wal(str(tmp_path), filesize, warn=lambda m: None, falloc=falloc)
+    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
+    h.e.q.store = wal
+    return h, wal

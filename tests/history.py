@@ -1,4 +1,4 @@
-"""A client-side history checker for the fault tests of issue 13.
+"""A client-side history checker for the cluster's fault tests.
 
 Clients record what they sent and what the cluster acknowledged; after a
 fault, the survivors' jobs are checked against it:
@@ -50,7 +50,7 @@ class History:
     def check(self, jobs: dict[int, bytes]) -> list[str]:
         """Problems with a survivor's jobs (id -> body), and any seen before."""
         out = list(self.problems)
-        for id_, body in self.acked.items():
+        for id_ in self.acked:
             if id_ not in jobs and id_ not in self.delete_sent:
                 out.append(f"job {id_}: acknowledged put is missing")
         for id_ in self.deleted:

@@ -897,8 +897,8 @@ def test_socket_activation_matches_reference(tmp_path, kind, copies, pid_mode, n
 
     assert norm(err, "pybeanstalkd") == norm(ref[2], ref_bin)
     # Drop the reference's "accept FD"/"close FD" lines caused by our probe.
-    ref_out = b"".join(l for l in norm(ref[1], ref_bin).splitlines(True)
-                       if not l.startswith((b"accept ", b"close ", b"<", b">")))
+    ref_out = b"".join(ln for ln in norm(ref[1], ref_bin).splitlines(True)
+                       if not ln.startswith((b"accept ", b"close ", b"<", b">")))
     ours_out = norm(out, "pybeanstalkd")
     if used:
         assert ref_out == b"pid N\n"

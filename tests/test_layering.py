@@ -11,7 +11,7 @@
   nothing of ours outside ops/admin*.
 - the rest of ops/ (the HTTP side) imports core/ and binlog/ of ours: the
   server hands it its objects; it never imports server/, cluster/ or cli.
-- cluster/ (replication, issue 13) is imported only by cli.py, server/ and
+- cluster/ (replication) is imported only by cli.py, server/ and
   cluster/, so that without --cluster none of it loads. Its frame and state
   modules (cluster/frame.py) are pure, as core/ is. Only cluster/ imports
   the etcd client (aetcd, grpc).

@@ -1,4 +1,4 @@
-"""What an operator sees of a cluster (issue 13), on two real nodes and an
+"""What an operator sees of a cluster, on two real nodes and an
 etcd: GET /api/v1/cluster, /metrics, `pybeanstalkd-admin cluster` and the
 dashboard's panel; while both are in sync, while the follower is stopped
 (it lags, then leaves the ISR), and once it is back. And how an operator
@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from test_cluster_e2e import ask, etcd, pair, start, wait_for  # noqa: F401 (etcd: a fixture)
-from test_dashboard import HttpServer, browser, open_page  # noqa: F401 (browser: a fixture)
+from dashtools import HttpServer, open_page
 
 
 def get(srv, path: str) -> bytes:
@@ -86,7 +86,7 @@ def test_without_cluster_there_is_no_cluster_report(tmp_path):
 
 def test_reports_metrics_admin_and_dashboard_follow_the_cluster(tmp_path, etcd, browser):  # noqa: F811
     with pair(tmp_path, etcd, "ops") as (a, b):
-        for i in range(5):
+        for _i in range(5):
             assert ask(a, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
 
         # In sync: the leader's view, and the follower's.

@@ -1,7 +1,7 @@
 """Differential tests: the same bytes to the reference beanstalkd and to our server, replies compared
-byte for byte (after the normalisation described in tests/differential/README.md).
+byte for byte (after the normalisation described in tests/compat/differential/README.md).
 
-One test per transcript case in tests/differential/*.txt.  Each case gets a fresh reference server
+One test per transcript case in tests/compat/differential/*.txt.  Each case gets a fresh reference server
 and a fresh server of ours (run side by side in two threads).
 
 Environment:

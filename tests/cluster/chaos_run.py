@@ -1,4 +1,4 @@
-"""The randomized fault run of issue 13, outside CI (pytest does not collect
+"""The cluster's randomized fault run, outside CI (pytest does not collect
 it): three nodes, three etcd members and HAProxy on loopback, a producer and
 a consumer through HAProxy, and a fault every few seconds, chosen by a
 seeded random generator:
@@ -10,7 +10,7 @@ seeded random generator:
 At the end the faults stop, the cluster settles, and the history checker
 compares what the clients were told with what the leader holds.
 
-    .venv/bin/python tests/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]] [--tls]
+    .venv/bin/python tests/cluster/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]] [--tls]
 
 With --tls every node has --tls-cert, --tls-key and --tls-client-ca (certificates
 made for the run): the replication links are TLS with certificates checked both
@@ -26,7 +26,7 @@ import threading
 import time
 import pathlib
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path[:0] = [os.path.dirname(__file__), os.path.dirname(os.path.dirname(__file__))]
 from history import History  # noqa: E402
 from support import EtcdCluster  # noqa: E402
 from test_cluster_e2e import ask, jobs_on, start, wait_for  # noqa: E402
@@ -62,11 +62,11 @@ def use_tls(tmp):
     import types
 
     import test_cluster_haproxy
-    from test_net import _make_certs, client_ctx, tls_args
+    from tlstools import client_ctx, make_certs, tls_args
 
     d = tmp / "certs"
     d.mkdir()
-    _make_certs(d)
+    make_certs(d)
     ctx = client_ctx(d, "client")
 
     def wrap(sock):

@@ -238,7 +238,7 @@ def test_pages_deep_and_shallow_agree_with_the_full_order(state):
     s = h.conn()
     n = 3 * SLICE + 17
     rnd = random.Random(state)
-    for i in range(n):
+    for _i in range(n):
         pri = 0 if state == BURIED else rnd.randrange(4)  # buried: reserved in id order
         h.send(s, b"put %d %d 60 1\r\nx\r\n" % (pri, 100 + rnd.randrange(50) if state == DELAYED else 0))
     if state == BURIED:
@@ -278,7 +278,7 @@ def test_a_deep_page_leaves_out_jobs_that_left_meanwhile():
 def test_admin_delete_and_kick_job_count_no_command():
     h = Harness()
     s = h.conn()
-    a, b, c = put(h, s), put(h, s, delay=50), put(h, s)
+    _a, b, c = put(h, s), put(h, s, delay=50), put(h, s)
     reserve(h, s)  # a
     before = stats(h, s)
     q = h.e.q
@@ -365,7 +365,7 @@ def test_move_puts_copies_with_new_ids_and_deletes_the_originals(state):
     dest = q.tubes[b"dest"]
     new = sorted(j for j in q.jobs if q.jobs[j].tube is dest)
     assert new == [max(ids) + 1, max(ids) + 2]
-    for old_id, new_id in zip(order, new):
+    for _old_id, new_id in zip(order, new):
         j = q.jobs[new_id]
         assert j.ttr == 30 * NS
         assert j.state == (DELAYED if state == DELAYED else READY)

@@ -59,7 +59,7 @@ def no_more_data(sock: socket.socket, wait: float = 0.2) -> bool:
     sock.settimeout(wait)
     try:
         data = sock.recv(1)
-    except socket.timeout:
+    except TimeoutError:
         return True
     return False if data else True
 

@@ -13,6 +13,7 @@ import greenstalk
 import pytest
 
 from support import Client, Server, drain_pipes, ours_argv, require_reference, sock_path
+from tlstools import client_ctx, tls_args, tls_connect
 
 
 def cpu_seconds(pid: int) -> float:
@@ -73,7 +74,7 @@ def test_without_the_flag_there_is_no_limit_line():
     for s in conns:
         s.sendall(b"list-tube-used\r\n")
     assert all(answered(s, 5) == b"USING default\r\n" for s in conns)
-    assert not any(l.startswith(("max-connections", "accept paused")) for l in log_lines(srv))
+    assert not any(ln.startswith(("max-connections", "accept paused")) for ln in log_lines(srv))
 
 
 # --- out of descriptors --------------------------------------------------------
@@ -122,90 +123,11 @@ def test_out_of_descriptors_no_busy_loop_and_accepting_resumes():
         lines = log_lines(srv)
     assert srv.stderr == ""
     # One line each way, not one per retry.
-    assert sum(l.startswith("accept paused: Too many open files") for l in lines) == 1
-    assert sum(l.startswith("accept resumed: descriptors free again") for l in lines) == 1
+    assert sum(ln.startswith("accept paused: Too many open files") for ln in lines) == 1
+    assert sum(ln.startswith("accept resumed: descriptors free again") for ln in lines) == 1
 
 
 # --- TLS -------------------------------------------------------------------------
-
-def _make_certs(d):
-    """A CA with two server certificates and a client certificate, and a
-    client certificate from another CA, written as PEM files into d."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def write(name, key, cert):
-        (d / f"{name}.key").write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()))
-        (d / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-    def make(cn, issuer=None, ca=False, san=None):
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-        ikey, iname = (key, subject) if issuer is None else issuer
-        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(iname)
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(hours=1))
-             .not_valid_after(now + datetime.timedelta(days=2))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if ca:
-            b = b.add_extension(x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-            b = b.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                                critical=False)
-        else:
-            b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                ikey.public_key()), critical=False)
-        if san is not None:
-            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        cert = b.sign(ikey, hashes.SHA256())
-        write(cn, key, cert)
-        return key, subject
-
-    ca = make("ca", ca=True)
-    other = make("other-ca", ca=True)
-    for name in ("server", "server2"):  # (server2: its successor, for a rotation)
-        make(name, ca, san=[x509.DNSName("localhost"),
-                            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-    make("client", ca)
-    make("stranger", other)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    """Made with the cryptography package for this run, never committed."""
-    d = tmp_path_factory.mktemp("certs")
-    _make_certs(d)
-    return d
-
-
-def tls_args(certs, mtls=False):
-    args = ["--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key")]
-    if mtls:
-        args += ["--tls-client-ca", str(certs / "ca.pem")]
-    return args
-
-
-def client_ctx(certs, cert=None):
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
-    if cert is not None:
-        ctx.load_cert_chain(str(certs / f"{cert}.pem"), str(certs / f"{cert}.key"))
-    return ctx
-
-
-def tls_connect(srv, certs, cert=None) -> ssl.SSLSocket:
-    return client_ctx(certs, cert).wrap_socket(srv.connect(), server_hostname="localhost")
-
 
 def test_tls_greenstalk_put_reserve_delete(certs):
     srv = Server(ours_argv(), ["-V"] + tls_args(certs))
@@ -236,7 +158,7 @@ def test_plaintext_client_on_a_tls_port_costs_one_closed_connection(certs):
         assert b"current-connections: 1\n" in stats
     finally:
         lines = log_lines(srv)
-    assert any(l.startswith("tls ") and "handshake failed" in l for l in lines)
+    assert any(ln.startswith("tls ") and "handshake failed" in ln for ln in lines)
     assert srv.stderr == ""  # no traceback
 
 
@@ -268,7 +190,7 @@ def test_mtls_refuses_no_certificate_and_another_cas(certs, cert):
         assert b"total-connections: 1\n" in ok.cmd(b"stats\r\n")
     finally:
         lines = log_lines(srv)
-    assert any("handshake failed" in l for l in lines)
+    assert any("handshake failed" in ln for ln in lines)
     assert srv.stderr == ""
 
 
@@ -445,8 +367,8 @@ def test_tokens_never_reach_the_log_and_auth_works_over_tls(tokens, certs):
     for secret in (GOOD, OTHER, WRONG, b"s3cr3t", b"wr0ng"):
         assert secret.decode() not in text
     assert "auth: 2 tokens from %s; only `auth` is served before it" % tokens in lines
-    assert any(l.endswith(": authenticated") for l in lines)
-    assert any(l.endswith(": failed: wrong token") for l in lines)
+    assert any(ln.endswith(": authenticated") for ln in lines)
+    assert any(ln.endswith(": failed: wrong token") for ln in lines)
 
 
 @pytest.mark.parametrize("content, message", [

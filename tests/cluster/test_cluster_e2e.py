@@ -244,7 +244,7 @@ def test_with_f_ms_a_reply_does_not_wait_for_the_fsync(tmp_path, etcd):
         with a.connect() as sock:
             c = Client(sock)
             took = []
-            for i in range(5):
+            for _i in range(5):
                 t0 = time.monotonic()
                 assert c.cmd(b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
                 took.append(time.monotonic() - t0)

@@ -169,7 +169,7 @@ def test_at_the_cap_a_new_connection_takes_the_place_of_the_one_idle_longest():
             got = await read_to_eof(r)
             assert got.startswith(b"HTTP/1.0 200 "), got
             assert await read_to_eof(held[0][0]) == b""  # the oldest: closed for it
-            for r, w in held[1:]:
+            for r, _w in held[1:]:
                 with contextlib.suppress(asyncio.TimeoutError):
                     assert await asyncio.wait_for(r.read(1), 0.2) != b""  # still open
             for _, w in held:

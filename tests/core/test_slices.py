@@ -202,7 +202,7 @@ def test_close_returns_reservations_in_slices(h):
 
 def test_close_hands_jobs_to_waiters_in_reservation_order(h):
     a = h.conn()
-    for i in range(N):
+    for _ in range(N):
         put(h, a)
     for i in range(N, 0, -1):  # reserved last to first
         assert h.send(a, b"reserve-job %d\r\n" % i).startswith(b"RESERVED")
@@ -322,7 +322,7 @@ def test_sweeps_keep_ready_and_delayed_order_under_random_work():
     h = Harness(auto=False)
     a = h.conn()
     n = 3 * SMALL_HEAP
-    for i in range(n):
+    for _ in range(n):
         put(h, a, pri=rnd.randrange(5), delay=rnd.randrange(1, 50))
     q = h.e.q
     alive = set(range(1, n + 1))
@@ -372,12 +372,12 @@ def test_heap_removal_keeps_the_heap_property():
     from pybeanstalkd.core.queue import Queue
 
     q = Queue(0)
-    for trial in range(50):
+    for _trial in range(50):
         heap = [rnd.randrange(1000) for _ in range(rnd.randrange(1, 3000))]
         heapq.heapify(heap)
         stale = {k for k in heap if rnd.random() < 0.6}
         want = sorted(k for k in heap if k not in stale)
-        gen = q._sweeper(heap, lambda k: k not in stale, lambda: False)
+        gen = q._sweeper(heap, lambda k, stale=stale: k not in stale, lambda: False)
         for _ in gen:
             assert_heap(heap)
         assert sorted(heap) == want

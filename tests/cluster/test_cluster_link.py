@@ -170,7 +170,7 @@ def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
         # The link breaks; the leader goes on; a new link catches up.
         link.writer.close()
         await asyncio.sleep(0.1)
-        for i in range(5):
+        for _i in range(5):
             lh.send(c, b"put 0 0 60 1\r\nb\r\n")
         lh.send(c, b"delete 1\r\n")
         lwal.flush()
@@ -378,14 +378,14 @@ def test_with_f0_one_batch_per_group_commit_and_one_group_in_flight(tmp_path):
         rep.on_ack = syncer.kick
         send = link.send
         link.send = lambda frame: (sent.append((link.acked, fwal.synced)), send(frame))
-        for i in range(10):
+        for _i in range(10):
             lh.send(c, b"put 0 0 60 1\r\na\r\n")
         server.flush()  # the group's fsync starts, and it is shipped
         assert rep.seq == 1 and len(sent) == 1 and rep.in_flight(["f"])
         link.writer.transport.pause_reading()  # its ack is late
         while syncer.busy:  # the leader's own fsync is done
             await asyncio.sleep(0.001)
-        for i in range(10):
+        for _i in range(10):
             lh.send(c, b"put 0 0 60 1\r\nb\r\n")
             server.flush()
         assert rep.seq == 1 and lwal.buf and not syncer.busy  # held: one group in flight
@@ -426,7 +426,7 @@ def test_with_f0_a_follower_whose_fsync_fails_acks_nothing_and_says_why(tmp_path
         def eio(fds, dirfd):
             raise OSError(errno.EIO, "Input/output error")
         monkeypatch.setattr(S, "fsync_all", eio)  # (the follower's fsync)
-        for i in range(3):
+        for _i in range(3):
             lh.send(c, b"put 0 0 60 1\r\na\r\n")
             lwal.flush()
             rep.ship()
@@ -463,7 +463,7 @@ def test_silent_connections_cannot_hold_the_peer_port(tmp_path):
             await reader.readexactly(F.MAX_GREETING - 255 + 1)  # its greeting ("f")
             try:
                 closed += await asyncio.wait_for(reader.read(1), 0.05) == b""
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         assert closed == 2 * MAX_HANDSHAKES
         rep = Replicator(lh.e.q, lwal, 7, SECRET, "leader")
@@ -495,7 +495,7 @@ def test_a_follower_that_stops_reading_is_not_buffered_for_without_end(tmp_path)
         for conn in f.conns:
             conn.transport.pause_reading()  # as a stopped process
         body = b"x" * 60000
-        for i in range(200):  # 12 MB, past what the sockets take
+        for _i in range(200):  # 12 MB, past what the sockets take
             lh.send(c, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
             lwal.flush()
             rep.ship()

@@ -17,7 +17,7 @@ from support import Client, free_port
 from test_cluster_e2e import ask, etcd, isr, jobs_on, start, wait_for  # noqa: F401 (etcd: a fixture)
 
 pytest.importorskip("aetcd")
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "haproxy.cfg")
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "haproxy.cfg")
 
 
 def require_haproxy() -> str:
@@ -190,7 +190,7 @@ def test_follower_restart_and_a_rolling_restart_lose_nothing(tmp_path, etcd):  #
             proxy.start(nodes)  # (new ports)
             wait_for(lambda: sorted((isr(etcd, "r1") or (0, []))[1]) == names, timeout=30)
             before = len(p.acks)
-            wait_for(lambda: len(p.acks) > before + 50, timeout=20)
+            wait_for(lambda before=before: len(p.acks) > before + 50, timeout=20)
         p.stop.set()
         p.join(10)
         leader = next(n for n in nodes if ask(n, b"list-tube-used\r\n"))

@@ -6,17 +6,9 @@ import time
 
 import pytest
 
-from fakeclock import Harness
-from pybeanstalkd.binlog.recovery import recover
-from pybeanstalkd.binlog.files import ZERO_AHEAD, Wal, _falloc
+from fakeclock import with_binlog
 
-
-def with_binlog(tmp_path, filesize=10485760, falloc=_falloc):
-    h = Harness(filesize=filesize)
-    wal = Wal(str(tmp_path), filesize, warn=lambda m: None, falloc=falloc)
-    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
-    h.e.q.store = wal
-    return h, wal
+from pybeanstalkd.binlog.files import ZERO_AHEAD, _falloc
 
 
 def binlogs(path):

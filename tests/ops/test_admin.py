@@ -75,7 +75,7 @@ class Raw:
         """n buried jobs in tube (put, reserved by id order, buried)."""
         ids = [self.put(tube, body, pri=0) for _ in range(n)]
         self.cmd(f"watch {tube}")
-        for i in ids:
+        for _i in ids:
             r = self.cmd("reserve-with-timeout 0")
             assert r.startswith(b"RESERVED "), r
             assert self.cmd(f"bury {int(r.split()[1])} 10") == b"BURIED\r\n"

@@ -178,7 +178,7 @@ def _read_until_eof(sock: socket.socket, limit: float) -> bool:
         while True:
             if not sock.recv(65536):
                 return True
-    except socket.timeout:
+    except TimeoutError:
         return False
     except OSError:
         return True  # reset by the server counts as closed
@@ -197,7 +197,7 @@ def test_garbage_then_close(server, witness, session):
                     sock.sendall(p)
             if mode == "midbody":
                 sock.sendall(b"\r\nput 0 0 10 100\r\n" + b"z" * 37)
-        except (socket.timeout, BrokenPipeError, ConnectionResetError):
+        except (TimeoutError, BrokenPipeError, ConnectionResetError):
             # the server may legitimately stop reading (blocked reserve, quit)
             pass
         if mode == "abrupt":
@@ -214,7 +214,7 @@ def test_garbage_then_close(server, witness, session):
             try:
                 while sock.recv(65536):
                     pass
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 pass
     finally:
         sock.close()

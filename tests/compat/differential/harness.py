@@ -1,10 +1,10 @@
 """Differential-test engine: parse transcripts, play them against two servers, compare.
 
-The transcript format is described in tests/differential/README.md.  This module is imported by
-tests/test_differential.py and can also be run directly to play cases against the reference only
+The transcript format is described in tests/compat/differential/README.md.  This module is imported by
+tests/compat/test_differential.py and can also be run directly to play cases against the reference only
 (handy when writing transcripts):
 
-    .venv/bin/python tests/differential/harness.py [-k SUBSTRING] [--ours] [--ref-vs-ref]
+    .venv/bin/python tests/compat/differential/harness.py [-k SUBSTRING] [--ours] [--ref-vs-ref]
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:  # so that `support` imports when run as a script
-    sys.path.insert(0, str(HERE.parent))
+if str(HERE.parent.parent) not in sys.path:  # so that `support` imports when run as a script
+    sys.path.insert(0, str(HERE.parent.parent))
 
 from support import REFERENCE, Server, ours_argv  # noqa: E402
 
@@ -283,7 +283,7 @@ class Conn:
         self.sock.settimeout(left)
         try:
             chunk = self.sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             raise TimeoutError from None
         except (ConnectionResetError, BrokenPipeError):
             chunk = b""  # an RST after close with unread input is just a close

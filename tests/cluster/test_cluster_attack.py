@@ -23,8 +23,8 @@ import pytest
 
 from fakeclock import Harness
 from support import Client
-from test_cluster_e2e import etcd, isr, leader_status, start, wait_for  # noqa: F401 (a fixture)
-from test_net import certs, tls_args, tls_connect  # noqa: F401 (certs: a fixture)
+from test_cluster_e2e import etcd, isr, leader_status, start, wait_for  # noqa: F401 (etcd: a fixture)
+from tlstools import tls_args, tls_connect
 from pybeanstalkd.cluster import frame as F
 from pybeanstalkd.cluster.apply import snapshot_parts
 from pybeanstalkd.cluster.link import HANDSHAKE_S
@@ -101,7 +101,7 @@ def the_rest(sock, seconds: float = 5) -> tuple[bytes, bool]:
         sock.settimeout(max(0.01, end - time.monotonic()))
         try:
             data = sock.recv(65536)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return got, False
         except (ConnectionResetError, ssl.SSLError):  # (closed with our bytes unread, or TLS cut)
             return got, True

@@ -1,4 +1,4 @@
-"""The history checker the fault tests of issue 13 rely on: it must catch
+"""The history checker the cluster's fault tests rely on: it must catch
 each kind of loss, and let every allowed outcome of an ambiguous command
 through."""
 from history import History

@@ -7,10 +7,10 @@ import asyncio
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from fakeclock import with_binlog
 from pybeanstalkd.binlog.sync import Syncer
 from pybeanstalkd.ops.http import Http
 from pybeanstalkd.server.transport import Server
-from test_wal import with_binlog
 
 ACT = {"X-Pybeanstalkd": "1"}
 

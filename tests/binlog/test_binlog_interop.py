@@ -226,7 +226,7 @@ def check_records_match(files, wl):
     want = [(jid, full, state) for jid, full, state, _ in wl.records]
     assert got == want
     recs = [r for bf in files for r in bf.records]
-    for r, (jid, full, state, st) in zip(recs, wl.records):
+    for r, (jid, _full, state, st) in zip(recs, wl.records):
         f = st.fields
         assert (r.pri, r.delay // NS, r.ttr // NS) == (f["pri"], f["delay"], f["ttr"]), (jid, r)
         counters = (r.reserve_ct, r.timeout_ct, r.release_ct, r.bury_ct, r.kick_ct)
