@@ -3,14 +3,14 @@ PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test clean
+.PHONY: install run test lint clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[http,admin,cluster,test]'
+	$(VENV)/bin/pip install -q -e '.[http,admin,cluster,test,lint]'
 	touch $(STAMP)
 
 run: install
@@ -18,6 +18,11 @@ run: install
 
 test: install
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# ruff over the code and the tests; mypy over src/ (strict for core/ and binlog/)
+lint: install
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

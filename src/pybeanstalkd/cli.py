@@ -13,10 +13,18 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
 
 from pybeanstalkd import BEANSTALKD_VERSION, __version__
 from pybeanstalkd.diag import program_name, write_line
 from pybeanstalkd.server.listen import ListenError, inherited_listen_fds, make_listener
+
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Callable
+
+    from pybeanstalkd.server.auth import TokenFile
+    from pybeanstalkd.server.tls import Certs
 
 JOB_DATA_SIZE_LIMIT_DEFAULT = 65535
 JOB_DATA_SIZE_LIMIT_MAX = 1073741824
@@ -87,9 +95,15 @@ class Options:
     peer_listen: str | None = None  # HOST:PORT
     peer_advertise: str | None = None
     # Loaded after the socket is bound (ssl is slow to import).
-    tls: object = None  # server.tls.Certs
-    auth_tokens: object = None
-    http_sock: object = None  # the HTTP side's listening socket
+    tls: Certs | None = None
+    auth_tokens: TokenFile | None = None
+    http_sock: socket.socket | None = None  # the HTTP side's listening socket
+
+    @property
+    def fsync_each_write(self) -> bool:
+        """-f0, "always fsync": a write is fsynced before its reply goes out
+        (and, in a cluster, before this node acks it)."""
+        return self.wantsync and self.syncrate_ms == 0
 
 
 def usage_text(prog: str) -> str:
@@ -201,7 +215,7 @@ def _checked_addrs(text: str) -> str | None:
 
 
 # name -> (Options field, parser returning None on a bad value, what it takes)
-LONG_OPTIONS = {
+LONG_OPTIONS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "max-memory": ("max_memory", _parse_bytes, "a byte count (K, M, G suffixes)"),
     "max-connections": ("max_connections", _parse_count, "a positive count"),
     "tls-cert": ("tls_cert", str, "a file"),
@@ -233,7 +247,7 @@ class _Diag:
     def warn(self, msg: str) -> None:
         write_line(sys.stderr, f"{self.prog}: {msg}")
 
-    def usage(self, code: int):
+    def usage(self, code: int) -> NoReturn:
         write_line(sys.stderr, usage_text(self.prog))
         raise SystemExit(code)
 
@@ -278,9 +292,26 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
     i = 0
     given_long: set[str] = set()  # the Options fields long options set
 
+    word = ""  # the word being parsed
+    pos = 0  # the next character of it
+
     def warn_inherited(flag: str, value: str) -> None:
         if inherited_listen_fds():
             diag.warn(f"inherited listen fd; ignoring option: {flag} {value}")
+
+    def value(flag: str) -> str:
+        """A flag's value: the rest of the word, else the next word."""
+        nonlocal pos, i
+        if pos < len(word):
+            v = word[pos:]
+            pos = len(word)
+            return v
+        if i < len(args):
+            v = args[i]
+            i += 1
+            return v
+        diag.warn(f"flag requires an argument: {flag}")
+        diag.usage(EXIT_USAGE)
 
     while i < len(args):
         word = args[i]
@@ -295,20 +326,6 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
         while pos < len(word):
             c = word[pos]
             pos += 1
-
-            def value(flag: str) -> str:
-                nonlocal pos, i
-                if pos < len(word):
-                    v = word[pos:]
-                    pos = len(word)
-                    return v
-                if i < len(args):
-                    v = args[i]
-                    i += 1
-                    return v
-                diag.warn(f"flag requires an argument: {flag}")
-                diag.usage(EXIT_USAGE)
-
             if c == "p":
                 opts.port = value("-p")
                 warn_inherited("-p", opts.port)
@@ -403,24 +420,24 @@ def _switch_user(user: str, diag: _Diag) -> None:
         pw = pwd.getpwnam(user)
     except KeyError:
         diag.warn(f'main.c:22 in su: getpwnam("{user}"): no such user')
-        raise SystemExit(EXIT_NO_USER)
+        raise SystemExit(EXIT_NO_USER) from None
     except (OSError, ValueError) as e:
         reason = getattr(e, "strerror", None) or str(e)
         diag.warn(f'main.c:18 in su: getpwnam("{user}"): {reason}')
-        raise SystemExit(EXIT_GETPWNAM)
+        raise SystemExit(EXIT_GETPWNAM) from None
     try:
         os.setgid(pw.pw_gid)
     except OSError as e:
         diag.warn(f'main.c:28 in su: setgid({pw.pw_gid} "{user}"): {e.strerror}')
-        raise SystemExit(EXIT_SETID)
+        raise SystemExit(EXIT_SETID) from None
     try:
         os.setuid(pw.pw_uid)
     except OSError as e:
         diag.warn(f'main.c:34 in su: setuid({pw.pw_uid} "{user}"): {e.strerror}')
-        raise SystemExit(EXIT_SETID)
+        raise SystemExit(EXIT_SETID) from None
 
 
-def _vlog(opts: Options, prefix: str):
+def _vlog(opts: Options, prefix: str) -> Callable[[str], None] | None:
     """With -V, a way to say what happens later (a reload) on stdout."""
     if opts.verbose:
         return lambda msg: write_line(sys.stdout, prefix + msg)
@@ -433,6 +450,7 @@ def _load_security(opts: Options, diag: _Diag) -> bool:
     if opts.tls_cert is not None:
         from pybeanstalkd.server.tls import Certs, TlsError
 
+        assert opts.tls_key is not None  # parse_args: --tls-cert and --tls-key go together
         try:
             # (with --cluster the replication links are TLS too)
             opts.tls = Certs(opts.tls_cert, opts.tls_key, opts.tls_client_ca,

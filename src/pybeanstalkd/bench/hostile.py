@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import threading
 import time
+from typing import Any
 
 from .drivers import BenchError
 from .spawn import Spawned, exchange, free_port
@@ -98,7 +99,8 @@ def noread(spawn, conns: int, command: bytes, seconds: float) -> dict:
         base = s.rss()
         hogs = [socket.create_connection(s.addr, timeout=30) for _ in range(conns)]
         chunk = command * ((64 << 10) // len(command))
-        idle, active, sent = {}, set(hogs), 0
+        idle: dict[socket.socket, float] = {}  # hog -> since when its sends fail
+        active, sent = set(hogs), 0
         t0 = time.monotonic()
         for h in hogs:
             h.setblocking(False)
@@ -160,7 +162,7 @@ def http_close(spawn_port, runs: int) -> dict:
                 try:
                     if not sock.recv(4096):
                         break
-                except socket.timeout:
+                except TimeoutError:
                     try:
                         sock.sendall(b"X")  # a byte a second
                     except OSError:
@@ -187,7 +189,7 @@ def hostile(ref: list[str], ours: list[str], extra: str, progress=None,
         "ours": lambda: Spawned("ours", ours, extra),
         "ours --auth-tokens": lambda: Spawned("ours", ours, f"{extra} --auth-tokens {tokens.name}"),
     }
-    out = {"junk": [], "noread": [], "inflight": [], "http": None}
+    out: dict[str, Any] = {"junk": [], "noread": [], "inflight": [], "http": None}
     try:
         for n in junk_conns:
             for name, spawn in servers.items():

@@ -28,6 +28,7 @@ import os
 import shlex
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from time import monotonic
 
@@ -330,6 +331,7 @@ def main(argv=None) -> int:
     to_stdout = args.json == "-"
     say = (lambda *a: None) if to_stdout else print
     progress = Progress(sys.stderr, not args.quiet and sys.stderr.isatty())
+    servers: list[Callable[[], Spawned | modes.Running]]
     if args.compare:
         ref = [args.reference] if args.reference else default_reference()
         ours = shlex.split(args.ours) if args.ours else default_ours()

@@ -16,7 +16,8 @@ framing is total less command (Engine.data: buffering, line splitting);
 dispatch is command less queue and reply (the fast path's parsing, the
 counts, the handler's own lines).
 
-Budgets are the issue's goals for Python per command (issue 12).
+Budgets are the goals for Python per command: a microsecond of Python per
+command costs about 10% of throughput.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def _timed(fn, n: int) -> float:
     for i in range(n):
         fn(i)
     t1 = perf_counter_ns()
-    for i in range(n):
+    for _i in range(n):  # (the same loop, binding its variable too)
         pass
     return (t1 - t0 - (perf_counter_ns() - t1)) / n
 

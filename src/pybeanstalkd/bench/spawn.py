@@ -81,8 +81,8 @@ class Spawned:
 
     def __init__(self, name: str, argv: list[str], extra: str = ""):
         self.name, self.argv, self.extra = name, list(argv), extra
-        self.tmpdir = None
-        self.proc = None
+        self.tmpdir: str | None = None
+        self.proc: subprocess.Popen[bytes] | None = None  # once entered
 
     def __enter__(self):
         if "{tmpdir}" in self.extra:
@@ -105,9 +105,9 @@ class Spawned:
                 with socket.create_connection(self.addr, timeout=5) as sock:
                     exchange(sock, b"list-tube-used\r\n", 1)
                 return self
-            except OSError:
+            except OSError as e:
                 if time.monotonic() > end:
-                    raise BenchError(f"{self.name} did not start listening")
+                    raise BenchError(f"{self.name} did not start listening") from e
                 time.sleep(0.02)
 
     @property
@@ -116,13 +116,14 @@ class Spawned:
 
     @property
     def pid(self) -> int:
+        assert self.proc is not None, "not entered"
         return self.proc.pid
 
     def rss(self) -> int:
-        return rss_bytes(self.proc.pid)
+        return rss_bytes(self.pid)
 
     def cpu(self) -> float:
-        return cpu_seconds(self.proc.pid)
+        return cpu_seconds(self.pid)
 
     def dir_bytes(self) -> int | None:
         """Bytes in the temp dir (e.g. the binlog), None without one."""

@@ -24,8 +24,13 @@ from __future__ import annotations
 import os
 import time
 from array import array
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from . import format as F
+
+if TYPE_CHECKING:
+    from ..core.job import Job
 
 SHORT = F.SHORT_SIZE
 BLOCK = 4096
@@ -44,7 +49,7 @@ class File:
     __slots__ = ("seq", "path", "fd", "free", "resv", "refs", "ids", "next",
                  "open", "unsynced", "zeroed")
 
-    def __init__(self, seq: int, path: str):
+    def __init__(self, seq: int, path: str) -> None:
         self.seq = seq
         self.path = path
         self.fd = -1
@@ -54,7 +59,7 @@ class File:
         # job deleted or moved on is left in place): 8 bytes a record, where
         # a dict of the live ones cost about 48 a job. Compaction walks it
         # from the end (Wal._live_in).
-        self.ids = array("Q")
+        self.ids: array[int] = array("Q")
         self.next: File | None = None
         self.open = False
         self.unsynced = False
@@ -64,7 +69,7 @@ def _whole_blocks(size: int) -> int:
     return -(-size // BLOCK) * BLOCK
 
 
-def _falloc(fd: int, size: int):
+def _falloc(fd: int, size: int) -> None:
     """Preallocate like the reference: zeros up to a multiple of 4096 bytes."""
     size = _whole_blocks(size)
     try:
@@ -79,15 +84,22 @@ def _falloc(fd: int, size: int):
 
 
 class Wal:
-    def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn=print,
-                 falloc=_falloc):
+    def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
+                 falloc: Callable[[int, int], None] = _falloc) -> None:
         self.dir = dirname
         self.filesize = filesize
         self.wantsync = wantsync
         self.warn = warn
         self.falloc = falloc  # replaceable, to test a full disk
         self.use = True
-        self.head = self.tail = self.cur = None
+        # The files, oldest (head) to newest (tail), and the one written
+        # (cur). None until recover() makes the first file, and head and tail
+        # while recovery has deleted every file read so far (_gc). Once in
+        # use, cur keeps the list non-empty, and the write path relies on it:
+        # declared as File, so that it needs no None checks.
+        self.head: File = cast(File, None)
+        self.tail: File = self.head
+        self.cur: File = self.head
         self.nfile = 0
         self.next_seq = 1
         self.alive = 0  # bytes of live jobs' full records
@@ -102,8 +114,9 @@ class Wal:
         self.wall_offset = time.time_ns() - time.monotonic_ns()
         # id -> the stored job or None: the queue's job map, once recover()
         # has loaded it. Compaction finds a file's live jobs through it.
-        self.find = lambda id_: None
-        self.tap = None  # --cluster: called with each batch of records written
+        self.find: Callable[[int], Job | None] = lambda id_: None
+        # --cluster: called with each batch of records written
+        self.tap: Callable[[bytes], object] | None = None
         self.zero_ahead = False  # -f0 (the Syncer says): see ZERO_AHEAD
 
     # -- files ------------------------------------------------------------
@@ -111,7 +124,7 @@ class Wal:
     def _path(self, seq: int) -> str:
         return os.path.join(self.dir, "binlog.%d" % seq)
 
-    def _add(self, f: File):
+    def _add(self, f: File) -> None:
         if self.tail is not None:
             self.tail.next = f
         self.tail = f
@@ -146,7 +159,7 @@ class Wal:
         self._add(f)
         return True
 
-    def _close(self, f: File):
+    def _close(self, f: File) -> None:
         """Stop writing f: truncate it to what is used or reserved."""
         if not f.open:
             return
@@ -164,17 +177,18 @@ class Wal:
         self._decref(f)
 
 
-    def _decref(self, f: File):
+    def _decref(self, f: File) -> None:
         f.refs -= 1
         if f.refs < 1:
             self._gc()
 
-    def _gc(self):
+    def _gc(self) -> None:
         while self.head is not None and self.head.refs < 1:
             f = self.head
-            self.head = f.next
+            # f.next is None when f was the last file (see __init__)
+            self.head = cast(File, f.next)
             if self.tail is f:
-                self.tail = f.next
+                self.tail = self.head
             self.nfile -= 1
             try:
                 os.unlink(f.path)
@@ -194,7 +208,7 @@ class Wal:
     # -- reservations (beanstalkd's reserve/balance, see module doc) ---------
 
     @staticmethod
-    def _move(to: File, frm: File, n: int):
+    def _move(to: File, frm: File, n: int) -> None:
         frm.resv -= n
         frm.free += n
         to.resv += n
@@ -248,16 +262,16 @@ class Wal:
             return 0
         return n
 
-    def reserve_put(self, j) -> bool:
+    def reserve_put(self, j: Job) -> bool:
         # its full record, and the short record of its future delete
         return self.reserve(F.full_size(j.tube.name, len(j.body)) + SHORT) != 0
 
-    def reserve_update(self, j) -> bool:
+    def reserve_update(self, j: Job) -> bool:
         return self.reserve(SHORT) != 0
 
     # -- writing ----------------------------------------------------------
 
-    def write(self, j, rec: bytes | None = None) -> bool:
+    def write(self, j: Job, rec: bytes | None = None) -> bool:
         """Log job j's current state, then compact. False if the binlog failed.
         rec: the record's bytes, if the caller has them (a follower's put)."""
         ok = self._write(j, rec)
@@ -266,7 +280,7 @@ class Wal:
             self._compact()
         return ok
 
-    def _write(self, j, rec: bytes | None = None) -> bool:
+    def _write(self, j: Job, rec: bytes | None = None) -> bool:
         if not self.use:
             return True
         if self.cur.resv <= 0 and not self._usenext():
@@ -299,9 +313,9 @@ class Wal:
         to it (all of them written, after a flush of the current file)."""
         return self.filesize - f.free - f.resv
 
-    def _drop(self, j):
+    def _drop(self, j: Job) -> None:
         """Job j's full record no longer counts (deleted or moved)."""
-        f = j.file
+        f: File | None = j.file
         if f is None:
             return
         j.file = None
@@ -312,7 +326,7 @@ class Wal:
         d = self.alive + self.resv
         return (self.nfile * self.filesize - d) // d if d else 0
 
-    def _compact(self):
+    def _compact(self) -> None:
         for _ in range(self._ratio() - 1):
             head = self.head
             if head is self.cur or head.next is self.cur:
@@ -327,7 +341,7 @@ class Wal:
             self.nmig += 1
             self._write(j)
 
-    def _live_in(self, f: File):
+    def _live_in(self, f: File) -> Job | None:
         """A job whose latest full record is in f, or None. Stale ids at the
         end of f.ids are dropped on the way, at most LIVE_SCAN a call (the
         next write's compaction goes on), so no call is O(records)."""
@@ -340,7 +354,7 @@ class Wal:
             ids.pop()
         return None
 
-    def flush(self):
+    def flush(self) -> None:
         """Hand buffered records to the kernel (one write per event)."""
         if not self.buf or not self.use:
             return
@@ -364,7 +378,7 @@ class Wal:
         if self.tap is not None:
             self.tap(data)
 
-    def _zero_ahead(self, f: File):
+    def _zero_ahead(self, f: File) -> None:
         """Write zeros past the records, within the preallocated size (see
         ZERO_AHEAD). Only a cost saved: a failure is left to the writes."""
         size = _whole_blocks(self.filesize)
@@ -376,7 +390,7 @@ class Wal:
             except OSError:
                 f.zeroed = size  # (not again for this file)
 
-    def fail(self, why: str):
+    def fail(self, why: str) -> None:
         """Stop using the binlog (a write or an fsync failed)."""
         self.warn(f"binlog disabled: {why}; jobs are kept in memory only")
         self.use = False
@@ -397,7 +411,7 @@ class Wal:
             dirfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
         return fds, dirfd, close
 
-    def stats(self) -> tuple:
+    def stats(self) -> tuple[int, int, int, int, int]:
         if not self.use or self.head is None:
             return (0, 0, self.nmig, self.nrec, self.filesize)
         return (self.head.seq, self.cur.seq, self.nmig, self.nrec, self.filesize)

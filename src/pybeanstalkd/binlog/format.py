@@ -11,6 +11,11 @@ compaction (beanstalkd #668); beanstalkd ignores padding.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..core.job import Job
 
 VERSION = 7
 VERSION5 = 5
@@ -29,16 +34,26 @@ assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 
 INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
 
+# A JOBREC as unpacked: id, pri, pad, delay, ttr, body_size, pad, created_at,
+# deadline_at, the five counters, state, and the 3-byte pad (MARK).
+Jobrec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]
+# What read_records yields: (offset, name, fields, body); a short record has
+# name b"" and body None.
+Record = tuple[int, bytes, Jobrec, bytes | None]
+# Where warnings go: called with the message (what it returns is not used).
+Warn = Callable[[str], object]
+
 
 def full_size(name: bytes, body_size: int) -> int:
     return 4 + len(name) + JOBREC.size + body_size
 
 
-def version_of(data: bytes, path: str, warn) -> int | None:
+def version_of(data: bytes, path: str, warn: Warn) -> int | None:
     """The file's format version, or None (with a warning) if we cannot read it."""
     if len(data) < 4:
         warn(f"{path}:0: unexpected EOF reading 4 bytes (got {len(data)}): version")
         return None
+    version: int
     (version,) = FULL_HEAD.unpack_from(data, 0)
     if version not in (VERSION, VERSION5):
         warn(f"{path}: unknown version: {version}")
@@ -46,7 +61,8 @@ def version_of(data: bytes, path: str, warn) -> int | None:
     return version
 
 
-def read_records(data: bytes, version: int, max_job_size: int, path: str, warn, st):
+def read_records(data: bytes, version: int, max_job_size: int, path: str, warn: Warn,
+                 st: list[int]) -> Iterator[Record]:
     """Yield (offset, name, fields, body) for each record of one file's bytes.
 
     `fields` is a JOBREC tuple (v5 records are converted to it). A short
@@ -63,11 +79,11 @@ def read_records(data: bytes, version: int, max_job_size: int, path: str, warn, 
         yield rec
 
 
-def _eof(path, warn, pos, need, got, what):
+def _eof(path: str, warn: Warn, pos: int, need: int, got: int, what: str) -> None:
     warn(f"{path}:{pos}: unexpected EOF reading {need} bytes (got {got}): {what}")
 
 
-def _take(data, pos, size, path, warn, what):
+def _take(data: bytes, pos: int, size: int, path: str, warn: Warn, what: str) -> bytes | None:
     """data[pos:pos + size], or None (warned) if the file ends first."""
     got = data[pos:pos + size]
     if len(got) < size:
@@ -76,7 +92,8 @@ def _take(data, pos, size, path, warn, what):
     return got
 
 
-def _name(data, pos, namelen, start, path, warn, what):
+def _name(data: bytes, pos: int, namelen: int, start: int, path: str, warn: Warn,
+          what: str) -> bytes | None:
     """A full record's tube name, or None (warned)."""
     if namelen > MAX_NAME:
         warn(f"{path}:{start}: namelen {namelen} exceeds maximum of {MAX_NAME}")
@@ -87,7 +104,8 @@ def _name(data, pos, namelen, start, path, warn, what):
     return _take(data, pos, namelen, path, warn, what)
 
 
-def _body(data, pos, id_, size, start, max_job_size, path, warn, st, what):
+def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: int, path: str,
+          warn: Warn, st: list[int], what: str) -> bytes | None:
     """A full record's body, or None (warned). Its id is used up even if the
     body is torn (st[0], see read_records)."""
     if size < 2 or size - 2 > max_job_size:
@@ -106,26 +124,31 @@ def _body(data, pos, id_, size, start, max_job_size, path, warn, st, what):
     return body
 
 
-def _read_v7(data, pos, max_job_size, path, warn, st):
+# The readers yield None after warning about a bad or torn record, then stop.
+def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
+             st: list[int]) -> Iterator[Record | None]:
     n = len(data)
     unpack = JOBREC.unpack_from
     unpack_len = FULL_HEAD.unpack_from
     while pos < n:
         start = pos
         if n - pos < 4:
-            yield _eof(path, warn, pos, 4, n - pos, "namelen")
+            _eof(path, warn, pos, 4, n - pos, "namelen")
+            yield None
             return
         (namelen,) = unpack_len(data, pos)
         pos += 4
-        name = b""
         if namelen:
             name = _name(data, pos, namelen, start, path, warn, "tube name")
             if name is None:
                 yield None
                 return
             pos += namelen
+        else:
+            name = b""
         if n - pos < 80:
-            yield _eof(path, warn, pos, 80, n - pos, "job struct")
+            _eof(path, warn, pos, 80, n - pos, "job struct")
+            yield None
             return
         f = unpack(data, pos)
         pos += 80
@@ -145,12 +168,14 @@ def _read_v7(data, pos, max_job_size, path, warn, st):
         yield start, name, f, body
 
 
-def _read_v5(data, pos, max_job_size, path, warn, st):
+def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
+             st: list[int]) -> Iterator[Record | None]:
     n = len(data)
     while pos < n:
         start = pos
         if n - pos < 8:
-            yield _eof(path, warn, pos, 8, n - pos, "v5 namelen")
+            _eof(path, warn, pos, 8, n - pos, "v5 namelen")
+            yield None
             return
         namelen = int.from_bytes(data[pos:pos + 8], "little")
         pos += 8
@@ -160,7 +185,8 @@ def _read_v5(data, pos, max_job_size, path, warn, st):
             return
         pos += namelen
         if n - pos < JOBREC5.size:
-            yield _eof(path, warn, pos, JOBREC5.size, n - pos, "v5 job struct")
+            _eof(path, warn, pos, JOBREC5.size, n - pos, "v5 job struct")
+            yield None
             return
         (id_, pri, delay, ttr, size, created, deadline, *counts, state) = (
             JOBREC5.unpack_from(data, pos))
@@ -183,12 +209,12 @@ def _read_v5(data, pos, max_job_size, path, warn, st):
         yield start, name, f, body
 
 
-def bury_pos(f: tuple, seq: int, offset: int) -> int:
+def bury_pos(f: Jobrec, seq: int, offset: int) -> int:
     """Where the job was buried: stored by us, else this record's position."""
     return (f[6] << 32 | f[2]) if f[15] == MARK else (seq << 32 | offset)
 
 
-def encode(j, full: bool, wall_offset: int) -> bytes:
+def encode(j: Job, full: bool, wall_offset: int) -> bytes:
     """A record for job j in its current state (times converted to wall clock)."""
     state = j.state
     if full and state == READY and not j.counts:

@@ -15,28 +15,33 @@ import fcntl
 import gc
 import os
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from . import format as F
 from ..core.job import Job, pack_counters, times
 from .files import SHORT, File, Wal
+
+if TYPE_CHECKING:
+    from ..core.queue import Queue, Tube
 
 
 class RecoveryError(Exception):
     """The binlog cannot be used at all; the message says why."""
 
 
-def lock_dir(dirname: str):
+def lock_dir(dirname: str) -> int:
     path = os.path.join(dirname, "lock")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as e:
         raise RecoveryError(f"walg.c:426 in waldirlock: open: {e.strerror}",
-                            f"serv.c:24 in srv_acquire_wal: failed to lock wal dir {dirname}")
+                            f"serv.c:24 in srv_acquire_wal: failed to lock wal dir {dirname}") from e
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
         raise RecoveryError(f"walg.c:426 in waldirlock: fcntl: {e.strerror}",
-                            f"serv.c:24 in srv_acquire_wal: failed to lock wal dir {dirname}")
+                            f"serv.c:24 in srv_acquire_wal: failed to lock wal dir {dirname}") from e
     return fd  # kept open for the life of the process: the lock is never released
 
 
@@ -48,7 +53,7 @@ def scan(dirname: str) -> list[int]:
     return sorted(seqs)
 
 
-def recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
+def recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> int:
     """Load the binlog into queue q; returns the number of jobs recovered."""
     gc.disable()  # a million long-lived objects: collections would only cost
     try:
@@ -58,10 +63,11 @@ def recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
         gc.freeze()  # and later collections need not scan them
 
 
-def _recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
+def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> int:
     seqs = scan(wal.dir)
     jobs: dict[int, Job] = {}  # in order of first appearance
-    q.loading = {}
+    loading: dict[Tube, int] = {}
+    q.loading = loading
     err = False
     wall_offset = time.time_ns() - now
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
@@ -91,7 +97,7 @@ def _recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
             wal._add(f)
             st[1] = True
             records = F.read_records(data, version, max_job_size, path, warn, st)
-            if not _load_file(records, f, jobs, q, wal, wall_offset, warn) or not st[1]:
+            if not _load_file(records, f, jobs, q, loading, wal, wall_offset, warn) or not st[1]:
                 err = True
             wal._decref(f)
     if err:
@@ -108,14 +114,17 @@ def _recover(wal: Wal, q, max_job_size: int, now: int, warn) -> int:
     return len(jobs)
 
 
-def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn) -> bool:
-    tubes, loading, fids, new_job = q.tubes, q.loading, f.ids, Job.__new__
+def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Queue,
+               loading: dict[Tube, int], wal: Wal, wall_offset: int, warn: F.Warn) -> bool:
+    """Load one file's records; False if one was bad. loading is q.loading."""
+    tubes, fids, new_job = q.tubes, f.ids, Job.__new__
     alive = 0
     fixed = F.full_size(b"", 0)  # a full record's bytes besides name and body
     for off, name, r, body in records:
         id_ = r[0]
         j = jobs.get(id_)
-        if j is None and name and r[14] != F.INVALID:
+        # (body is not None: a full record, its name not empty)
+        if j is None and body is not None and r[14] != F.INVALID:
             # The common case, kept fast: a new job's full record, every
             # slot set once.
             t = tubes.get(name) or q.tube(name)
@@ -140,12 +149,12 @@ def _load_file(records, f: File, jobs: dict, q, wal: Wal, wall_offset: int, warn
     return True
 
 
-def _counts(r: tuple) -> int:
+def _counts(r: F.Jobrec) -> int:
     # r[9:14]: reserve, timeout, release, bury and kick counts
     return pack_counters(*r[9:14]) if r[9] or r[10] or r[11] or r[12] or r[13] else 0
 
 
-def _set_fields(j: Job, r: tuple, f: File, off: int):
+def _set_fields(j: Job, r: F.Jobrec, f: File, off: int) -> None:
     j.deadline = r[8]  # wall clock until the queue loads it
     j.counts = _counts(r)
     state = r[14]
@@ -154,21 +163,22 @@ def _set_fields(j: Job, r: tuple, f: File, off: int):
         j.deadline = F.bury_pos(r, f.seq, off)
 
 
-def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn) -> bool:
+def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | None, j: Job | None, f: File,
+           jobs: dict[int, Job], q: Queue, wal: Wal, wall_offset: int, warn: F.Warn) -> bool:
     """Any other record: a short one, or one for a job already seen."""
     if j is None:
         return True  # a short record whose job was deleted or moved
     if r[14] == F.INVALID:
         _forget(j, jobs, q, wal)
         return True
-    if name and len(body) != len(j.body):
+    if body is not None and len(body) != len(j.body):  # (a full record)
         warn(f"{f.path}:{off}: job {j.id} size changed")
         warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
         _forget(j, jobs, q, wal)
         return False
     j.pri, j.times, j.created = r[1], times(r[3], r[4]), r[7] - wall_offset
     _set_fields(j, r, f, off)
-    if name:
+    if body is not None:
         j.body = body
         wal._drop(j)
         j.file = f
@@ -178,15 +188,17 @@ def _apply(off, name, r, body, j, f: File, jobs, q, wal: Wal, wall_offset, warn)
     return True
 
 
-def _forget(j: Job, jobs: dict, q, wal: Wal):
+def _forget(j: Job, jobs: dict[int, Job], q: Queue, wal: Wal) -> None:
     del jobs[j.id]
     wal._drop(j)
     t = j.tube
-    q.loading[t] -= 1
+    # q.loading is _recover's dict while recovery runs: not None here (left
+    # unchecked, as it was, once per deleted job)
+    q.loading[t] -= 1  # type: ignore[index]
     q.maybe_free(t)
 
 
-def _reserve_deletes(jobs: dict, wal: Wal):
+def _reserve_deletes(jobs: dict[int, Job], wal: Wal) -> None:
     """Room for every job's future delete, in bulk while the current file has it."""
     bulk = min(len(jobs), wal.cur.free // SHORT)
     if bulk:

@@ -1,1 +1,1 @@
-"""Replication for high availability (issue 13): loaded only with --cluster."""
+"""Replication for high availability: loaded only with --cluster."""

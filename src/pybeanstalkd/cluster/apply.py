@@ -36,8 +36,10 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
         if (r[14] == READY and r[15] == mark and r[8:14] == _NONE and name
                 and not (r[2] or r[6]) and r[0] not in jobs):
             # A put, the usual record: its bytes are the ones this node would
-            # write (F.encode), so they are stored as they came.
-            j = replica.put_ready(q, r[0], name, r[1], r[3], r[4], body, r[7] - wall_offset, now)
+            # write (F.encode), so they are stored as they came. (A record
+            # with a name is a full one: its body is not None.)
+            j = replica.put_ready(q, r[0], name, r[1], r[3], r[4], body,  # type: ignore[arg-type]
+                                  r[7] - wall_offset, now)
             if j is None:
                 raise ApplyError(f"job {r[0]}: no room in this node's binlog")
             store.write(j, data[start:start + F.full_size(name, r[5])])
@@ -86,7 +88,7 @@ class Restore:
     comes (the follower holds a superset of the leader's jobs meanwhile,
     never less); the last part deletes every job no part named."""
 
-    def __init__(self, key):
+    def __init__(self, key) -> None:
         self.key = key  # which snapshot: (epoch, seq, the connection it comes on)
         self.seen: set[int] = set()
 

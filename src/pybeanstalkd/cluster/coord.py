@@ -1,4 +1,4 @@
-"""What etcd decides for a cluster (issue 13): who leads, under which epoch,
+"""What etcd decides for a cluster: who leads, under which epoch,
 which nodes are in sync, and which job ids are whose.
 
 Keys, under /pybeanstalkd/<cluster>/:

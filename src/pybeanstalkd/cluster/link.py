@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Callable
 from time import monotonic_ns
 
 from ..binlog.sync import sync_inline
@@ -64,14 +65,14 @@ class FollowerNode:
         self.kick = kick  # otherwise: the server's fsync policy, told of new records
         self.state = F.Follower()
         self.conns: set = set()
-        self.restore = None  # a snapshot coming in parts
+        self.restore: Restore | None = None  # a snapshot coming in parts
         self.said_undurable = False
-        self.last_refusal = None
+        self.last_refusal: str | None = None
         self.refused_at = 0  # monotonic ns: when a refusal was last said
         self.unsaid = 0  # refusals not said since (REFUSALS_S)
         self.handshaking: dict = {}  # a connection not through its handshake -> its abort
 
-    async def serve(self, host: str, port: int, certs=None):
+    async def serve(self, host: str, port: int, certs=None) -> asyncio.AbstractServer | _TlsListener:
         """Listen for the leader's link (TLS with certs: server.tls.Certs)."""
         loop = asyncio.get_running_loop()
         if certs is None:
@@ -188,7 +189,7 @@ class _TlsListener:
             await self.loop.connect_accepted_socket(
                 lambda: _Receiver(self.node, deadline, peer), conn, ssl=self.certs.server(),
                 ssl_handshake_timeout=self.node.handshake_s)
-        except (OSError, asyncio.TimeoutError) as e:  # (ssl.SSLError is an OSError)
+        except (OSError, TimeoutError) as e:  # (ssl.SSLError is an OSError)
             from ..server.tls import failure_reason
 
             self.node.refused(f"failed its TLS handshake: {failure_reason(e)}", peer)
@@ -241,7 +242,7 @@ class _Receiver(asyncio.Protocol):
         self.refuse(f"did not complete its handshake within {self.node.handshake_s:g} s")
 
     def refuse(self, why: str):
-        self.node.refused(why, self.peer)
+        self.node.refused(why, self.peer or "?")  # (None only before connection_made)
         self.transport.abort()
 
     def data_received(self, data):
@@ -311,11 +312,11 @@ class Replicator:
         self.handshake_s = handshake_s  # a follower not through the handshake by then is dropped
         self.link_buffer = link_buffer  # a link holding more unsent is closed
         self.seq = 0  # the last batch numbered
-        self.lsn = {}  # seq -> the wal's written bytes after that batch
-        self.sent_at = {}  # seq -> when it was shipped (monotonic ns)
+        self.lsn: dict[int, int] = {}  # seq -> the wal's written bytes after that batch
+        self.sent_at: dict[int, int] = {}  # seq -> when it was shipped (monotonic ns)
         self.links: dict[str, _Shipper] = {}
         self.on_ack = lambda: None
-        self.on_ship = None  # called once a batch is written here and shipped
+        self.on_ship: Callable[[], None] | None = None  # called once a batch is written here and shipped
         self.pending: list[bytes] = []  # written, not yet shipped
         self.part_bytes = PART_BYTES
         self.link_errors: dict[str, str] = {}  # node -> why its last link failed
@@ -451,8 +452,9 @@ class Replicator:
             stage = ("connection" if writer is None else "nonce" if hs.greeting is None
                      else "proof")
             raise ConnectionError(f"no {stage} within {self.handshake_s:g} s") from None
-        except F.FrameError as e:
-            writer.close()
+        except F.FrameError as e:  # (from _until: the connection is open)
+            if writer is not None:
+                writer.close()
             raise ConnectionError(str(e)) from None
         except BaseException:
             if writer is not None:
@@ -496,7 +498,7 @@ class _Shipper:
         self.acked = 0  # the last seq acked (0: not even the snapshot's yet)
         self.snapshot_acked = False
         self.changed = asyncio.Event()
-        self.task = None
+        self.task: asyncio.Task[None] | None = None
         self.since = monotonic_ns()  # connected at
         self.backlog: list[bytes] | None = None  # batches held while the snapshot goes out
         self.held = 0  # their bytes

@@ -26,10 +26,15 @@ from __future__ import annotations
 
 import asyncio
 from time import monotonic_ns
+from typing import TYPE_CHECKING
 
 from .coord import UNREACHABLE, Coordinator
 from .frame import MAX_NAME
 from .link import RETRY_S, FollowerNode, Replicator
+
+if TYPE_CHECKING:
+    from ..cli import Options
+    from .link import _TlsListener
 
 LAG_S = 2.0  # an ISR member silent this long while batches wait is dropped
 MISSING_S = 1.0  # ... and one with no link at all (a new leader's dead peer)
@@ -61,13 +66,15 @@ def parse_addr(text: str) -> tuple[str, int]:
 
 
 class Node:
-    def __init__(self, loop, srv, engine, wal, opts, sock, serve_clients, stop):
+    def __init__(self, loop, srv, engine, wal, opts: Options, sock, serve_clients, stop):
         self.loop, self.srv, self.engine, self.wal, self.opts = loop, srv, engine, wal, opts
         self.sock = sock  # the protocol's listening socket
         self.serve_clients = serve_clients  # starts accepting clients on it
         self.stop = stop  # the server's stop future
+        # (parse_args: --cluster needs --node and --etcd)
+        assert opts.cluster is not None and opts.node is not None and opts.etcd is not None
         self.name = opts.node
-        self.sync = opts.wantsync and opts.syncrate_ms == 0
+        self.sync = opts.fsync_each_write
         self.log = srv.log
         self.coord = Coordinator(opts.cluster, self.name,
                                  endpoints=[parse_addr(a) for a in opts.etcd.split(",")])
@@ -87,7 +94,7 @@ class Node:
         self.rep: Replicator | None = None
         self.lease_until = 0  # monotonic ns: past it, nothing is acknowledged
         self.ids_from = 0
-        self.peer_srv = None
+        self.peer_srv: asyncio.AbstractServer | _TlsListener | None = None  # while following
         self.missing: dict[str, int] = {}  # ISR member -> since when it has no link
         self.leader = ""  # the leader's name, as last seen
         self.nodes: dict[str, dict] = {}  # registered nodes, as last read from etcd
@@ -110,7 +117,8 @@ class Node:
         rep = self.rep
         for m in self.gate:
             if m != self.name:
-                acked = rep.acked_lsn(m)
+                # (a leader has its Replicator; no check: this runs on every event)
+                acked = rep.acked_lsn(m)  # type: ignore[union-attr]
                 if acked < safe:
                     safe = acked
         if safe > self.high:
@@ -193,6 +201,7 @@ class Node:
         await self.lead(epoch)
 
     async def lead(self, epoch: int):
+        assert self.peer_srv is not None  # (run() opened it)
         self.peer_srv.close()
         for c in list(self.follower.conns):
             c.transport.close()
@@ -288,11 +297,13 @@ class Node:
     async def _connect(self, name: str, peer: str):
         """A link to name, at the address it registered (peer): the node
         there must prove it is name (link.py)."""
+        rep = self.rep
+        assert rep is not None  # (a leader's)
         try:
-            link = await self.rep.connect(name, *parse_addr(peer))
+            link = await rep.connect(name, *parse_addr(peer))
         except OSError as e:  # (ConnectionError and TLS errors too)
             # Down: the ISR watch drops it if it is a member.
-            self.rep.failed(name, e)
+            rep.failed(name, e)
         else:
             if name in self.forgotten:  # (forgotten while we connected)
                 link.close()
@@ -373,6 +384,7 @@ class Node:
         self.forgotten[name] = NEVER
         self.nodes.pop(name, None)
         self.missing.pop(name, None)
+        assert self.rep is not None  # (a leader's)
         self.rep.link_errors.pop(name, None)
         link = self.rep.links.get(name)
         if link is not None:

@@ -14,11 +14,18 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS
 from .protocol import DELETED, NS, U64_MAX
 from .queue import SHIFT, SLICE, Queue, Tube
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Iterable, Iterator
+
+    from .engine import Engine
+    from .job import Job
 
 STATES = {"ready": READY, "delayed": DELAYED, "buried": BURIED, "reserved": RESERVED}
 
@@ -35,7 +42,7 @@ def count(t: Tube, state: int) -> int:
 
 # -- serve order ------------------------------------------------------------
 
-def _heap_in_order(h: list[int]):
+def _heap_in_order(h: list[int]) -> Iterator[int]:
     """A heap's keys in ascending order, without changing it: each step
     pops the smallest node of the explored frontier and adds its children."""
     n = len(h)
@@ -52,7 +59,7 @@ def _heap_in_order(h: list[int]):
                 heappush(frontier, (h[c + 1], c + 1))
 
 
-def _live_keys(keys, live):
+def _live_keys(keys: Iterable[int], live: Callable[[int], bool]) -> Iterator[int]:
     """Live keys only, each once (a heap may hold one key twice)."""
     last = None
     for key in keys:
@@ -61,27 +68,31 @@ def _live_keys(keys, live):
             yield key
 
 
-def _run_keys(q: Queue, t: Tube, run):
+def _run_keys(q: Queue, t: Tube, run: Iterable[int]) -> Iterator[int]:
     pri = t.run_pri << SHIFT
     for id_ in run:
         if q._run_job(id_) is not None:
             yield pri | id_
 
 
-def _merge(a, b):
+def _merge(a: Iterable[int], b: Iterable[int]) -> Iterator[int]:
     """Two ascending key streams, merged."""
     a, b = iter(a), iter(b)
     x, y = next(a, None), next(b, None)
-    while x is not None or y is not None:
-        if y is None or (x is not None and x <= y):
+    while x is not None:
+        if y is None or x <= y:
             yield x
             x = next(a, None)
         else:
             yield y
             y = next(b, None)
+    while y is not None:  # a is done: the rest of b
+        yield y
+        y = next(b, None)
 
 
-def in_order(q: Queue, t: Tube, state: int, heap=None, run=None):
+def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
+             run: Iterable[int] | None = None) -> Iterator[Job]:
     """t's jobs in `state`, in the order the server would serve them:
     ready by priority then id; delayed by the time they become ready; buried
     oldest bury first (kick order); reserved by TTR deadline.
@@ -111,7 +122,8 @@ def in_order(q: Queue, t: Tube, state: int, heap=None, run=None):
         yield blocks[id_ >> BITS][id_]
 
 
-def page(q: Queue, t: Tube, state: int, offset: int, limit: int):
+def page(q: Queue, t: Tube, state: int, offset: int,
+         limit: int) -> Generator[None, int, tuple[int, list[Job]]]:
     """A generator of slices whose value is (total, [jobs]): the jobs at
     offset..offset+limit in serve order. A page deeper than a slice reads
     copies of the heaps, SLICE entries a step; jobs that leave the state
@@ -131,7 +143,7 @@ def page(q: Queue, t: Tube, state: int, offset: int, limit: int):
         if not got:
             return total, []
         skip -= got
-    jobs = []
+    jobs: list[Job] = []
     while len(jobs) < limit:
         yield
         more = list(islice(it, min(limit - len(jobs), SLICE)))
@@ -142,7 +154,7 @@ def page(q: Queue, t: Tube, state: int, offset: int, limit: int):
     return total, [j for j in jobs if j.state == state and j.tube is t and q.jobs.get(j.id) is j]
 
 
-def top(q: Queue, t: Tube, state: int):
+def top(q: Queue, t: Tube, state: int) -> Job | None:
     """The job t would serve first from `state` (ready, delayed or buried)."""
     if state == READY:
         return q.ready_top(t)
@@ -153,7 +165,7 @@ def top(q: Queue, t: Tube, state: int):
 
 # -- actions ----------------------------------------------------------------
 
-def delete(q: Queue, j, now: int) -> bool:
+def delete(q: Queue, j: Job, now: int) -> bool:
     """Delete a job that is not reserved, as `delete` would but counting no
     command. False if the binlog failed."""
     return q.delete(None, j.id, now, count=False) == DELETED
@@ -170,7 +182,8 @@ def kick_job(q: Queue, id_: int, now: int) -> str | None:
     return None if q.kick_job(id_, now) else "binlog full"
 
 
-def _each(q: Queue, t: Tube, state: int, bound: int, act, now: int):
+def _each(q: Queue, t: Tube, state: int, bound: int, act: Callable[[Job, int], bool],
+          now: int) -> Generator[None, int, int]:
     """Slices applying act(j, now) to t's jobs in `state`, in serve order, to
     at most `bound` jobs; act returns False to stop (a full disk). As kick,
     the bound is set when it starts, so a steady producer cannot keep it
@@ -188,20 +201,21 @@ def _each(q: Queue, t: Tube, state: int, bound: int, act, now: int):
     return n
 
 
-def flush(q: Queue, t: Tube, state: int, now: int):
+def flush(q: Queue, t: Tube, state: int, now: int) -> Generator[None, int, int]:
     """Slices deleting t's jobs in `state` (ready, delayed, buried); the
     value is how many."""
-    def act(j, now):
+    def act(j: Job, now: int) -> bool:
         delete(q, j, now)
         return True
     return _each(q, t, state, count(t, state), act, now)
 
 
-def move(q: Queue, t: Tube, to: bytes, state: int, bound: int, now: int):
+def move(q: Queue, t: Tube, to: bytes, state: int, bound: int,
+         now: int) -> Generator[None, int, int]:
     """Slices moving up to `bound` of t's jobs in `state` into tube `to`, in
     serve order: each is put there (same priority, delay left, ttr and
     body; a new id) and deleted here. The value is how many."""
-    def act(j, now):
+    def act(j: Job, now: int) -> bool:
         if q.next_id > U64_MAX:
             return False  # job ids are used up: the job stays where it is
         dest = q.tube(to)  # looked up each time: it may be freed between slices
@@ -217,7 +231,8 @@ def move(q: Queue, t: Tube, to: bytes, state: int, bound: int, now: int):
     return _each(q, t, state, min(bound, count(t, state)), act, now)
 
 
-def put(e, name: bytes, body: bytes, pri: int, delay: int, ttr: int, now: int):
+def put(e: Engine, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
+        now: int) -> tuple[str, None] | tuple[None, int]:
     """Put a job into tube `name` as `put` would (delay and ttr in ns).
     Returns (None, id), or (reason, None): JOB_TOO_BIG, DRAINING,
     OUT_OF_MEMORY (the memory cap, or a full disk) or INTERNAL_ERROR (job
@@ -241,6 +256,6 @@ def put(e, name: bytes, body: bytes, pri: int, delay: int, ttr: int, now: int):
     return None, j.id
 
 
-def pause(q: Queue, t: Tube, seconds: int, now: int):
+def pause(q: Queue, t: Tube, seconds: int, now: int) -> None:
     """pause-tube without counting a command (0 unpauses)."""
     q.pause_tube(t, seconds * NS, now, count=False)

@@ -2,21 +2,62 @@
 (after parsing), and a put's admission and its body's arrival."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import protocol as P
 from .job import JOB_OVERHEAD, RESERVED_OVERHEAD
 from .protocol import NS, U64_MAX, name_ok
 from .session import BITBUCKET, BODY, BUSY
 from .stats import job_stats, server_stats, tube_stats
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator
+    from typing import Literal, Protocol
+
+    from .job import Job
+    from .protocol import Command
+    from .queue import Queue, Tube
+    from .session import Session
+
+    class Verifier(Protocol):
+        """--auth-tokens: the server's check of a token."""
+
+        def verify(self, candidate: bytes, /) -> bool: ...
+
 
 class Commands:
     """Engine's command handlers (a base class of Engine: they use its
     queue, counters and settings)."""
 
-    def c_put(self, s, cmd, now):
-        self.put(s, *cmd[1:], now)
+    # Engine's attributes that the handlers use, set in Engine.__init__
+    # (declared only: no class attribute, nothing in an instance's dict).
+    q: Queue
+    max_job_size: int
+    verbose: int
+    log: Callable[[str], None]
+    counts: dict[str, int]
+    producer_ct: int
+    worker_ct: int
+    draining: bool
+    max_memory: int | None  # --max-memory: bytes that stored jobs may use
+    at_cap: bool
+    inflight: int
+    said_ids_used_up: bool
+    auth: Verifier | None
 
-    def put(self, s, pri, delay, ttr, size, clean, now):
+    if TYPE_CHECKING:
+        # Engine's methods that the handlers call (defined there).
+        def _cap_crossed(self, over: bool) -> None: ...
+
+        def _in_slices(self, s: Session, gen: Generator[None, int, int],
+                       reply: bytes) -> Generator[None, int, None]: ...
+
+    def c_put(self, s: Session, cmd: Command, now: int) -> None:
+        _, pri, delay, ttr, size, clean = cmd
+        self.put(s, pri, delay, ttr, size, clean, now)
+
+    def put(self, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
+            now: int) -> None:
         """put's command line; its body comes next (finish_put)."""
         if size > self.max_job_size:
             s.state = BITBUCKET
@@ -56,7 +97,7 @@ class Commands:
         s.state = BODY
         s.need = size + 2
 
-    def _ids_used_up(self, s, size: int):
+    def _ids_used_up(self, s: Session, size: int) -> None:
         """Every job id up to 2**64 - 1 has been used (a binlog can hold such
         an id): puts are refused, as a put that cannot be logged is. The
         reference wraps to 0, and a record of id 0 reads as the end of its
@@ -68,8 +109,9 @@ class Commands:
         s.need = size + 2
         s.skip_reply = P.INTERNAL_ERROR
 
-    def finish_put(self, s, body, now):
-        j, s.in_job = s.in_job, None
+    def finish_put(self, s: Session, body: bytes, now: int) -> None:
+        j: Job  # put() set s.in_job for the BODY state that led here
+        j, s.in_job = s.in_job, None  # type: ignore[assignment]
         if self.max_memory is not None:
             self.inflight -= len(body) + JOB_OVERHEAD
         if body[-2:] != b"\r\n":
@@ -87,101 +129,102 @@ class Commands:
         self.q.insert(j, now)
         s.send(b"INSERTED %d\r\n" % j.id)
 
-    def _found(self, s, j):
+    def _found(self, s: Session, j: Job | None) -> None:
         if j is None:
             s.send(P.NOT_FOUND)
         else:
             s.send_job(b"FOUND", j)
 
-    def c_peek(self, s, cmd, now):
+    def c_peek(self, s: Session, cmd: Command, now: int) -> None:
         self._found(s, self.q.jobs.get(cmd[1]))
 
-    def c_peek_ready(self, s, cmd, now):
+    def c_peek_ready(self, s: Session, cmd: Command, now: int) -> None:
         self._found(s, self.q.ready_top(s.use))
 
-    def c_peek_delayed(self, s, cmd, now):
+    def c_peek_delayed(self, s: Session, cmd: Command, now: int) -> None:
         self._found(s, self.q.delayed_top(s.use))
 
-    def c_peek_buried(self, s, cmd, now):
+    def c_peek_buried(self, s: Session, cmd: Command, now: int) -> None:
         self._found(s, self.q.buried_top(s.use))
 
-    def _worker(self, s):
+    def _worker(self, s: Session) -> None:
         if not s.worker:
             s.worker = True
             self.worker_ct += 1
 
-    def c_reserve(self, s, cmd, now):
+    def c_reserve(self, s: Session, cmd: Command, now: int) -> None:
         self._worker(s)
         self.q.reserve(s, None, now)
 
-    def c_reserve_timeout(self, s, cmd, now):
+    def c_reserve_timeout(self, s: Session, cmd: Command, now: int) -> None:
         self._worker(s)
         self.q.reserve(s, cmd[1] * NS, now)
 
-    def c_reserve_job(self, s, cmd, now):
+    def c_reserve_job(self, s: Session, cmd: Command, now: int) -> None:
         if not self.q.reserve_job(s, cmd[1], now):
             s.send(P.NOT_FOUND)
             return
         self._worker(s)
 
-    def c_delete(self, s, cmd, now):
+    def c_delete(self, s: Session, cmd: Command, now: int) -> None:
         s.send(self.q.delete(s, cmd[1], now))
 
-    def c_release(self, s, cmd, now):
+    def c_release(self, s: Session, cmd: Command, now: int) -> None:
         _, id_, pri, delay = cmd
         s.send(self.q.release(s, id_, pri, delay, now))
 
-    def c_bury(self, s, cmd, now):
+    def c_bury(self, s: Session, cmd: Command, now: int) -> None:
         s.send(self.q.bury(s, cmd[1], cmd[2], now))
 
-    def c_kick(self, s, cmd, now):
+    def c_kick(self, s: Session, cmd: Command, now: int) -> None:
         if not self.q.spawn(self._in_slices(s, self.q.kick(s.use, cmd[1], now),
                                             b"KICKED %d\r\n")):
             s.state = BUSY
 
-    def c_kick_job(self, s, cmd, now):
+    def c_kick_job(self, s: Session, cmd: Command, now: int) -> None:
         s.send(P.KICKED if self.q.kick_job(cmd[1], now) else P.NOT_FOUND)
 
-    def c_touch(self, s, cmd, now):
+    def c_touch(self, s: Session, cmd: Command, now: int) -> None:
         s.send(P.TOUCHED if self.q.touch(s, cmd[1], now) else P.NOT_FOUND)
 
-    def c_stats(self, s, cmd, now):
-        s.send(P.yaml_reply(server_stats(self.q, self.counts, self)))
+    def c_stats(self, s: Session, cmd: Command, now: int) -> None:
+        # (self is the Engine: Commands is only ever its base class)
+        s.send(P.yaml_reply(server_stats(self.q, self.counts, self)))  # type: ignore[arg-type]
 
-    def c_stats_job(self, s, cmd, now):
+    def c_stats_job(self, s: Session, cmd: Command, now: int) -> None:
         j = self.q.jobs.get(cmd[1])
         s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now)))
 
-    def c_stats_tube(self, s, cmd, now):
+    def c_stats_tube(self, s: Session, cmd: Command, now: int) -> None:
         t = self.q.tubes.get(cmd[1])
         s.send(P.NOT_FOUND if t is None else P.yaml_reply(tube_stats(t, now)))
 
-    def c_list_tubes(self, s, cmd, now):
+    def c_list_tubes(self, s: Session, cmd: Command, now: int) -> None:
         s.send(P.yaml_list(t.name for t in self.q.tube_list))
 
-    def c_list_tube_used(self, s, cmd, now):
+    def c_list_tube_used(self, s: Session, cmd: Command, now: int) -> None:
         s.send(b"USING %s\r\n" % s.use.name)
 
-    def c_list_tubes_watched(self, s, cmd, now):
+    def c_list_tubes_watched(self, s: Session, cmd: Command, now: int) -> None:
         s.send(P.yaml_list(t.name for t in s.watch))
 
-    def c_use(self, s, cmd, now):
+    def c_use(self, s: Session, cmd: Command, now: int) -> None:
         self.q.use(s, cmd[1])
         s.send(b"USING %s\r\n" % s.use.name)
 
-    def c_watch(self, s, cmd, now):
+    def c_watch(self, s: Session, cmd: Command, now: int) -> None:
         s.send(b"WATCHING %d\r\n" % self.q.watch(s, cmd[1]))
 
-    def c_ignore(self, s, cmd, now):
+    def c_ignore(self, s: Session, cmd: Command, now: int) -> None:
         n = self.q.ignore(s, cmd[1])
         s.send(P.NOT_IGNORED if n is None else b"WATCHING %d\r\n" % n)
 
-    def c_quit(self, s, cmd, now):
+    def c_quit(self, s: Session, cmd: Command, now: int) -> None:
         s.closing = True
 
-    def c_pause_tube(self, s, cmd, now):
+    def c_pause_tube(self, s: Session, cmd: Command, now: int) -> None:
         _, name, delay = cmd
-        t = self.q.tubes.get(name) if name_ok(name) else False
+        t: Tube | Literal[False] | None = self.q.tubes.get(name) if name_ok(name) else False
         if t is False:
             s.send(P.BAD_FORMAT)  # counted already: the reference checks the name late
         elif t is None:
@@ -190,9 +233,10 @@ class Commands:
             self.q.pause_tube(t, delay, now)
             s.send(P.PAUSED)
 
-    def reauth(self, s, token: bytes):
+    def reauth(self, s: Session, token: bytes) -> None:
         """`auth` again on an authenticated connection (beanstalkd-rs): the
         right token changes nothing, a wrong one closes the connection."""
+        assert self.auth is not None  # (command() calls this only with --auth-tokens)
         if self.auth.verify(token):
             s.send(b"AUTHENTICATED\r\n")
         else:

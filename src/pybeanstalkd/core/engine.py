@@ -10,6 +10,8 @@ and a connection's state in session.py.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from .commands import Commands
@@ -19,6 +21,11 @@ from .queue import Queue
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
     BITBUCKET, BODY, BUSY, LINE, SKIP, UNLIMITED, Session, VerboseSession)
 from .stats import CMD_KEYS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator
+
+    from .protocol import Command
 
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 # A read's replies stop at about this many bytes (one reply past it at
@@ -71,9 +78,13 @@ class Host:
         return 0.0, 0.0
 
 
+FIXED_HOST = Host()  # Engine's default host (one instance, shared)
+
+
 class Engine(Commands):
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
-                 filesize: int = 10485760, log=print, host: Host = Host()):
+                 filesize: int = 10485760, log: Callable[[str], None] = print,
+                 host: Host = FIXED_HOST) -> None:
         self.q = Queue(now)
         self.now = now
         self.start = now
@@ -105,7 +116,7 @@ class Engine(Commands):
         self.hold_all = False
         self.auth = None  # --auth-tokens: has verify(token); the server gates new connections
         self.host = host  # (stats reads pid, id, hostname... through it: see below)
-        self.handlers = {
+        self.handlers: dict[str, Callable[[Session, Command, int], None]] = {
             "put": self.c_put, "peek": self.c_peek, "peek-ready": self.c_peek_ready,
             "peek-delayed": self.c_peek_delayed, "peek-buried": self.c_peek_buried,
             "reserve": self.c_reserve, "reserve-with-timeout": self.c_reserve_timeout,
@@ -128,7 +139,7 @@ class Engine(Commands):
         self.total_conn_ct += 1
         return s
 
-    def data(self, s: Session, data: bytes, now: int):
+    def data(self, s: Session, data: bytes, now: int) -> None:
         self.now = now
         if s.plen or s.state or s.waiting or s.closing:
             pending = s.pending
@@ -172,7 +183,7 @@ class Engine(Commands):
         if self.resume:
             self._resume(now)
 
-    def eof(self, s: Session, now: int):
+    def eof(self, s: Session, now: int) -> None:
         """The peer half-closed: a blocked reserve gets TIMED_OUT, commands
         already received are still answered, and then the connection closes.
 
@@ -189,13 +200,13 @@ class Engine(Commands):
             self.q.hangup(s)
         self._after_hup(s)
 
-    def _after_hup(self, s: Session):
+    def _after_hup(self, s: Session) -> None:
         if s.plen and not s.closing:
             self.backlog.append(s)  # the transport calls more() on a later pass
         else:
             s.closing = True
 
-    def close(self, s: Session, now: int):
+    def close(self, s: Session, now: int) -> None:
         """The connection is gone: release its reservations."""
         self.now = now
         s.closing = True
@@ -218,7 +229,7 @@ class Engine(Commands):
         self._resume(now)
         return more
 
-    def next_due(self):
+    def next_due(self) -> int | None:
         return self.q.next_due()
 
     def step(self, now: int) -> bool:
@@ -228,7 +239,8 @@ class Engine(Commands):
         self._resume(now)
         return more
 
-    def _in_slices(self, s: Session, gen, reply: bytes):
+    def _in_slices(self, s: Session, gen: Generator[None, int, int],
+                   reply: bytes) -> Generator[None, int, None]:
         """Run a command's slices; its reply (reply % value) goes out after
         the last one, and only then is the session's later input read."""
         n = yield from gen
@@ -244,20 +256,20 @@ class Engine(Commands):
             elif s.plen and not s.closing:
                 self._run(s, now)
 
-    def settle(self, now: int):
+    def settle(self, now: int) -> None:
         """After a change made outside a command (the HTTP side's actions):
         sessions whose blocked reserve it answered go on with their input."""
         self.now = now
         self._resume(now)
 
-    def _resume(self, now: int):
+    def _resume(self, now: int) -> None:
         while self.resume:
             s = self.resume.pop()
             # (one stopped for a later turn waits for it: backlog)
             if not s.waiting and not s.closing and s.plen and s not in self.backlog:
                 self._run(s, now)
 
-    def more(self, s: Session, now: int):
+    def more(self, s: Session, now: int) -> None:
         """Go on with the commands a read left at OUT_LIMIT (see backlog),
         or, once the peer hung up, with the next of its commands (eof)."""
         self.now = now
@@ -268,7 +280,7 @@ class Engine(Commands):
         if s.plen and not s.waiting and not s.closing:
             self._run(s, now)
 
-    def _hup_step(self, s: Session, now: int):
+    def _hup_step(self, s: Session, now: int) -> None:
         """Run the input of a peer that hung up until a command has a
         reply; the rest waits for the next pass (eof)."""
         buf, pos = self._input(s)
@@ -299,7 +311,7 @@ class Engine(Commands):
         if self.resume:
             self._resume(now)
 
-    def _run(self, s: Session, now: int):
+    def _run(self, s: Session, now: int) -> None:
         buf, start = self._input(s)
         self._keep(s, buf, self._process(s, buf, now, start))
         if self.resume:
@@ -319,7 +331,7 @@ class Engine(Commands):
         return b"".join(pending), 0
 
     @staticmethod
-    def _keep(s: Session, buf: bytes, pos: int):
+    def _keep(s: Session, buf: bytes, pos: int) -> None:
         """Keep what is left of buf after pos for the next read (or turn)."""
         rest = len(buf) - pos
         s.plen = rest
@@ -423,7 +435,7 @@ class Engine(Commands):
         s.ran = k
         return pos
 
-    def command(self, s: Session, line: bytes, now: int):
+    def command(self, s: Session, line: bytes, now: int) -> None:
         """Run one command line (CRLF stripped).
 
         The hot commands in their plain form (single spaces, plain digits
@@ -537,13 +549,14 @@ class Engine(Commands):
             self._cap_crossed(over)
         return over
 
-    def _cap_crossed(self, over: bool):
+    def _cap_crossed(self, over: bool) -> None:
         self.at_cap = over
         if self.verbose:
             self.log(self.memory_line("puts refused" if over else "puts accepted again"))
 
     def memory_line(self, what: str = "memory") -> str:
         """The -V line for the cap and its usage."""
+        assert self.max_memory is not None  # (said only with --max-memory)
         return "%s: %d of %d bytes used by %d jobs" % (
             what, self.q.memory_used(), self.max_memory, len(self.q.jobs))
 
@@ -578,9 +591,9 @@ class Engine(Commands):
     def uptime(self) -> int:
         return (self.now - self.start) // NS
 
-    def rusage(self):
+    def rusage(self) -> tuple[bytes, ...]:
         return tuple(b"%d.%06d" % divmod(round(t * 1e6), 1000000)
                      for t in self.host.rusage())
 
-    def wal_stats(self):
+    def wal_stats(self) -> tuple[int, int, int, int, int]:
         return self.q.store.stats()

@@ -24,7 +24,13 @@ Queue's hot paths index both inline; these helpers serve the rarer steps.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .jobmap import THIN
+
+if TYPE_CHECKING:
+    from .job import Job
+    from .queue import Conn, Queue
 
 SIZE = 4096  # reservations a block takes before the next one opens
 
@@ -34,13 +40,13 @@ class Held:
 
     __slots__ = ("conn", "jobs", "key")
 
-    def __init__(self, conn, key: int):
+    def __init__(self, conn: Conn, key: int) -> None:
         self.conn = conn
-        self.jobs: dict = {}  # id -> Job, in reservation order
+        self.jobs: dict[int, Job] = {}  # id -> Job, in reservation order
         self.key = key  # its place in conn.held
 
 
-def open_block(c) -> Held:
+def open_block(c: Conn) -> Held:
     """c's block for its next reservation: the first, or one after a full one."""
     h = c.open_held
     key = 0 if h is None else h.key + 1
@@ -49,7 +55,7 @@ def open_block(c) -> Held:
     return h
 
 
-def thinned(h: Held):
+def thinned(h: Held) -> None:
     """A reservation left h, which now holds THIN or fewer and is not its
     connection's open block: drop h once empty, or copy it once at THIN."""
     c = h.conn
@@ -59,18 +65,19 @@ def thinned(h: Held):
         h.jobs = h.jobs.copy()
 
 
-def new_owners(q, k: int) -> dict:
+def new_owners(q: Queue, k: int) -> dict[int, Held]:
     """Make block k of q.owners; the newest block before it, kept while
     it was the newest, is dropped if empty."""
     last = q.owners.get(q.owners_new)
     if last is not None and not last:
         del q.owners[q.owners_new]
+    b: dict[int, Held]
     b = q.owners[k] = {}
     q.owners_new = k
     return b
 
 
-def drop_owners(owners: dict, b: dict, k: int):
+def drop_owners(owners: dict[int, dict[int, Held]], b: dict[int, Held], k: int) -> None:
     """Block k of owners (not the newest) holds THIN or fewer: drop it once
     empty, or copy it once at THIN."""
     if not b:

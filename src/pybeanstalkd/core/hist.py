@@ -22,7 +22,7 @@ def new() -> list[int]:
     return [0] * (SUM + 1)
 
 
-def observe(h: list[int], ns: int):
+def observe(h: list[int], ns: int) -> None:
     """Count one value (the hot paths inline these two lines)."""
     h[ns.bit_length()] += 1
     h[SUM] += ns

@@ -6,6 +6,11 @@ between jobs, and the bury position stored where a buried job has no deadline.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .queue import Tube
+
 INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4  # the binlog's values
 STATE_NAMES = {READY: b"ready", RESERVED: b"reserved", BURIED: b"buried",
                DELAYED: b"delayed", INVALID: b"invalid"}
@@ -29,7 +34,7 @@ def bump(counts: int, field: int) -> int:
     return counts + (1 << field)
 
 
-def counters(j) -> tuple[int, int, int, int, int]:
+def counters(j: Job) -> tuple[int, int, int, int, int]:
     """(reserves, timeouts, releases, buries, kicks)"""
     c = j.counts
     return c & M32, c >> 32 & M32, c >> 64 & M32, c >> 96 & M32, c >> 128
@@ -59,7 +64,8 @@ class Job:
     __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
                  "deadline", "counts", "file")
 
-    def __init__(self, id_, tube, pri, delay, ttr, body, created):
+    def __init__(self, id_: int, tube: Tube, pri: int, delay: int, ttr: int, body: bytes,
+                 created: int) -> None:
         self.id = id_
         self.tube = tube
         self.pri = pri
@@ -73,7 +79,9 @@ class Job:
         # 0 only until the job is first reserved (see Queue._run_job).
         self.deadline = 0
         self.counts = 0  # see pack_counters
-        self.file = None  # the binlog file holding the job's latest full record
+        # The binlog file holding the job's latest full record (binlog/files.py:
+        # File). Any: core/ may not import binlog/, not even for its types.
+        self.file: Any = None
 
     @property
     def delay(self) -> int:

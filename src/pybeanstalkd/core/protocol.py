@@ -5,6 +5,17 @@ clients and their test suites depend on the exact replies.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, TypeAlias
+
+    # A parsed command: (op, *args). Its arguments' number and types depend
+    # on op (see parse), which a static type cannot tie to the string, so
+    # each handler reads the ones its own op has.
+    Command: TypeAlias = tuple[Any, ...]
+
 LINE_BUF_SIZE = 224  # a command line, CRLF included, may be at most this long
 MAX_TUBE_NAME_LEN = 200
 U32_MAX = 0xFFFFFFFF
@@ -38,7 +49,7 @@ class Bad(Exception):
     """The command line does not parse: the reply is BAD_FORMAT."""
 
 
-def find_line_end(buf, pos: int, end: int) -> int:
+def find_line_end(buf: bytes, pos: int, end: int) -> int:
     """Length of the command line (CRLF included) at buf[pos:end], or 0.
 
     Like the reference, only the first CR counts, it must be followed by LF,
@@ -197,7 +208,7 @@ def seconds(n: int) -> int:
     return ns
 
 
-def parse(line: bytes):
+def parse(line: bytes) -> Command:
     """Parse one command line (CRLF stripped) into a tuple (op, *args).
 
     Raises Bad for BAD_FORMAT. Returns ("unknown",) for UNKNOWN_COMMAND.
@@ -267,5 +278,5 @@ def yaml_reply(body: bytes) -> bytes:
     return b"OK %d\r\n%s\r\n" % (len(body), body)
 
 
-def yaml_list(names) -> bytes:
+def yaml_list(names: Iterable[bytes]) -> bytes:
     return yaml_reply(b"---\n" + b"".join(b"- %s\n" % n for n in names))

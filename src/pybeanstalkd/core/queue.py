@@ -24,7 +24,8 @@ the heap (56). A run entry is live while its job has never been reserved.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from heapq import _siftdown, _siftup, heapify, heappop, heappush
+from heapq import heapify, heappop, heappush
+from typing import TYPE_CHECKING
 
 from .job import (
     BURIED,
@@ -38,7 +39,6 @@ from .job import (
     RELEASES,
     RESERVED,
     RESERVED_OVERHEAD,
-    RESERVES,
     TIMEOUTS,
     UNPLACED,
     Job,
@@ -60,6 +60,31 @@ from .jobmap import BITS, EMPTY, THIN, JobMap, drop
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
 from .hist import SUM, new as new_hist
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Iterable, Iterator
+    from typing import Protocol, Self
+
+    # heapq's sift helpers are private, so typeshed does not declare them.
+    def _siftdown(heap: list[int], startpos: int, pos: int) -> None: ...
+    def _siftup(heap: list[int], pos: int) -> None: ...
+
+    class Store(Protocol):
+        """Where job records go: NullStore, or the binlog (binlog/files.py: Wal)."""
+
+        lsn: int  # bytes of records produced so far
+        filesize: int
+
+        def stats(self) -> tuple[int, int, int, int, int]: ...
+        def reserve_put(self, j: Job) -> bool: ...
+        def reserve_update(self, j: Job) -> bool: ...
+        def write(self, j: Job, rec: bytes | None = None) -> bool: ...
+
+    # Background work (Queue.work): sent the time at each slice; a kick's
+    # value is its count.
+    Work = Generator[None, int, object]
+else:
+    from heapq import _siftdown, _siftup
+
 URGENT_PRI = 1024
 SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
 SHIFT = 64
@@ -80,17 +105,17 @@ class NullStore:
     lsn = 0
     filesize = 10485760  # the -s value, for stats
 
-    def stats(self) -> tuple:
+    def stats(self) -> tuple[int, int, int, int, int]:
         """(oldest index, current index, migrations, records written, max size)"""
         return (0, 0, 0, 0, self.filesize)
 
-    def reserve_put(self, j) -> bool:
+    def reserve_put(self, j: Job) -> bool:
         return True
 
-    def reserve_update(self, j) -> bool:
+    def reserve_update(self, j: Job) -> bool:
         return True
 
-    def write(self, j) -> bool:
+    def write(self, j: Job, rec: bytes | None = None) -> bool:
         return True
 
 
@@ -101,7 +126,7 @@ class Tube:
                  "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq",
                  "wait_hist", "work_hist", "timeouts", "buries")
 
-    def __init__(self, name: bytes):
+    def __init__(self, name: bytes) -> None:
         self.name = name
         self.ready: list[int] = []  # pri << 64 | id
         self.run: deque[int] | None = None  # ids of fresh jobs of priority run_pri
@@ -115,7 +140,7 @@ class Tube:
         self.pause = 0  # ns; 0 when not paused
         self.unpause_at = 0
         self.alive = True
-        self.ikey = None  # key of this tube's entry in Queue.index, if it has one
+        self.ikey: int | None = None  # key of this tube's entry in Queue.index, if it has one
         self.seq = 0
         # For the metrics (hist.py): ready -> reserved, and reserved -> delete,
         # release, bury (a tuple indexed by WORK_DELETE...), made at first use
@@ -137,28 +162,28 @@ class SwapList:
 
     __slots__ = ("items", "index")
 
-    def __init__(self):
-        self.items = []
-        self.index = {}
+    def __init__(self) -> None:
+        self.items: list[Tube] = []
+        self.index: dict[Tube, int] = {}
 
-    def append(self, x):
+    def append(self, x: Tube) -> None:
         self.index[x] = len(self.items)
         self.items.append(x)
 
-    def remove(self, x):
+    def remove(self, x: Tube) -> None:
         i = self.index.pop(x)
         last = self.items.pop()
         if last is not x:
             self.items[i] = last
             self.index[last] = i
 
-    def __contains__(self, x):
+    def __contains__(self, x: object) -> bool:
         return x in self.index
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tube]:
         return iter(self.items)
 
 
@@ -168,8 +193,10 @@ class Conn:
     __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "waiting",
                  "timeout", "wait_key", "producer", "worker", "out", "sink", "gone")
 
-    def __init__(self, sink: list):
-        self.use: Tube | None = None
+    def __init__(self, sink: list[Self]) -> None:
+        # A Tube from Queue.attach on, which the engine calls as it makes the
+        # connection: None only before that, so it is typed as a Tube.
+        self.use: Tube = None  # type: ignore[assignment]
         self.watch = SwapList()
         self.nreserved = 0
         self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
@@ -177,18 +204,18 @@ class Conn:
         self.deadlines: list[int] = []  # deadline << 64 | id of reserved jobs
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
-        self.wait_key = None
+        self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
         self.producer = self.worker = False
         self.out: list[bytes] = []
         self.sink = sink  # the engine's list of connections with output
         self.gone = False  # closed; its reservations are being returned in slices
 
-    def send(self, data: bytes):
+    def send(self: Self, data: bytes) -> None:
         if not self.out:
             self.sink.append(self)
         self.out.append(data)
 
-    def send_job(self, word: bytes, job: Job):
+    def send_job(self: Self, word: bytes, job: Job) -> None:
         out = self.out
         if not out:
             self.sink.append(self)
@@ -196,12 +223,12 @@ class Conn:
         out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
         out.append(body)
 
-    def woken(self):
+    def woken(self) -> None:
         """Called when a blocked reserve has been answered."""
 
 
 class Queue:
-    def __init__(self, now: int):
+    def __init__(self, now: int) -> None:
         self.jobs = JobMap(self)
         self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
@@ -211,23 +238,23 @@ class Queue:
         self.ttr_heap: list[int] = []  # every reserved job
         self.owners: dict[int, dict[int, Held]] = {}  # id >> BITS -> {id: Held}
         self.owners_new = -1  # the last block of owners made (kept when empty)
-        self.wait_heap: list[tuple] = []  # (due, seq, conn) for blocked reserves
-        self.pause_heap: list[tuple] = []  # (unpause_at, seq, tube)
+        self.wait_heap: list[tuple[int, int, Conn]] = []  # (due, seq, conn) for blocked reserves
+        self.pause_heap: list[tuple[int, int, Tube]] = []  # (unpause_at, seq, tube)
         # Tubes with ready jobs, by a lower bound of their best job's key:
         # (key, seq, tube). An entry is current while key == tube.ikey.
-        self.index: list[tuple] = []
+        self.index: list[tuple[int, int, Tube]] = []
         self.seq = 0
         self.ready_ct = self.urgent_ct = self.reserved_ct = 0
         self.delayed_ct = self.buried_ct = self.waiting_ct = 0
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
-        self.due = None  # earliest timer pushed since the engine last looked
+        self.due: int | None = None  # earliest timer pushed since the engine last looked
         # Timer entries a tick may run. The I/O layer, which has a clock,
         # ticks a few at a time up to a time budget (transport.run_timers).
         self.tick_slice = SLICE
-        self.store = NullStore()
+        self.store: Store = NullStore()
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
-        self.work: deque = deque()  # background work: primed generators, see step()
+        self.work: deque[Work] = deque()  # background work: primed generators, see step()
         self.sweeping: set[int] = set()  # id() of the heaps and runs being swept
         self.matching: set[Tube] = set()  # tubes whose waiters are served in slices
         self.default = self.tube(b"default")
@@ -243,7 +270,7 @@ class Queue:
             self.tube_list.append(t)
         return t
 
-    def maybe_free(self, t: Tube):
+    def maybe_free(self, t: Tube) -> None:
         if (t.using or t.watching or t.nready or t.ndelayed or t.nreserved
                 or t.buried or t is self.default or (self.loading and self.loading.get(t))):
             return
@@ -257,7 +284,7 @@ class Queue:
         # always runs the matcher for the tube's waiters.
         return t.pause != 0 and t.unpause_at > now
 
-    def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True):
+    def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True) -> None:
         """count: False for a pause that is not a pause-tube command (ops/)."""
         # The reference pauses for 1 ns when told 0 (0 would mean "not
         # paused"), so the pause is over by the next look at its clock: even
@@ -273,13 +300,13 @@ class Queue:
 
     # -- connections -------------------------------------------------------
 
-    def attach(self, c: Conn):
+    def attach(self, c: Conn) -> None:
         c.use = self.default
         self.default.using += 1
         c.watch.append(self.default)
         self.default.watching += 1
 
-    def use(self, c: Conn, name: bytes):
+    def use(self, c: Conn, name: bytes) -> None:
         t = self.tube(name)  # create first, then release: list order depends on it
         old, c.use = c.use, t
         t.using += 1
@@ -304,7 +331,7 @@ class Queue:
             self.maybe_free(t)
         return len(c.watch)
 
-    def detach(self, c: Conn, now: int):
+    def detach(self, c: Conn, now: int) -> None:
         """The connection closed: its reserved jobs go back to ready, in
         reservation order, SLICE a step."""
         if c.waiting:
@@ -326,7 +353,7 @@ class Queue:
             t.watching -= 1
             self.maybe_free(t)
 
-    def _return_reserved(self, c: Conn, now: int):
+    def _return_reserved(self, c: Conn, now: int) -> Generator[None, int, None]:
         # Nothing else changes c's blocks meanwhile (tick leaves a gone
         # connection's jobs to this), so one iterator serves every slice.
         owners = self.owners
@@ -357,7 +384,7 @@ class Queue:
             yield
             del deadlines[-SLICE:]
 
-    def spawn(self, gen) -> bool:
+    def spawn(self, gen: Work) -> bool:
         """Run gen's first slice now and queue the rest; True if it finished."""
         try:
             next(gen)
@@ -392,7 +419,7 @@ class Queue:
         self.next_id += 1
         return j
 
-    def insert(self, j: Job, now: int, log: bool = True):
+    def insert(self, j: Job, now: int, log: bool = True) -> None:
         """A put's job, body received and binlog space reserved. log=False:
         the caller stores its record (a follower has the leader's bytes)."""
         id_ = j.id
@@ -410,13 +437,13 @@ class Queue:
         else:
             self._make_ready(j, now, log=log, fresh=True)
 
-    def load(self, jobs, now: int, wall_offset: int):
+    def load(self, jobs: Iterable[Job], now: int, wall_offset: int) -> None:
         """Place jobs recovered from the binlog, in bulk: one heapify per heap.
 
         Delayed jobs keep their wall-clock deadline; buried ones their bury
         order, and their `buries` count is not incremented (beanstalkd #668)."""
-        buried = []
-        touched = set()
+        buried: list[Job] = []
+        touched: set[Tube] = set()
         for j in jobs:
             self.jobs[j.id] = j
             self.body_bytes += len(j.body)
@@ -453,7 +480,7 @@ class Queue:
         for j in buried:
             self._bury(j)
 
-    def _make_ready(self, j: Job, now: int, log=False, fresh=False):
+    def _make_ready(self, j: Job, now: int, log: bool = False, fresh: bool = False) -> None:
         j.state = READY
         t = j.tube
         key = (j.pri << SHIFT) | j.id
@@ -484,7 +511,7 @@ class Queue:
         elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
             self._tidy_ready(t)
 
-    def _tidy_ready(self, t: Tube):
+    def _tidy_ready(self, t: Tube) -> None:
         # One of the two holds more than its share of stale entries.
         if len(t.ready) > t.nready + 32:
             self._sweep(t.ready, self._ready_live,
@@ -494,7 +521,7 @@ class Queue:
             self.sweeping.add(id(run))
             self.spawn(self._drain_run(t, run))
 
-    def _drain_run(self, t: Tube, run: deque):
+    def _drain_run(self, t: Tube, run: deque[int]) -> Generator[None, int, None]:
         """Drop a stale-ridden run's stale entries, from the front (so the
         run stays in id order while new puts append to it); while it still
         holds too many, its live entries move to the heap."""
@@ -516,7 +543,7 @@ class Queue:
                 break
         self.sweeping.discard(id(run))
 
-    def _leave_ready(self, j: Job):
+    def _leave_ready(self, j: Job) -> None:
         t = j.tube
         t.nready -= 1
         self.ready_ct -= 1
@@ -525,7 +552,7 @@ class Queue:
             self.urgent_ct -= 1
         j.state = INVALID
 
-    def _make_delayed(self, j: Job, delay: int, now: int, log=False):
+    def _make_delayed(self, j: Job, delay: int, now: int, log: bool = False) -> None:
         j.state = DELAYED
         j.deadline = now + delay
         if log:
@@ -544,7 +571,7 @@ class Queue:
                         lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
         self._timer(j.deadline)
 
-    def _tidy_after_delete(self, t: Tube, was: int):
+    def _tidy_after_delete(self, t: Tube, was: int) -> None:
         """A delete by id leaves a stale entry that no push may come to sweep."""
         if was == READY:
             run = t.run
@@ -558,22 +585,22 @@ class Queue:
                 self._sweep(self.delay_heap, self._delayed_live,
                             lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
 
-    def _leave_delayed(self, j: Job):
+    def _leave_delayed(self, j: Job) -> None:
         j.tube.ndelayed -= 1
         self.delayed_ct -= 1
         j.state = INVALID
 
-    def _bury(self, j: Job):
+    def _bury(self, j: Job) -> None:
         j.state = BURIED
         j.tube.buried[j.id] = j
         self.buried_ct += 1
 
-    def _leave_buried(self, j: Job):
+    def _leave_buried(self, j: Job) -> None:
         del j.tube.buried[j.id]
         self.buried_ct -= 1
         j.state = INVALID
 
-    def _reserve(self, c: Conn, j: Job, now: int):
+    def _reserve(self, c: Conn, j: Job, now: int) -> None:
         # The wait from ready to reserved (ready since: see _make_ready).
         t = j.tube
         d = now - (j.deadline or j.created)
@@ -611,7 +638,7 @@ class Queue:
             c.woken()
         c.send_job(b"RESERVED", j)
 
-    def _unreserve(self, j: Job):
+    def _unreserve(self, j: Job) -> None:
         j.state = INVALID  # first: the sweep below must see the entry as stale
         id_ = j.id
         k = id_ >> BITS
@@ -634,7 +661,7 @@ class Queue:
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
 
-    def _remove(self, j: Job):
+    def _remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
         if j.state == READY:
             self._leave_ready(j)
@@ -647,7 +674,7 @@ class Queue:
 
     def _ready_live(self, key: int) -> bool:
         id_ = key & MASK
-        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         return j is not None and j.state == READY and j.pri == key >> SHIFT
 
     def _run_job(self, id_: int) -> Job | None:
@@ -656,22 +683,22 @@ class Queue:
         A job leaves ready only by being reserved (or deleted), which sets
         its deadline and reserves for good: a later return to ready goes to
         the heap, and this entry stays stale."""
-        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
             return j
         return None
 
     def _delayed_live(self, key: int) -> bool:
         id_ = key & MASK
-        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
 
     def _reserved_live(self, key: int) -> bool:
         id_ = key & MASK
-        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
 
-    def _sweep(self, heap: list[int], live, over):
+    def _sweep(self, heap: list[int], live: Callable[[int], bool], over: Callable[[], bool]) -> None:
         if len(heap) <= SMALL_HEAP:  # the common case: rebuilding is cheaper
             self._compact(heap, live)
         elif id(heap) not in self.sweeping:
@@ -679,22 +706,23 @@ class Queue:
             self.spawn(self._sweeper(heap, live, over))
 
     @staticmethod
-    def _compact(heap: list[int], live):
+    def _compact(heap: list[int], live: Callable[[int], bool]) -> None:
         fresh = [k for k in set(heap) if live(k)]
         heapify(fresh)
         heap[:] = fresh
 
-    def _sweep_ttr(self):
+    def _sweep_ttr(self) -> None:
         if id(self.ttr_heap) not in self.sweeping:
             self._sweep(self.ttr_heap, self._reserved_live,
                         lambda: len(self.ttr_heap) > 2 * self.reserved_ct + 1024)
 
-    def _sweep_deadlines(self, c: Conn):
+    def _sweep_deadlines(self, c: Conn) -> None:
         if id(c.deadlines) not in self.sweeping:
             self._sweep(c.deadlines, self._owned_live(c),
                         lambda: len(c.deadlines) > 2 * c.nreserved + 16)
 
-    def _sweeper(self, heap: list[int], live, over):
+    def _sweeper(self, heap: list[int], live: Callable[[int], bool],
+                 over: Callable[[], bool]) -> Generator[None, int, None]:
         """Remove heap's stale entries in place, from the end, SLICE a step.
 
         Any entry may be removed at any time as long as the heap property
@@ -727,13 +755,13 @@ class Queue:
             # `now`). Only a set finds them; this stays O(n) in one step.
             self._compact(heap, live)
 
-    def _free(self, x: list):
+    def _free(self, x: list[int]) -> Generator[None, int, None]:
         """Drop a big list a slice at a time (freeing it at once is O(n))."""
         while len(x) > SLICE:
             yield
             del x[-SLICE:]
 
-    def _top(self, heap: list[int], live) -> Job | None:
+    def _top(self, heap: list[int], live: Callable[[int], bool]) -> Job | None:
         """The job named by the smallest live entry; stale entries are dropped."""
         while heap:
             key = heap[0]
@@ -747,7 +775,7 @@ class Queue:
         # _run_job and _top(t.ready, _ready_live), inline: every reserve's path
         blocks = self.blocks
         run = t.run
-        j = None
+        j: Job | None = None
         while run:
             id_ = run[0]
             j = blocks.get(id_ >> BITS, EMPTY).get(id_)
@@ -759,7 +787,7 @@ class Queue:
         while ready:
             key = ready[0]
             id_ = key & MASK
-            h = blocks.get(id_ >> BITS, EMPTY).get(id_)
+            h: Job | None = blocks.get(id_ >> BITS, EMPTY).get(id_)
             if h is not None and h.state == READY and h.pri == key >> SHIFT:
                 if j is None or key < ((j.pri << SHIFT) | j.id):
                     return h
@@ -769,7 +797,7 @@ class Queue:
 
     def _pop_ready(self, t: Tube) -> Job:
         """Take the tube's best ready job (it has one) out of its run or heap."""
-        j = self.ready_top(t)
+        j: Job = self.ready_top(t)  # type: ignore[assignment]  # (not None: t has one)
         run = t.run
         if run and run[0] == j.id:
             run.popleft()
@@ -806,13 +834,13 @@ class Queue:
             self._reserve(c, j, now)
         return n
 
-    def _match_later(self, t: Tube):
+    def _match_later(self, t: Tube) -> Generator[None, int, None]:
         now = yield
         self.matching.discard(t)
         if t.alive and not self.paused(t, now):
             self._match(t, now)  # queues another slice if needed
 
-    def _index_push(self, t: Tube, key: int):
+    def _index_push(self, t: Tube, key: int) -> None:
         t.ikey = key
         heappush(self.index, (key, t.seq, t))
         if len(self.index) > 2 * len(self.tubes) + 64:
@@ -851,7 +879,7 @@ class Queue:
         best = None
         for t in c.watch:
             if t.nready and not self.paused(t, now):
-                j = self.ready_top(t)
+                j: Job = self.ready_top(t)  # type: ignore[assignment]  # (not None: t.nready)
                 if best is None or (j.pri, j.id) < (best.pri, best.id):
                     best = j
         return best
@@ -862,7 +890,7 @@ class Queue:
         best = None
         for t in c.watch:
             if t.nready and not t.waiting and not self.paused(t, now):
-                j = self.ready_top(t)
+                j: Job = self.ready_top(t)  # type: ignore[assignment]  # (not None: t.nready)
                 if best is None or (j.pri, j.id) < (best.pri, best.id):
                     best = j
         return best
@@ -871,15 +899,15 @@ class Queue:
         soonest = self._top(c.deadlines, self._owned_live(c)) if c.nreserved else None
         return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
 
-    def _owned_live(self, c: Conn):
+    def _owned_live(self, c: Conn) -> Callable[[int], bool]:
         def live(key: int) -> bool:
             id_ = key & MASK
-            j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+            j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
             return (j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
                     and self.owners[id_ >> BITS][id_].conn is c)
         return live
 
-    def reserve(self, c: Conn, timeout: int | None, now: int):
+    def reserve(self, c: Conn, timeout: int | None, now: int) -> None:
         """reserve / reserve-with-timeout (timeout in ns)."""
         # (the heap's first entry, stale or not, is no later than the soonest
         # live deadline: when it is not soon, no reservation is)
@@ -916,7 +944,8 @@ class Queue:
             t.waiting[c] = None
         due = None if timeout is None else now + timeout
         if c.nreserved:
-            soonest = self._top(c.deadlines, self._owned_live(c))
+            # (not None: each of c's reservations has a live entry in c.deadlines)
+            soonest: Job = self._top(c.deadlines, self._owned_live(c))  # type: ignore[assignment]
             soon = soonest.deadline - SAFETY_MARGIN
             due = soon if due is None else min(due, soon)
         if due is not None:
@@ -928,20 +957,20 @@ class Queue:
                 heappush(self.wait_heap, c.wait_key)
                 self._timer(due)
 
-    def _unwait(self, c: Conn):
+    def _unwait(self, c: Conn) -> None:
         c.waiting = False
         c.wait_key = None
         self.waiting_ct -= 1
         for t in c.watch:
             del t.waiting[c]
 
-    def _wait_expired(self, c: Conn, now: int):
+    def _wait_expired(self, c: Conn, now: int) -> None:
         soon = self._deadline_soon(c, now)
         self._unwait(c)
         c.send(DEADLINE_SOON if soon else TIMED_OUT)
         c.woken()
 
-    def hangup(self, c: Conn):
+    def hangup(self, c: Conn) -> None:
         """The peer half-closed while blocked in reserve: TIMED_OUT."""
         if c.waiting:
             self._unwait(c)
@@ -950,7 +979,7 @@ class Queue:
     # -- commands on jobs --------------------------------------------------
 
     def reserve_job(self, c: Conn, id_: int, now: int) -> bool:
-        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is None or j.state == RESERVED:
             return False
         ready = j.state == READY
@@ -959,11 +988,11 @@ class Queue:
             j.deadline = now  # no wait from ready: counted as 0 by _reserve, taken back
         self._reserve(c, j, now)
         if not ready:
-            j.tube.wait_hist[0] -= 1
+            j.tube.wait_hist[0] -= 1  # type: ignore[index]  # (not None: _reserve made it)
         return True
 
     @staticmethod
-    def _worked(j: Job, outcome: int, now: int):
+    def _worked(j: Job, outcome: int, now: int) -> None:
         """Count the time since j was reserved (or last touched): its
         deadline less its ttr."""
         d = now - j.deadline + j.times[1]
@@ -974,10 +1003,10 @@ class Queue:
         h[d.bit_length()] += 1
         h[SUM] += d
 
-    def delete(self, c: Conn, id_: int, now: int, count: bool = True) -> bytes:
+    def delete(self, c: Conn | None, id_: int, now: int, count: bool = True) -> bytes:
         """count: False for a delete that is not a delete command (ops/; the
         job is not reserved, so c is not consulted)."""
-        b = self.blocks.get(id_ >> BITS, EMPTY)
+        b: dict[int, Job] = self.blocks.get(id_ >> BITS, EMPTY)
         j = b.get(id_)
         if j is None:
             return NOT_FOUND
@@ -1011,7 +1040,7 @@ class Queue:
 
     def _held_by(self, c: Conn, id_: int) -> Job | None:
         """The job id_ if c has it reserved."""
-        held = self.owners.get(id_ >> BITS, EMPTY).get(id_)
+        held: Held | None = self.owners.get(id_ >> BITS, EMPTY).get(id_)
         if held is None or held.conn is not c:
             return None
         return held.jobs[id_]
@@ -1064,7 +1093,7 @@ class Queue:
         self._timer(j.deadline + 1)
         return True
 
-    def kick(self, t: Tube, bound: int, now: int):
+    def kick(self, t: Tube, bound: int, now: int) -> Generator[None, int, int]:
         """Kick buried jobs if the tube has any, else delayed ones: a generator
         of slices of SLICE jobs (send it the time), whose value is the count.
 
@@ -1089,7 +1118,7 @@ class Queue:
         return n
 
     def kick_job(self, id_: int, now: int) -> bool:
-        j = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is None or j.state not in (BURIED, DELAYED) or not self.store.reserve_update(j):
             return False
         self._remove(j)
@@ -1099,7 +1128,7 @@ class Queue:
 
     # -- time --------------------------------------------------------------
 
-    def _timer(self, at: int):
+    def _timer(self, at: int) -> None:
         if self.due is None or at < self.due:
             self.due = at
 
@@ -1136,12 +1165,12 @@ class Queue:
                 self._leave_delayed(j)
                 self.delayed_top(j.tube)  # drop the tube's now-stale top entries
                 self._make_ready(j, now)
-        heap = self.pause_heap
-        while heap and heap[0][0] <= now:
+        pauses = self.pause_heap
+        while pauses and pauses[0][0] <= now:
             if not n:
                 return True
             n -= 1
-            _, _, t = heappop(heap)
+            _, _, t = heappop(pauses)
             if t.alive and t.pause and t.unpause_at <= now:
                 t.pause = t.unpause_at = 0
             if t.alive and not self.paused(t, now):
@@ -1163,12 +1192,12 @@ class Queue:
                 j.tube.timeouts += 1
                 self._unreserve(j)
                 self._make_ready(j, now)
-        heap = self.wait_heap
-        while heap and heap[0][0] <= now:
+        waits = self.wait_heap
+        while waits and waits[0][0] <= now:
             if not n:
                 return True
             n -= 1
-            entry = heappop(heap)
+            entry = heappop(waits)
             c = entry[2]
             if c.waiting and c.wait_key is entry:
                 self._wait_expired(c, now)

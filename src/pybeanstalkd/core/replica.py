@@ -1,4 +1,4 @@
-"""A follower's queue follows its leader's binlog records (issue 13).
+"""A follower's queue follows its leader's binlog records.
 
 Each record is a job's state after a change the leader journaled: a put, a
 delayed release, a bury, a kick, a delete (or compaction's copy of a live
@@ -30,7 +30,9 @@ def apply(q: Queue, id_: int, name: bytes | None, pri: int, delay: int, ttr: int
     if j is None:
         if body is None or state == INVALID:
             return True  # a short record of a job deleted meanwhile
-        return _put(q, id_, name, pri, delay, ttr, body, created, deadline, counts, state, now)
+        # A record with a body is a full one, which always has the tube's name.
+        return _put(q, id_, name, pri, delay, ttr, body, created,  # type: ignore[arg-type]
+                    deadline, counts, state, now)
     if state == INVALID:
         q.delete(None, id_, now, count=False)  # (not reserved: nothing is, here)
         return True
@@ -57,7 +59,8 @@ def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, b
     return j
 
 
-def _put(q, id_, name, pri, delay, ttr, body, created, deadline, counts, state, now) -> bool:
+def _put(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
+         created: int, deadline: int, counts: int, state: int, now: int) -> bool:
     # insert() places a job by its delay: the time left, not the original.
     left = deadline - now if state == DELAYED and deadline > now else 0
     j = _new(q, id_, name, pri, left, ttr, body, created)
@@ -74,7 +77,8 @@ def _put(q, id_, name, pri, delay, ttr, body, created, deadline, counts, state, 
     return True
 
 
-def _new(q, id_, name, pri, delay, ttr, body, created) -> Job | None:
+def _new(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
+         created: int) -> Job | None:
     """The job of a record this follower lacks, its binlog space reserved;
     None if there is no room."""
     t = q.tube(name)
@@ -87,7 +91,7 @@ def _new(q, id_, name, pri, delay, ttr, body, created) -> Job | None:
     return j
 
 
-def _place(q: Queue, j: Job, state: int, deadline: int, now: int):
+def _place(q: Queue, j: Job, state: int, deadline: int, now: int) -> None:
     if state == BURIED:
         j.deadline = UNPLACED  # the follower's binlog records its own position
         q._bury(j)

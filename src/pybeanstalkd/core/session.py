@@ -7,7 +7,20 @@ from typing import TYPE_CHECKING
 from .queue import Conn
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Protocol
+
     from .engine import Engine
+    from .job import Job
+
+    class Transport(Protocol):
+        """What the engine's callers write replies through: the I/O layer's
+        transport (core/ cannot name asyncio's)."""
+
+        def is_closing(self) -> bool: ...
+        def write(self, data: bytes, /) -> None: ...
+        def writelines(self, data: Iterable[bytes], /) -> None: ...
+        def close(self) -> None: ...
 
 # Framing states: a command line next, the rest of an over-long line to
 # skip, a put's body, a body to discard (its reply in skip_reply).
@@ -24,25 +37,26 @@ class Session(Conn):
     __slots__ = ("engine", "state", "need", "pending", "skip", "plen", "in_job",
                  "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran")
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine) -> None:
         super().__init__(engine.dirty)
         self.engine = engine
         self.state = LINE
         self.need = 0  # bytes still wanted in BODY or BITBUCKET state
-        self.pending: list[bytes] = []  # received; all but pending[0][:skip] not yet parsed
+        # (a view only to hold the start of a big body: Engine._keep)
+        self.pending: list[bytes | memoryview] = []  # received; all but pending[0][:skip] not yet parsed
         self.skip = 0
         self.plen = 0  # bytes not yet parsed
-        self.in_job = None
+        self.in_job: Job | None = None  # a put's job while its body is received
         self.skip_reply = b""
         self.closing = False  # quit: close once the replies are written
         self.hup = False  # the peer half-closed: blocking reserves time out at once
         self.hold = 0  # with -f0: replies wait until the binlog is synced this far
         self.fd = -1
-        self.transport = None  # the I/O layer's, while the connection is open
+        self.transport: Transport | None = None  # the I/O layer's, while the connection is open
         self.budget = UNLIMITED  # commands a call may run before it stops (backlog)
         self.ran = 0  # commands the last batch of a read ran
 
-    def woken(self):
+    def woken(self) -> None:
         self.engine.resume.append(self)
 
 
@@ -51,14 +65,14 @@ class VerboseSession(Session):
 
     __slots__ = ()
 
-    def send(self, data: bytes):
+    def send(self, data: bytes) -> None:
         log = self.engine.log
         log(">%d reply %s" % (self.fd, data.split(b"\r\n", 1)[0].decode("latin-1")))
         if data.startswith(b"OK "):
             log(">%d job 0" % self.fd)
         super().send(data)
 
-    def send_job(self, word: bytes, job):
+    def send_job(self, word: bytes, job: Job) -> None:
         super().send_job(word, job)
         log = self.engine.log
         log(">%d reply %s %d %d" % (self.fd, word.decode(), job.id, len(job.body) - 2))

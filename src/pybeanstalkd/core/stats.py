@@ -7,8 +7,17 @@ Each is built from a list of (key, value) fields, which ops/ also reads
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .protocol import NS
 from .job import DELAYED, RESERVED, STATE_NAMES, counters
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .engine import Engine
+    from .job import Job
+    from .queue import Queue, Tube
 
 # The cmd-* keys of `stats`, in order; the op names are the parser's.
 CMD_KEYS = (
@@ -28,7 +37,7 @@ class Quoted(bytes):
     """A string value, double-quoted in the YAML."""
 
 
-def yaml(fields) -> bytes:
+def yaml(fields: Iterable[tuple[bytes, object]]) -> bytes:
     """The YAML body of (key, value) fields: ints, bools, Quoted or raw bytes."""
     out = [b"---\n"]
     for k, v in fields:
@@ -43,10 +52,10 @@ def yaml(fields) -> bytes:
     return b"".join(out)
 
 
-def server_fields(q, counts: dict, s) -> list[tuple[bytes, object]]:
+def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[bytes, object]]:
     """`stats` as (key, value) pairs; `s` is the engine: connection counts,
     identity, and the clock. rusage values are raw bytes like b"0.012000"."""
-    fields = [
+    fields: list[tuple[bytes, object]] = [
         (b"current-jobs-urgent", q.urgent_ct),
         (b"current-jobs-ready", q.ready_ct),
         (b"current-jobs-reserved", q.reserved_ct),
@@ -85,11 +94,11 @@ def server_fields(q, counts: dict, s) -> list[tuple[bytes, object]]:
     return fields
 
 
-def server_stats(q, counts: dict, s) -> bytes:
+def server_stats(q: Queue, counts: dict[str, int], s: Engine) -> bytes:
     return yaml(server_fields(q, counts, s))
 
 
-def tube_fields(t, now: int) -> list[tuple[bytes, object]]:
+def tube_fields(t: Tube, now: int) -> list[tuple[bytes, object]]:
     paused = t.pause and t.unpause_at > now
     return [
         (b"name", Quoted(t.name)),
@@ -109,11 +118,11 @@ def tube_fields(t, now: int) -> list[tuple[bytes, object]]:
     ]
 
 
-def tube_stats(t, now: int) -> bytes:
+def tube_stats(t: Tube, now: int) -> bytes:
     return yaml(tube_fields(t, now))
 
 
-def job_fields(j, now: int) -> list[tuple[bytes, object]]:
+def job_fields(j: Job, now: int) -> list[tuple[bytes, object]]:
     left = _secs(j.deadline - now) if j.state in (RESERVED, DELAYED) else 0
     reserves, timeouts, releases, buries, kicks = counters(j)
     return [
@@ -134,5 +143,5 @@ def job_fields(j, now: int) -> list[tuple[bytes, object]]:
     ]
 
 
-def job_stats(j, now: int) -> bytes:
+def job_stats(j: Job, now: int) -> bytes:
     return yaml(job_fields(j, now))

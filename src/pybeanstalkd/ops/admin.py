@@ -31,8 +31,8 @@ def views():
         import pybeanstalkd.ops.admin_views as v
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] == "rich":
-            raise AdminError(f"this command draws with rich, which is not installed: "
-                             f"pip install 'pybeanstalkd[admin]'") from None
+            raise AdminError("this command draws with rich, which is not installed: "
+                             "pip install 'pybeanstalkd[admin]'") from None
         raise
     return v
 

@@ -126,6 +126,12 @@ class Reply:
     def int(self, i: int = 1) -> int:
         return int(self.words[i])
 
+    @property
+    def data(self) -> bytes:
+        """The body of a FOUND, RESERVED or OK reply: read_reply reads one
+        for these (None only from a server off the protocol)."""
+        return self.body  # type: ignore[return-value]  # (see the docstring)
+
     def __repr__(self):
         return f"Reply({b' '.join(self.words)!r})"
 
@@ -239,14 +245,14 @@ class Conn:
     # -- commands
 
     def stats(self) -> dict:
-        return parse_dict(self.cmd(b"stats\r\n", "OK").body, STATS_TEXT)
+        return parse_dict(self.cmd(b"stats\r\n", "OK").data, STATS_TEXT)
 
     def list_tubes(self) -> list[str]:
-        return parse_list(self.cmd(b"list-tubes\r\n", "OK").body)
+        return parse_list(self.cmd(b"list-tubes\r\n", "OK").data)
 
     def stats_tube(self, tube: str) -> dict | None:
         r = self.cmd(b"stats-tube %s\r\n" % tube.encode(), "OK", "NOT_FOUND")
-        return parse_dict(r.body, TUBE_TEXT) if r.status == "OK" else None
+        return parse_dict(r.data, TUBE_TEXT) if r.status == "OK" else None
 
     def all_tubes(self) -> tuple[dict, list[dict]]:
         """The server's stats and every tube's stats-tube, in two round trips.
@@ -255,29 +261,29 @@ class Conn:
         for cmd, r in ((b"stats\r\n", server), (b"list-tubes\r\n", names)):
             if r.status != "OK":
                 raise UnexpectedReply(cmd, b" ".join(r.words))
-        cmds = [b"stats-tube %s\r\n" % n.encode() for n in parse_list(names.body)]
+        cmds = [b"stats-tube %s\r\n" % n.encode() for n in parse_list(names.data)]
         tubes = []
         for cmd, r in zip(cmds, self.pipeline(cmds)):
             if r.status == "OK":
-                tubes.append(parse_dict(r.body, TUBE_TEXT))
+                tubes.append(parse_dict(r.data, TUBE_TEXT))
             elif r.status != "NOT_FOUND":
                 raise UnexpectedReply(cmd, b" ".join(r.words))
-        return parse_dict(server.body, STATS_TEXT), tubes
+        return parse_dict(server.data, STATS_TEXT), tubes
 
     def stats_job(self, job_id: int) -> dict | None:
         r = self.cmd(b"stats-job %d\r\n" % job_id, "OK", "NOT_FOUND")
-        return parse_dict(r.body, JOB_TEXT) if r.status == "OK" else None
+        return parse_dict(r.data, JOB_TEXT) if r.status == "OK" else None
 
     def use(self, tube: str):
         self.cmd(b"use %s\r\n" % tube.encode(), "USING")
 
     def peek_state(self, state: str) -> tuple[int, bytes] | None:
         r = self.cmd(b"peek-%s\r\n" % state.encode(), "FOUND", "NOT_FOUND")
-        return (r.int(1), r.body) if r.status == "FOUND" else None
+        return (r.int(1), r.data) if r.status == "FOUND" else None
 
     def peek(self, job_id: int) -> tuple[int, bytes] | None:
         r = self.cmd(b"peek %d\r\n" % job_id, "FOUND", "NOT_FOUND")
-        return (r.int(1), r.body) if r.status == "FOUND" else None
+        return (r.int(1), r.data) if r.status == "FOUND" else None
 
     def kick(self, bound: int) -> int:
         return self.cmd(b"kick %d\r\n" % bound, "KICKED").int(1)
@@ -333,7 +339,7 @@ class Conn:
             hits = 0
             for i, r in zip(probe, self.pipeline(cmds)):
                 if r.status == "OK":
-                    job = parse_dict(r.body, JOB_TEXT)
+                    job = parse_dict(r.data, JOB_TEXT)
                     if job.get("tube") == tube and job.get("state") in states:
                         batch[i] = job["state"]
                         hits += 1

@@ -54,11 +54,12 @@ def duration(seconds: int) -> str:
     return f"{m}m {s:02d}s" if m else f"{s}s"
 
 
-def size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+def size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:,} B" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
+    return f"{n:,.1f} GiB"
 
 
 def _stat_value(key: str, v) -> Text:
@@ -89,7 +90,8 @@ def _kv_table(items, pairs_per_row: int = 1) -> Table:
 
 
 def show_stats(console: Console, stats: dict, where: str):
-    groups = {g: [] for g in ("Jobs", "Connections", "Server", "Binlog", "Commands")}
+    groups: dict[str, list[tuple[str, object]]] = {
+        g: [] for g in ("Jobs", "Connections", "Server", "Binlog", "Commands")}
     for k, v in stats.items():
         groups[_group(k)].append((k, v))
     title = f"stats of {where}"
@@ -137,7 +139,7 @@ def tubes_table(tubes: list[dict], title: str | None = None, rates: dict | None 
     styles = {"ready": "green", "reserved": "blue", "buried": "red", "urgent": "magenta"}
     for label, key in JOB_COLUMNS:
         t.add_column(label, justify="right", footer=_total(tubes, key), no_wrap=True)
-    for label, key in CONN_COLUMNS:
+    for label, _key in CONN_COLUMNS:
         t.add_column(label, justify="right", no_wrap=True)
     if rates is not None:
         t.add_column("puts/s", justify="right", no_wrap=True)
@@ -248,8 +250,9 @@ def top_frame(server: dict, tubes: list[dict], server_rates, tube_rates, where: 
     head.append(f"{where}", style="bold")
     if "version" in server:
         head.append(f"  beanstalkd {g('version')}")
-    if isinstance(g("uptime"), int):
-        head.append(f"  up {duration(g('uptime'))}")
+    uptime = g("uptime")
+    if isinstance(uptime, int):
+        head.append(f"  up {duration(uptime)}")
     head.append(f"  every {interval:g}s")
     conns = Text("connections ")
     conns.append(num(g("current-connections", 0)), style="bold")

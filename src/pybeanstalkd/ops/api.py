@@ -95,7 +95,7 @@ def integer(value, what: str, low: int = 0, high: int = (1 << 63) - 1) -> int:
     return value
 
 
-def text_integer(value: str, what: str, low: int = 0, high: int = (1 << 63) - 1) -> int:
+def text_integer(value: str | int, what: str, low: int = 0, high: int = (1 << 63) - 1) -> int:
     """An int in [low, high] from a URL."""
     if isinstance(value, str):
         # (19 digits hold any int64: a longer string is out of range, and int()

@@ -43,6 +43,7 @@ MOVABLE = ("ready", "delayed", "buried")
 # Open to anyone, with any Host: they tell whether to send clients here, and
 # load balancers' health checks may send a Host of their own.
 OPEN = ("/healthz", "/leader")
+DEFAULT_TIMEOUTS = httpguard.Timeouts()  # (frozen: one instance serves every start())
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -161,7 +162,7 @@ class Http:
             if why is not None:
                 return _error(400, why)
         if (self.auth is not None and request.path not in OPEN
-                and not self._authorized(request)):
+                and not self._authorized(request, self.auth)):
             return web.Response(status=401, text="authorization required\n",
                                 headers={"WWW-Authenticate": 'Basic realm="pybeanstalkd"'})
         if request.method == "POST" and request.headers.get("X-Pybeanstalkd") != "1":
@@ -194,7 +195,7 @@ class Http:
         if srv.syncer is not None and srv.engine.hold_writes and srv.committed() < lsn:
             await srv.until_synced(lsn)
 
-    def _authorized(self, request) -> bool:
+    def _authorized(self, request, auth: bytes) -> bool:
         kind, _, cred = request.headers.get("Authorization", "").partition(" ")
         if kind.lower() != "basic":
             return False
@@ -202,7 +203,7 @@ class Http:
             given = base64.b64decode(cred.strip(), validate=True)
         except (binascii.Error, ValueError):
             return False
-        return hmac.compare_digest(given, self.auth)
+        return hmac.compare_digest(given, auth)
 
     def _tube(self, request):
         name = api.tube_name(request.match_info["tube"])
@@ -214,7 +215,7 @@ class Http:
     async def _body(self, request) -> dict:
         try:
             raw = await asyncio.wait_for(request.read(), self.body_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise BodyTimeout() from None
         except (HttpProcessingError, web.RequestPayloadError) as e:
             # a body aiohttp cannot decode (Content-Encoding, chunks)
@@ -471,7 +472,7 @@ class Serving:
 
 async def start(srv, sock: socket.socket, auth=None, dashboard=DASHBOARD, *, allowed_hosts=(),
                 listen_host: str | None = None, max_connections: int = httpguard.MAX_CONNECTIONS,
-                timeouts: httpguard.Timeouts = httpguard.Timeouts()) -> Serving:
+                timeouts: httpguard.Timeouts = DEFAULT_TIMEOUTS) -> Serving:
     """Serve on `sock`: each connection with its deadlines, at most
     `max_connections` at a time (httpguard.py)."""
     loop = asyncio.get_running_loop()

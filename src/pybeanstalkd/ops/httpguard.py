@@ -119,7 +119,8 @@ class Hosts:
             if h is not None and not is_ip(*h):
                 self.names.add(h[0])
         self.names.add(socket.gethostname().lower().rstrip("."))
-        self.machine = None  # a future: the machine's names from the resolver, looked up once
+        # the machine's names from the resolver, looked up once
+        self.machine: asyncio.Future[frozenset[str]] | None = None
 
     async def refused(self, hosts: list[str], target: str) -> str | None:
         """Why a request with these Host headers and this request target may
@@ -154,7 +155,7 @@ class Hosts:
         return host in await self.machine
 
 
-def machine_names() -> frozenset:
+def machine_names() -> frozenset[str]:
     """This machine's fully qualified name and aliases, as the resolver
     (/etc/hosts, DNS) gives them for its hostname (which may take a while:
     run in a thread, once)."""
@@ -225,16 +226,19 @@ class Conn(asyncio.Protocol):
     __slots__ = ("owner", "inner", "transport", "head_timer", "send_timer", "got", "last",
                  "busy", "stuck_since")
 
+    # Set by connection_made, before anything else uses it.
+    transport: asyncio.Transport
+
     def __init__(self, owner: Connections):
         self.owner = owner
-        self.inner = None  # None: refused
-        self.transport = None
-        self.head_timer = None
-        self.send_timer = None
+        self.inner: asyncio.Protocol | None = None  # None: refused
+        self.transport = None  # type: ignore[assignment]  # (see the class annotation)
+        self.head_timer: asyncio.TimerHandle | None = None
+        self.send_timer: asyncio.TimerHandle | None = None
         self.got = False  # some bytes of a request came
         self.last = owner.loop.time()  # when it last made progress
         self.busy = False  # a request of it is being handled
-        self.stuck_since = None  # when its writing blocked, while it is
+        self.stuck_since: float | None = None  # when its writing blocked, while it is
 
     def evictable(self, now: float) -> bool:
         """Idle (between requests, or before its first head), or its reply

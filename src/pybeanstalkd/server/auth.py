@@ -95,14 +95,18 @@ class AuthGate(asyncio.Protocol):
     """A connection before `auth`: hands the transport to ``make_client()``
     once the token is right."""
 
-    def __init__(self, srv, tokens: Tokens, make_client, released):
+    # Set by connection_made; None only before that and after
+    # connection_lost, when nothing that uses it runs.
+    transport: asyncio.Transport
+
+    def __init__(self, srv, tokens: Tokens | TokenFile, make_client, released):
         self.srv = srv
         self.tokens = tokens
         self.make_client = make_client
         self.released = released  # called when the connection is gone
         self.buf = b""
-        self.transport = None
-        self.timer = None
+        self.transport = None  # type: ignore[assignment]  # (see the class annotation)
+        self.timer: asyncio.TimerHandle | None = None
         self.done = False
 
     def connection_made(self, transport):

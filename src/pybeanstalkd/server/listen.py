@@ -14,8 +14,14 @@ import os
 import socket
 import stat
 import sys
+from typing import TYPE_CHECKING, NoReturn
 
 from ..diag import default_warn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..cli import Options
 
 # Diagnostic locations exactly as the reference prints them.
 _AT_SD_LISTEN_FDS = "net.c:225 in make_server_socket"
@@ -118,7 +124,7 @@ def inherited_listen_fds() -> bool:
     return sd_listen_fds(False)[0] > 0
 
 
-def _fail(warn, msg: str):
+def _fail(warn, msg: str) -> NoReturn:
     warn(msg)
     raise ListenError(msg)
 
@@ -143,7 +149,7 @@ def _inherited_socket(n: int, warn) -> socket.socket:
             )
         except OSError:
             ok = False
-    if not ok:
+    if sock is None or not ok:
         if sock is not None:
             sock.detach()
         _fail(warn, f"{_AT_SD_NOT_LISTEN}: inherited fd is not a TCP or UNIX listening socket")
@@ -224,26 +230,27 @@ def _inet_socket(host: str | None, port: str, log, warn) -> socket.socket:
             warn(last)
             continue
         fd = sock.fileno()
-        steps = [
-            (_AT_NONBLOCK, "setting O_NONBLOCK", lambda: sock.setblocking(False)),
+        # (where, what, call, its arguments), in the reference's order
+        steps: list[tuple[str, str, Callable[..., object], tuple[object, ...]]] = [
+            (_AT_NONBLOCK, "setting O_NONBLOCK", sock.setblocking, (False,)),
             (_AT_REUSEADDR, f"setting SO_REUSEADDR on fd {fd}",
-             lambda: sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)),
+             sock.setsockopt, (socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)),
             (_AT_KEEPALIVE, f"setting SO_KEEPALIVE on fd {fd}",
-             lambda: sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)),
+             sock.setsockopt, (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)),
             (_AT_LINGER, f"setting SO_LINGER on fd {fd}",
-             lambda: sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_OFF)),
+             sock.setsockopt, (socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_OFF)),
             (_AT_NODELAY, f"setting TCP_NODELAY on fd {fd}",
-             lambda: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)),
+             sock.setsockopt, (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)),
         ]
         if host is None and family == socket.AF_INET6:
             # Dual stack, but only when no -l was given.
             steps.append((_AT_V6ONLY, f"setting IPV6_V6ONLY on fd {fd}",
-                          lambda: sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)))
-        steps.append((_AT_INET_BIND, "bind()", lambda: sock.bind(sockaddr)))
+                          sock.setsockopt, (socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)))
+        steps.append((_AT_INET_BIND, "bind()", sock.bind, (sockaddr,)))
         failed = False
-        for at, what, step in steps:
+        for at, what, step, step_args in steps:
             try:
-                step()
+                step(*step_args)
             except OSError as e:
                 last = f"{at}: {what}: {e.strerror}"
                 warn(last)
@@ -273,7 +280,7 @@ def _inet_socket(host: str | None, port: str, log, warn) -> socket.socket:
     raise ListenError(last)
 
 
-def make_listener(opts, log=print, warn=None) -> socket.socket:
+def make_listener(opts: Options, log=print, warn=None) -> socket.socket:
     """Return a bound, listening, non-blocking stream socket for ``opts``.
 
     ``log`` receives the verbose lines (``bind FD host:port``) and is only used
@@ -283,7 +290,7 @@ def make_listener(opts, log=print, warn=None) -> socket.socket:
     """
     if warn is None:
         warn = default_warn
-    if not getattr(opts, "verbose", 0):
+    if not opts.verbose:
         log = None
 
     n, err = sd_listen_fds(True)

@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 from time import monotonic_ns
+from typing import TYPE_CHECKING
 
 from ..binlog.files import Wal
 from ..binlog.sync import Syncer
@@ -18,6 +19,9 @@ from ..diag import default_warn as warn
 from .accept import Acceptor
 from .malloc import pin_mmap_threshold
 from .transport import Client, Server
+
+if TYPE_CHECKING:
+    from ..cli import Options
 
 
 class ProcessHost(Host):
@@ -49,7 +53,7 @@ def _freeze_survivors(phase: str, info: dict):
         gc.freeze()
 
 
-def serve(sock: socket.socket, opts) -> int:
+def serve(sock: socket.socket, opts: Options) -> int:
     # Every stored job is a GC-tracked object. Left to the default policy,
     # older generations are rescanned as the queue grows: 14% of puts, and
     # stalls of a second once a queue passes millions of jobs. Objects that
@@ -67,12 +71,12 @@ def serve(sock: socket.socket, opts) -> int:
         sys.stdout.flush()
 
 
-def start_accepting(loop, sock: socket.socket, srv: Server, opts) -> Acceptor:
+def start_accepting(loop, sock: socket.socket, srv: Server, opts: Options) -> Acceptor:
     """Serve clients from ``sock`` through our accept loop, with TLS and the
     auth gate when their flags are given."""
     log = Server.log if opts.verbose else None
-    certs = getattr(opts, "tls", None)
-    tokens = getattr(opts, "auth_tokens", None)
+    certs = opts.tls
+    tokens = opts.auth_tokens
     acceptor = Acceptor(loop, sock, None, opts.max_connections, log)
     srv.acceptor = acceptor
     if tokens is not None:
@@ -129,17 +133,19 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts) -> Acceptor:
     return acceptor
 
 
-def open_binlog(engine: Engine, opts) -> Wal:
+def open_binlog(engine: Engine, opts: Options) -> Wal:
     """Lock and recover the binlog directory (exits as the reference does)."""
     from ..binlog.recovery import RecoveryError, lock_dir, recover
 
+    wal_dir = opts.wal_dir
+    assert wal_dir is not None  # (called with -b only)
     try:
-        lock_dir(opts.wal_dir)
+        lock_dir(wal_dir)
     except RecoveryError as e:
         for line in e.args:
             warn(line)
         raise SystemExit(10) from None
-    wal = Wal(opts.wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn)
+    wal = Wal(wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn)
     try:
         recover(wal, engine.q, engine.max_job_size, monotonic_ns(), warn)
     except RecoveryError as e:
@@ -147,7 +153,7 @@ def open_binlog(engine: Engine, opts) -> Wal:
             warn(line)
         raise SystemExit(1) from None
     engine.q.store = wal
-    engine.hold_writes = opts.wantsync and opts.syncrate_ms == 0
+    engine.hold_writes = opts.fsync_each_write
     return wal
 
 
@@ -167,21 +173,22 @@ def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, serv
     return node
 
 
-async def _start_http(srv: Server, opts):
+async def _start_http(srv: Server, opts: Options):
     from ..ops.http import start  # only with --http: aiohttp is slow to import
 
+    assert opts.http_sock is not None and opts.http is not None  # (called with --http only)
     return await start(srv, opts.http_sock, opts.http_auth, allowed_hosts=opts.http_allowed_hosts,
                        listen_host=opts.http[0], max_connections=opts.http_max_connections)
 
 
-async def _serve(loop, sock: socket.socket, opts) -> int:
+async def _serve(loop, sock: socket.socket, opts: Options) -> int:
     engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log, host=ProcessHost())
     srv = Server(loop, engine, opts.verbose)
     http = None
     if opts.wal_dir is not None:
-        if getattr(opts, "http_sock", None) is not None:
+        if opts.http_sock is not None:
             # The HTTP side answers while a long replay runs (in a thread:
             # nothing else touches the engine until it is done), so that
             # /healthz says the process is alive and /readyz says why it is
@@ -197,7 +204,7 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
         engine.max_memory = opts.max_memory
         if opts.verbose:
             Server.log(engine.memory_line("max-memory"))
-    if getattr(opts, "auth_tokens", None) is not None:
+    if opts.auth_tokens is not None:
         engine.auth = opts.auth_tokens
     stop = loop.create_future()
 
@@ -214,14 +221,14 @@ async def _serve(loop, sock: socket.socket, opts) -> int:
     loop.add_signal_handler(signal.SIGTERM, terminate)
     loop.add_signal_handler(signal.SIGINT, terminate)
     listener = None
-    if getattr(opts, "cluster", None) is not None:
+    if opts.cluster is not None:
         def serve_clients():
             nonlocal listener
             listener = start_accepting(loop, sock, srv, opts)
         srv.cluster = _start_cluster(loop, srv, engine, wal, sock, opts, serve_clients, stop)
     else:
         listener = start_accepting(loop, sock, srv, opts)
-    if http is None and getattr(opts, "http_sock", None) is not None:
+    if http is None and opts.http_sock is not None:
         http = await _start_http(srv, opts)
     try:
         return await stop

@@ -27,7 +27,7 @@ class Reloading:
         self.next = clock() + CHECK_S
 
     def _stamp(self) -> tuple:
-        out = []
+        out: list[tuple[int, int, int] | None] = []
         for f in self.files:
             try:
                 st = os.stat(f)

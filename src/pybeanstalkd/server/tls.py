@@ -6,6 +6,10 @@ server does not have before it must be listening.
 from __future__ import annotations
 
 import ssl
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..cli import Options
 
 HANDSHAKE_TIMEOUT_S = 10.0  # a client that connects and stalls loses its slot
 
@@ -75,7 +79,7 @@ def _reason(e: Exception) -> str:
     return getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
 
 
-def describe(opts) -> str:
+def describe(opts: Options) -> str:
     """The -V start-up line."""
     if opts.tls_client_ca is not None:
         return (f"tls: certificate {opts.tls_cert}; client certificates required, "

@@ -12,9 +12,14 @@ import gc
 import select
 import socket
 from time import monotonic_ns
+from typing import TYPE_CHECKING
 
 from ..core.engine import Engine
 from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED
+
+if TYPE_CHECKING:
+    from ..binlog.sync import Syncer
+    from .accept import Acceptor
 
 
 PENDING_LIMIT = 64 << 10  # bytes buffered from a client blocked in reserve
@@ -102,9 +107,14 @@ class _Client(asyncio.BaseProtocol):
 
     __slots__ = ("srv", "transport", "s", "blocked", "backlogged", "cost", "asked", "hung_up")
 
+    # Set by connection_made. It is None only before that and after
+    # connection_lost, when only may_read, _read_as and go_on (which check)
+    # can still be called: the hot paths use it unchecked.
+    transport: asyncio.Transport
+
     def __init__(self, srv: Server):
         self.srv = srv
-        self.transport = None
+        self.transport = None  # type: ignore[assignment]  # (see the class annotation)
         self.blocked = False  # its write buffer is over the high-water mark
         self.backlogged = False  # the engine left commands of its input for a later turn
         self.cost = COST_NS  # ns a command of this client costs, lately
@@ -373,15 +383,15 @@ class Server:
         self.engine = engine
         self.verbose = verbose
         self.clients: dict = {}  # Session -> Client
-        self.timer = None
-        self.timer_at = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at: int | None = None
         self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
         self.paused: set = set()  # sessions not read while blocked in reserve
         self.hangups: HangupWatch | None = None  # ... watched for a hang-up meanwhile
         self.turns: set = set()  # Clients with a turn to come: go_on or their next read
         self.syncer: Syncer | None = None
         self.stepping = False  # a slice of background work is scheduled
-        self.acceptor = None  # our accept loop, told of each close
+        self.acceptor: Acceptor | None = None  # our accept loop, told of each close
         self.sync_waiters: list = []  # (lsn, future): the HTTP side's actions under -f0
         self.replaying = False  # the binlog is being replayed (in a thread; --http only)
         self.passes = 0  # since the last young-generation collection
@@ -482,8 +492,10 @@ class Server:
         out.clear()
 
     def committed(self) -> int:
-        """Binlog bytes whose commands may be answered."""
-        return self.syncer.wal.synced if self.commit is None else self.commit()
+        """Binlog bytes whose commands may be answered (asked only with a
+        binlog, so with a Syncer)."""
+        # (no check for a Syncer: this runs after every fsync)
+        return self.syncer.wal.synced if self.commit is None else self.commit()  # type: ignore[union-attr]
 
     def until_synced(self, lsn: int):
         """A future done once the binlog is committed up to lsn (-f0: fsynced;
