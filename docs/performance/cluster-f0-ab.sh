@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: issue13-f0-ab.sh REV_A REV_B ROUNDS [PUTS]
+# usage: cluster-f0-ab.sh REV_A REV_B ROUNDS [PUTS]
 # Alternates REV_A and REV_B (git revisions of this repo); for each: a 3-node
 # -f0 cluster (one etcd, HAProxy from examples/haproxy.cfg), 64 unpipelined
 # producers from bsload (../shared/tools/bsload.c) through HAProxy, then one

@@ -1,7 +1,7 @@
 """A follower joins a leader (-f0) holding N jobs of 100 bytes; a probe puts
 every 2 ms on the leader and records each put's latency. Prints the worst and
 p99 during the join, and how long until the follower is in the ISR.
-usage: issue13-join.py SRC_DIR N  (SRC_DIR: a `git archive` of the code to run)"""
+usage: cluster-join.py SRC_DIR N  (SRC_DIR: a `git archive` of the code to run)"""
 import json, os, socket, subprocess, sys, threading, time, urllib.request
 src, N = sys.argv[1], int(sys.argv[2])
 env = dict(os.environ, PYTHONPATH=src + "/src")
