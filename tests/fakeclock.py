@@ -56,9 +56,9 @@ class Harness:
 
 
 
-def with_binlog(tmp_path, filesize=10485760, falloc=_falloc):
+def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, **kw):
     """A Harness whose queue writes a binlog in tmp_path (recovered first)."""
-    h = Harness(filesize=filesize)
+    h = Harness(filesize=filesize, **kw)
     wal = Wal(str(tmp_path), filesize, warn=lambda m: None, falloc=falloc)
     recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
     h.e.q.store = wal

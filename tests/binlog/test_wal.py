@@ -140,7 +140,7 @@ def test_release_with_delay_on_full_disk_keeps_the_job(tmp_path):
 
 def test_tail_is_synced_by_timer_without_further_writes(tmp_path):
     """-f MS: the last writes of a burst are fsynced within MS, not left behind."""
-    from pybeanstalkd.binlog.sync import Syncer
+    from pybeanstalkd.server.gate import Written
     from pybeanstalkd.server.transport import Server
 
     h, wal = with_binlog(tmp_path)
@@ -148,9 +148,8 @@ def test_tail_is_synced_by_timer_without_further_writes(tmp_path):
     h.send(c, b"put 0 0 60 1\r\nx\r\n")
     loop = asyncio.new_event_loop()
     try:
-        srv = Server(loop, h.e)
-        syncer = Syncer(loop, wal, srv, wantsync=True, rate_ns=50_000_000)
-        srv.syncer = syncer
+        srv = Server(loop, h.e, gate=lambda srv: Written(srv, wal, wantsync=True, rate_ns=50_000_000))
+        syncer = srv.syncer
         syncer.last = time.monotonic_ns()  # as if a sync had just run: the next waits
         srv.flush()
         assert wal.written == wal.lsn > wal.synced  # written, not yet synced
@@ -280,14 +279,13 @@ def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
 def test_zeros_ahead_with_f0_only(tmp_path, wantsync, rate_ns, ahead):
     """-f0 fsyncs back to back; with -f MS (one journal commit per MS) or -F
     the zeros would only double what is written."""
-    from pybeanstalkd.binlog.sync import Syncer
+    from pybeanstalkd.server.gate import Written
     from pybeanstalkd.server.transport import Server
 
     h, wal = with_binlog(tmp_path, filesize=1 << 20, falloc=lambda fd, size: None)
     loop = asyncio.new_event_loop()
     try:
-        srv = Server(loop, h.e)
-        srv.syncer = Syncer(loop, wal, srv, wantsync=wantsync, rate_ns=rate_ns)
+        Server(loop, h.e, gate=lambda srv: Written(srv, wal, wantsync=wantsync, rate_ns=rate_ns))
         assert h.send(h.conn(), b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
         wal.flush()
         size = os.stat(os.path.join(tmp_path, binlogs(tmp_path)[-1])).st_size

@@ -186,8 +186,8 @@ def test_a_process_on_a_stopped_nodes_address_gets_the_hello_and_nothing_else(
         assert (get(a, "/api/v1/cluster")[1]["nodes"][1]["connected"]) is False
         # The leader goes on; its log said why once.
         assert m.cmd(a, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
-        lines = [line for line in (tmp_path / "a.log").read_text().splitlines()
-                 if "replication to b: its proof is wrong" in line]
+        lines = wait_for(lambda: [line for line in (tmp_path / "a.log").read_text().splitlines()
+                                  if "replication to b: its proof is wrong" in line])
         assert len(lines) == 1, lines
     finally:
         if listener is not None:
@@ -276,7 +276,9 @@ def test_a_silent_connection_to_a_peer_port_is_closed_at_the_handshakes_limit(
             if s is silent[-1]:
                 assert F.parse_greeting(rest)[0].name == "b"  # (the node's greeting, then nothing)
             s.close()
-        assert "did not complete its handshake within 5 s" in (tmp_path / "b.log").read_text()
+        # (the log reaches its file through a pump thread: a moment later)
+        wait_for(lambda: "did not complete its handshake within 5 s" in (tmp_path / "b.log").read_text(),
+                 timeout=5)
         assert (isr(etcd, cluster) or (0, []))[1] == ["a", "b"]  # the real link was not disturbed
     finally:
         stop_all(a, b)

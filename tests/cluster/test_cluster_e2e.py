@@ -167,8 +167,13 @@ def test_the_leader_dies_and_no_acknowledged_put_is_lost(tmp_path, etcd, sync):
 
 def http_put(srv, body: str):
     """POST /api/v1/tubes/default/put: (status, seconds it took)."""
-    req = urllib.request.Request("http://127.0.0.1:%d/api/v1/tubes/default/put" % srv.http,
-                                 data=json.dumps({"body": body}).encode(), method="POST",
+    return http_action(srv, "/api/v1/tubes/default/put", {"body": body})
+
+
+def http_action(srv, path: str, req: dict | None = None):
+    """POST path (a dashboard action): (status, seconds it took)."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (srv.http, path),
+                                 data=json.dumps(req or {}).encode(), method="POST",
                                  headers={"X-Pybeanstalkd": "1"})
     t0 = time.monotonic()
     try:
@@ -181,18 +186,22 @@ def http_put(srv, body: str):
 def test_a_silent_follower_leaves_the_isr_before_anything_is_acknowledged(tmp_path, etcd):
     with pair(tmp_path, etcd, "c2") as (a, b):
         assert ask(a, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
+        delayed = int(ask(a, b"put 0 60 60 1\r\nd\r\n").split()[1])  # to kick
+        doomed = int(ask(a, b"put 0 60 60 1\r\nk\r\n").split()[1])  # to delete
         assert http_put(b, "on-a-follower")[0] == 503  # only the leader changes jobs
         b.proc.send_signal(signal.SIGSTOP)
-        with ThreadPoolExecutor(1) as pool:
-            via_http = pool.submit(http_put, a, "y-http")
+        with ThreadPoolExecutor(3) as pool:
+            actions = [pool.submit(http_put, a, "y-http"),
+                       pool.submit(http_action, a, f"/api/v1/jobs/{delayed}/kick"),
+                       pool.submit(http_action, a, f"/api/v1/jobs/{doomed}/delete")]
             t0 = time.monotonic()
             assert ask(a, b"put 0 0 60 1\r\ny\r\n", timeout=10).startswith(b"INSERTED")
             waited = time.monotonic() - t0
-            status, http_waited = via_http.result()
-        # Held until b was out of the ISR, in etcd: no ack rested on it; an
-        # action on the HTTP side too.
+            answered = [f.result() for f in actions]
+        # Held until b was out of the ISR, in etcd: no ack rested on it; the
+        # dashboard's actions (put, kick, delete) too.
         assert waited > 1.5, waited
-        assert status == 200 and http_waited > 1.5, (status, http_waited)
+        assert all(status == 200 and took > 1.5 for status, took in answered), answered
         assert isr(etcd, "c2")[1] == ["a"]
         b.proc.send_signal(signal.SIGCONT)
         wait_for(lambda: (isr(etcd, "c2") or (0, []))[1] == ["a", "b"])  # caught up, back in

@@ -360,7 +360,10 @@ def test_with_f0_one_batch_per_group_commit_and_one_group_in_flight(tmp_path):
     """-f0: the leader's Syncer ships each group as its fsync starts, and
     the next group waits for the follower's ack of the last (the follower
     fsyncs before it acks)."""
-    from pybeanstalkd.binlog.sync import Syncer
+    from types import SimpleNamespace
+
+    from pybeanstalkd.core.engine import HOLD_ALL
+    from pybeanstalkd.server.gate import Replicated
     from pybeanstalkd.server.transport import Server
 
     lh, lwal, fh, fwal = setup(str(tmp_path))
@@ -370,11 +373,14 @@ def test_with_f0_one_batch_per_group_commit_and_one_group_in_flight(tmp_path):
     async def main():
         srv, port, rep, link = await linked(lh, lwal, fh, fwal)
         await link.until(0)
-        server = Server(asyncio.get_running_loop(), lh.e)
-        syncer = server.syncer = Syncer(asyncio.get_running_loop(), lwal, server, True, 0)
+        lh.e.hold = HOLD_ALL  # as a leader's engine
+        server = Server(asyncio.get_running_loop(), lh.e,
+                        gate=lambda srv: Replicated(srv, lwal, True, 0, each_write=True))
+        syncer = server.syncer
         rep.eager = False
-        lh.e.hold_writes = lh.e.hold_all = True  # as a leader's engine
-        syncer.starting, syncer.wait = rep.ship, lambda: rep.in_flight(["f", "gone"])
+        server.gate.lead(SimpleNamespace(  # (as a Node: its acks are not waited for here)
+            committed=lambda: lwal.synced, ship=rep.ship, ship_soon=rep.kick,
+            in_flight=lambda: rep.in_flight(["f", "gone"])))
         rep.on_ack = syncer.kick
         send = link.send
         link.send = lambda frame: (sent.append((link.acked, fwal.synced)), send(frame))

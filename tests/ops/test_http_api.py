@@ -345,6 +345,24 @@ async def test_kick_and_kick_job(w, client):
 
 
 @http_test()
+async def test_a_delete_the_binlog_cannot_take_is_not_reported_done(w, client):
+    """As the protocol's delete answers INTERNAL_ERROR when its record cannot
+    be written, the action says it failed (a restart would bring it back)."""
+    from pybeanstalkd.core.queue import NullStore
+
+    class Refusing(NullStore):
+        def write(self, j, rec=None):
+            return False
+
+    s = w.conn()
+    a, b = put(w, s), put(w, s)
+    w.engine.q.store = Refusing()
+    got = await post(client, f"/api/v1/jobs/{a}/delete", status=503)
+    assert got == {"error": "the binlog could not record the delete"}
+    assert w.send(s, b"delete %d\r\n" % b) == b"INTERNAL_ERROR\r\n"  # (the protocol's answer)
+
+
+@http_test()
 async def test_delete_job(w, client):
     s = w.conn()
     a, b, c = put(w, s), put(w, s), put(w, s, delay=50)

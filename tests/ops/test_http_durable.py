@@ -8,22 +8,24 @@ import asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from fakeclock import with_binlog
-from pybeanstalkd.binlog.sync import Syncer
+from pybeanstalkd.core.engine import HOLD_NONE, HOLD_WRITES
 from pybeanstalkd.ops.http import Http
+from pybeanstalkd.server.gate import Synced, Written
 from pybeanstalkd.server.transport import Server
 
 ACT = {"X-Pybeanstalkd": "1"}
 
 
-def run(tmp_path, hold_writes: bool):
-    h, wal = with_binlog(tmp_path)
-    h.e.hold_writes = hold_writes
+def run(tmp_path, f0: bool):
+    h, wal = with_binlog(tmp_path, hold=HOLD_WRITES if f0 else HOLD_NONE)
     loop = asyncio.new_event_loop()
     out = {}
 
     async def main():
-        srv = Server(loop, h.e)
-        syncer = srv.syncer = Syncer(loop, wal, srv, wantsync=False, rate_ns=0)  # held back
+        gate = Synced if f0 else Written  # (as gate_for makes them for -f0 and -f MS)
+        srv = Server(loop, h.e, gate=lambda srv: gate(srv, wal, wantsync=False, rate_ns=0))
+        syncer = srv.syncer  # (held back: wantsync False)
+        assert syncer is not None
         client = TestClient(TestServer(Http(srv).app))
         await client.start_server()
         try:
@@ -48,12 +50,12 @@ def run(tmp_path, hold_writes: bool):
 
 
 def test_f0_action_waits_for_the_fsync(tmp_path):
-    out = run(tmp_path, hold_writes=True)
+    out = run(tmp_path, f0=True)
     assert out["unsynced"]  # the put produced a record not yet on disk...
     assert not out["answered_before_sync"]  # ...but no answer while it is not synced
     assert out["status"] == 200 and out["body"] == {"id": 1} and out["synced"]
 
 
 def test_without_f0_an_action_is_answered_at_once(tmp_path):
-    out = run(tmp_path, hold_writes=False)
+    out = run(tmp_path, f0=False)
     assert out["answered_before_sync"] and out["status"] == 200

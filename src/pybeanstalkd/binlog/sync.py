@@ -12,20 +12,20 @@ from .files import Wal
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable, Sized
+    from collections.abc import Sized
     from typing import Protocol
 
-    class _Server(Protocol):
-        """What the Syncer uses of the server (server/transport.py's Server,
-        which binlog/ does not import)."""
+    class _Gate(Protocol):
+        """What the Syncer tells and asks the server's reply gate
+        (server/gate.py, which binlog/ does not import)."""
 
         @property
-        def held(self) -> Sized: ...  # clients whose replies wait for an fsync
-        @property
-        def sync_waiters(self) -> Sized: ...  # the HTTP side's actions waiting
-        def release_held(self, synced: int) -> int: ...
-        def committed(self) -> int: ...
-        def flush(self) -> None: ...
+        def held(self) -> Sized: ...  # clients whose replies wait for safe()
+        def advanced(self) -> int: ...  # safe() moved on: answer who it covers
+        def binlog_failed(self) -> None: ...  # nothing to wait for: answer all
+        def sync_starting(self) -> None: ...  # an fsync starts (--cluster -f0: ship)
+        def sync_waits(self) -> bool: ...  # hold the next fsync back (its acks)
+        def flush(self) -> None: ...  # the server's end of a pass
 
 
 def fsync_all(fds: list[int], dirfd: int | None) -> None:
@@ -65,14 +65,14 @@ class Syncer:
     cycle than an executor future.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, wal: Wal, srv: _Server, wantsync: bool,
+    def __init__(self, loop: asyncio.AbstractEventLoop, wal: Wal, gate: _Gate, wantsync: bool,
                  rate_ns: int) -> None:
         import queue
         import threading
 
         self.loop = loop
         self.wal = wal
-        self.srv = srv
+        self.gate = gate
         self.wantsync = wantsync
         self.rate = rate_ns
         wal.zero_ahead = wantsync and rate_ns == 0
@@ -84,10 +84,6 @@ class Syncer:
         self.timer: asyncio.TimerHandle | None = None
         self.last = 0
         self.error: OSError | None = None
-        # --cluster with -f0: starting() ships the group as its fsync starts;
-        # while wait() is true (the last group is unacked) the next one grows.
-        self.starting: Callable[[], object] | None = None
-        self.wait: Callable[[], bool] | None = None
         self.took = 0  # ns the last fsync took (set by the thread, read in _done)
         self.fsync_hist = hist.new()  # for the metrics
         self.jobs: queue.SimpleQueue[tuple[list[int], int | None]] = queue.SimpleQueue()
@@ -110,16 +106,17 @@ class Syncer:
     def kick(self) -> None:
         wal = self.wal
         if not wal.use:  # the binlog failed: nothing to wait for
-            if self.srv.held or self.srv.sync_waiters:
-                self.srv.release_held(1 << 62)
+            self.gate.binlog_failed()
             return
         if (self.busy or self.timer is not None or not self.wantsync
                 or (wal.synced >= wal.lsn and not wal.retired)):
             return  # a sync runs, or the timer will start one
-        if self.wait is not None and self.wait():
-            return  # kicked again on the ack
+        if self.gate.sync_waits():
+            # --cluster -f0: the last group is not acked yet; the next grows
+            # meanwhile (kicked again on the ack).
+            return
         now = monotonic_ns()
-        if self.rate == 0 and len(self.srv.held) < self.expect and now < self.gather_until:
+        if self.rate == 0 and len(self.gate.held) < self.expect and now < self.gather_until:
             # The clients just answered are likely sending their next write:
             # wait (at most 0.2 ms) so that one fsync covers all of them.
             if not self.gathering:
@@ -143,8 +140,7 @@ class Syncer:
     def _start(self, now: int) -> None:
         self.last = now
         self.wal.flush()
-        if self.starting is not None:
-            self.starting()
+        self.gate.sync_starting()
         fds, dirfd, close = self.wal.sync_targets()
         self.busy = (self.wal.written, close)
         self.jobs.put((fds, dirfd))
@@ -165,12 +161,12 @@ class Syncer:
         for fd in close:
             os.close(fd)
         self.wal.synced = max(self.wal.synced, target)
-        released = self.srv.release_held(self.srv.committed())
+        released = self.gate.advanced()
         # Clients still held wrote during this sync; with those just released,
         # that is the group the next fsync should cover.
-        self.expect = len(self.srv.held) + released
+        self.expect = len(self.gate.held) + released
         self.gather_until = monotonic_ns() + 200_000
-        self.srv.flush()  # records written meanwhile go out and their sync starts
+        self.gate.flush()  # records written meanwhile go out and their sync starts
 
     def final(self) -> None:
         """At shutdown: write and fsync everything, inline."""

@@ -304,7 +304,9 @@ class Replicator:
     has acked."""
 
     def __init__(self, q, wal, epoch: int, secret: bytes, name: str, log=lambda m: None,
-                 certs=None, handshake_s: float = HANDSHAKE_S, link_buffer: int = LINK_BUFFER):
+                 certs=None, handshake_s: float = HANDSHAKE_S, link_buffer: int = LINK_BUFFER,
+                 on_ack: Callable[[], None] = lambda: None,
+                 on_ship: Callable[[], None] | None = None, eager: bool = True):
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
         self.secret = secret
         self.name = name  # this node's, in its hellos
@@ -315,8 +317,8 @@ class Replicator:
         self.lsn: dict[int, int] = {}  # seq -> the wal's written bytes after that batch
         self.sent_at: dict[int, int] = {}  # seq -> when it was shipped (monotonic ns)
         self.links: dict[str, _Shipper] = {}
-        self.on_ack = lambda: None
-        self.on_ship: Callable[[], None] | None = None  # called once a batch is written here and shipped
+        self.on_ack = on_ack  # called on each ack (the node: replies may go out)
+        self.on_ship = on_ship  # called once a batch is written here and shipped
         self.pending: list[bytes] = []  # written, not yet shipped
         self.part_bytes = PART_BYTES
         self.link_errors: dict[str, str] = {}  # node -> why its last link failed
@@ -324,7 +326,7 @@ class Replicator:
         self.shipping = False
         # True: ship once per pass of the loop (-f MS). False (-f0): the
         # Syncer ships as it starts each fsync, one batch per group commit.
-        self.eager = True
+        self.eager = eager
         wal.tap = self._written
 
     def _written(self, data: bytes):

@@ -89,7 +89,7 @@ class Node:
         # Whose acks replies wait for: the ISR, and members being added to
         # it (from before their etcd write: nothing is acknowledged without
         # a member once etcd may list it; see _watch_isr).
-        self.gate: list[str] = []
+        self.ackers: list[str] = []
         self.high = 0  # the most committed() has ever allowed: all acknowledged is below
         self.rep: Replicator | None = None
         self.lease_until = 0  # monotonic ns: past it, nothing is acknowledged
@@ -115,7 +115,7 @@ class Node:
         wal = self.wal
         safe = wal.synced if self.sync else wal.written
         rep = self.rep
-        for m in self.gate:
+        for m in self.ackers:
             if m != self.name:
                 # (a leader has its Replicator; no check: this runs on every event)
                 acked = rep.acked_lsn(m)  # type: ignore[union-attr]
@@ -209,20 +209,15 @@ class Node:
         self.lease_until = monotonic_ns() + self.coord.ttl * 1_000_000_000
         got = await self.coord.isr()
         self.isr = got[1] if got else [self.name]
-        self.gate = list(self.isr)
+        self.ackers = list(self.isr)
         await self._take_ids()
+        # -f0: one batch per group commit (the Syncer ships it as its fsync
+        # starts: the gate's sync_starting), one group in flight. -f MS: one
+        # batch a pass; a reply needs the write here, not the fsync MS later.
         self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.name,
-                              self.log, self.opts.tls)
-        self.rep.on_ack = self._acked
-        self.srv.commit = self.committed
-        if self.sync:  # -f0: one batch per group commit, one group in flight
-            self.rep.eager = False
-            self.srv.syncer.starting = self.rep.ship
-            self.srv.syncer.wait = lambda: self.rep.in_flight(self.gate)
-        else:  # -f MS: one per pass; a reply needs the write here, not the fsync MS later
-            self.rep.on_ship = self._shipped
-            self.srv.replicate = self.rep.kick
-        self.engine.hold_writes = self.engine.hold_all = True
+                              self.log, self.opts.tls, on_ack=self._acked,
+                              on_ship=None if self.sync else self._shipped, eager=not self.sync)
+        self.srv.gate.lead(self)  # (replies wait for committed() from now on)
         self.log(f"cluster {self.opts.cluster}: {self.name} leads, epoch {epoch}, isr {self.isr}")
         self.serve_clients()
         self.srv.flush()
@@ -342,15 +337,15 @@ class Node:
                         and rep.caught_up(name, self.high)
                         and not rep.lagging(link, now, LAG_S)):
                     isr.append(name)
-                    if name not in self.gate:
-                        self.gate.append(name)
+                    if name not in self.ackers:
+                        self.ackers.append(name)
             if isr != self.isr:
                 if not await self.coord.set_isr(isr):
                     self._deposed("lost the epoch while writing the ISR")
                     return
                 self.log(f"cluster {self.opts.cluster}: isr {isr}")
                 self.isr = isr
-                self.gate = list(isr)
+                self.ackers = list(isr)
                 self._acked()
             await asyncio.sleep(0.1)
 
@@ -377,7 +372,7 @@ class Node:
             raise Refused(f"etcd: {e!r}", UNAVAILABLE) from None
         if name not in nodes:
             raise Refused(f"no node {name} is registered", UNKNOWN)
-        if name in self.isr or name in self.gate:
+        if name in self.isr or name in self.ackers:
             raise Refused(f"{name} is in the ISR: stop it first; it leaves the ISR "
                           f"{MISSING_S:g} s after its link is gone", CONFLICT)
         # From here on it gets no link and cannot join (both check these).
@@ -413,11 +408,24 @@ class Node:
         if self.sync:
             # The next group first, if it waited for this ack: the followers
             # work on it while the replies go out (the cycle's critical path).
-            self.srv.syncer.kick()
-        self.srv.release_held(self.committed())
+            self.srv.gate.kick()
+        self.srv.gate.advanced()
+
+    # -- what the reply gate asks of a leader (server/gate.py's Leader) ----
+
+    # (asked only while leading: self.rep is set)
+
+    def ship(self) -> None:
+        self.rep.ship()  # type: ignore[union-attr]
+
+    def ship_soon(self) -> None:
+        self.rep.kick()  # type: ignore[union-attr]
+
+    def in_flight(self) -> bool:
+        return self.rep.in_flight(self.ackers)  # type: ignore[union-attr]
 
     def _shipped(self):
-        if len(self.gate) <= 1:  # (else the members' acks release the replies)
+        if len(self.ackers) <= 1:  # (else the members' acks release the replies)
             self._acked()
 
 

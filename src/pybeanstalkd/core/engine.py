@@ -25,8 +25,11 @@ from .stats import CMD_KEYS
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
+    from .commands import Verifier
     from .protocol import Command
 
+# Engine.hold: which commands' replies wait for the binlog (Session.hold).
+HOLD_NONE, HOLD_WRITES, HOLD_ALL = 0, 1, 2
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 # A read's replies stop at about this many bytes (one reply past it at
 # most: the size is looked at from the first command on); the rest of the
@@ -84,7 +87,8 @@ FIXED_HOST = Host()  # Engine's default host (one instance, shared)
 class Engine(Commands):
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
                  filesize: int = 10485760, log: Callable[[str], None] = print,
-                 host: Host = FIXED_HOST) -> None:
+                 host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
+                 auth: Verifier | None = None) -> None:
         self.q = Queue(now)
         self.now = now
         self.start = now
@@ -103,18 +107,19 @@ class Engine(Commands):
         self.backlog: list[Session] = []  # stopped at OUT_LIMIT with commands left
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
         self.draining = False
-        self.max_memory = None  # --max-memory: bytes that stored jobs may use
+        self.max_memory = max_memory  # --max-memory: bytes that stored jobs may use
         self.at_cap = False
         # With --max-memory: what the bodies being received will cost once
         # stored (each counted from its put line on, so that puts in flight
         # together cannot pass the cap).
         self.inflight = 0
         self.said_ids_used_up = False
-        self.hold_writes = False  # -f0: a command that wrote is answered after fsync
-        # --cluster: every command is answered once what the binlog holds is
-        # safe, so that no reply (a reserve's job) tells of an unsafe write.
-        self.hold_all = False
-        self.auth = None  # --auth-tokens: has verify(token); the server gates new connections
+        # Which replies wait for the binlog (Session.hold, for the server's
+        # reply gate: server/gate.py): none; those of commands that wrote
+        # (-f0); or all (--cluster: no reply, a reserve's job included,
+        # tells of a write that is not yet safe).
+        self.hold = hold
+        self.auth = auth  # --auth-tokens: has verify(token); the server gates new connections
         self.host = host  # (stats reads pid, id, hostname... through it: see below)
         self.handlers: dict[str, Callable[[Session, Command, int], None]] = {
             "put": self.c_put, "peek": self.c_peek, "peek-ready": self.c_peek_ready,
@@ -165,7 +170,7 @@ class Engine(Commands):
             s.plen = size
             self._run(s, now)
             return
-        hold = self.hold_writes
+        hold = self.hold
         if hold:
             lsn = self.q.store.lsn
         self.command(s, data[:i], now)
@@ -178,7 +183,7 @@ class Engine(Commands):
                 pos = self._process_commands(s, data, now, pos)
                 if pos != size:
                     self._keep(s, data, pos)
-        if hold and (self.q.store.lsn != lsn or self.hold_all):
+        if hold and (self.q.store.lsn != lsn or hold == HOLD_ALL):
             s.hold = self.q.store.lsn
         if self.resume:
             self._resume(now)
@@ -248,7 +253,7 @@ class Engine(Commands):
         if s.state == BUSY:
             s.state = LINE
             now = self.now
-            if self.hold_writes:
+            if self.hold:
                 s.hold = self.q.store.lsn
             if s.hup:
                 if not s.closing:
@@ -299,7 +304,7 @@ class Engine(Commands):
             if new == pos:
                 break  # an unfinished command: the peer sends no more
             pos = new
-        if self.hold_writes and (store.lsn != lsn or self.hold_all):
+        if self.hold and (store.lsn != lsn or self.hold == HOLD_ALL):
             s.hold = store.lsn
         self._keep(s, buf, pos)
         if s.state == BUSY or s.waiting or s.closing:
@@ -356,11 +361,11 @@ class Engine(Commands):
 
     def _process(self, s: Session, buf: bytes, now: int, pos: int = 0) -> int:
         """Parse and run commands from buf[pos:]; returns where it stopped."""
-        if self.hold_writes:
+        if self.hold:
             store = self.q.store
             lsn = store.lsn
             pos = self._process_commands(s, buf, now, pos)
-            if store.lsn != lsn or self.hold_all:
+            if store.lsn != lsn or self.hold == HOLD_ALL:
                 s.hold = store.lsn
             return pos
         return self._process_commands(s, buf, now, pos)

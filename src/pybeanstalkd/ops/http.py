@@ -2,8 +2,8 @@
 served by aiohttp on the protocol server's event loop (docs/HTTP-API.md).
 
 Imported only when --http is given (aiohttp and prometheus_client are slow to
-import). The server hands over its Server object (`srv`: the engine, the
-binlog's syncer, and flush(), which writes replies and schedules background
+import). The server hands over its Server object (`srv`: the engine, its
+reply gate, and flush(), which writes replies and schedules background
 slices); this package never imports server/.
 
 Actions run on the loop between protocol events, through the same queue
@@ -187,13 +187,11 @@ class Http:
         return response
 
     async def durable(self):
-        """With -f0, or in a cluster, an action is answered as a protocol
-        command is: only once the binlog records it wrote are on disk (and
-        on every in-sync replica)."""
-        srv = self.srv
-        lsn = srv.engine.q.store.lsn
-        if srv.syncer is not None and srv.engine.hold_writes and srv.committed() < lsn:
-            await srv.until_synced(lsn)
+        """An action is answered as a protocol command is, by the server's
+        reply gate: once the binlog records it wrote are as safe as the
+        settings promise (written; with -f0 on disk; in a cluster also on
+        every in-sync replica)."""
+        await self.srv.gate.wait(self.engine.q.store.lsn)
 
     def _authorized(self, request, auth: bytes) -> bool:
         kind, _, cred = request.headers.get("Authorization", "").partition(" ")
@@ -375,8 +373,12 @@ class Http:
             return _error(404, "no such job")
         if j.state == RESERVED:
             return _error(409, "the job is reserved: only its worker may delete it")
-        admin.delete(q, j, self.now())
+        logged = admin.delete(q, j, self.now())
         self.done()
+        if not logged:
+            # As the protocol's INTERNAL_ERROR: the job is gone from memory,
+            # but its binlog does not say so, and a restart brings it back.
+            return _error(503, "the binlog could not record the delete")
         return web.json_response({"deleted": True})
 
     async def pause(self, request):

@@ -13,11 +13,11 @@ from time import monotonic_ns
 from typing import TYPE_CHECKING
 
 from ..binlog.files import Wal
-from ..binlog.sync import Syncer
 from ..core.engine import Engine, Host
 from ..diag import default_warn as warn
 from .accept import Acceptor
 from .malloc import pin_mmap_threshold
+from .gate import gate_for, hold_for
 from .transport import Client, Server
 
 if TYPE_CHECKING:
@@ -133,9 +133,9 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts: Options) -> Ac
     return acceptor
 
 
-def open_binlog(engine: Engine, opts: Options) -> Wal:
-    """Lock and recover the binlog directory (exits as the reference does)."""
-    from ..binlog.recovery import RecoveryError, lock_dir, recover
+def lock_binlog(opts: Options) -> Wal:
+    """Lock the binlog directory (exits as the reference does)."""
+    from ..binlog.recovery import RecoveryError, lock_dir
 
     wal_dir = opts.wal_dir
     assert wal_dir is not None  # (called with -b only)
@@ -145,7 +145,14 @@ def open_binlog(engine: Engine, opts: Options) -> Wal:
         for line in e.args:
             warn(line)
         raise SystemExit(10) from None
-    wal = Wal(wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn)
+    return Wal(wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn)
+
+
+def recover_binlog(engine: Engine, wal: Wal) -> None:
+    """Replay the binlog into the engine's queue, which then writes to it
+    (exits as the reference does)."""
+    from ..binlog.recovery import RecoveryError, recover
+
     try:
         recover(wal, engine.q, engine.max_job_size, monotonic_ns(), warn)
     except RecoveryError as e:
@@ -153,8 +160,6 @@ def open_binlog(engine: Engine, opts: Options) -> Wal:
             warn(line)
         raise SystemExit(1) from None
     engine.q.store = wal
-    engine.hold_writes = opts.fsync_each_write
-    return wal
 
 
 def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, serve_clients, stop):
@@ -182,12 +187,14 @@ async def _start_http(srv: Server, opts: Options):
 
 
 async def _serve(loop, sock: socket.socket, opts: Options) -> int:
+    wal = lock_binlog(opts) if opts.wal_dir is not None else None
     engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
                     verbose=opts.verbose, filesize=opts.filesize,
-                    log=Server.log, host=ProcessHost())
-    srv = Server(loop, engine, opts.verbose)
+                    log=Server.log, host=ProcessHost(), hold=hold_for(opts),
+                    max_memory=opts.max_memory, auth=opts.auth_tokens)
+    srv = Server(loop, engine, opts.verbose, gate=gate_for(opts, wal))
     http = None
-    if opts.wal_dir is not None:
+    if wal is not None:
         if opts.http_sock is not None:
             # The HTTP side answers while a long replay runs (in a thread:
             # nothing else touches the engine until it is done), so that
@@ -195,17 +202,12 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
             # not ready yet.
             srv.replaying = True
             http = await _start_http(srv, opts)
-            wal = await loop.run_in_executor(None, open_binlog, engine, opts)
+            await loop.run_in_executor(None, recover_binlog, engine, wal)
             srv.replaying = False
         else:
-            wal = open_binlog(engine, opts)
-        srv.syncer = Syncer(loop, wal, srv, opts.wantsync, opts.syncrate_ms * 1_000_000)
-    if opts.max_memory is not None:
-        engine.max_memory = opts.max_memory
-        if opts.verbose:
-            Server.log(engine.memory_line("max-memory"))
-    if opts.auth_tokens is not None:
-        engine.auth = opts.auth_tokens
+            recover_binlog(engine, wal)
+    if opts.max_memory is not None and opts.verbose:
+        Server.log(engine.memory_line("max-memory"))  # (what the binlog's jobs use of it)
     stop = loop.create_future()
 
     def drain():
@@ -225,6 +227,7 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
         def serve_clients():
             nonlocal listener
             listener = start_accepting(loop, sock, srv, opts)
+        assert wal is not None  # (--cluster needs -b: cli.py)
         srv.cluster = _start_cluster(loop, srv, engine, wal, sock, opts, serve_clients, stop)
     else:
         listener = start_accepting(loop, sock, srv, opts)
@@ -238,8 +241,7 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
         sock.close()
         if http is not None:
             await http.cleanup()
-        if srv.syncer is not None:
-            srv.syncer.final()
+        srv.gate.final()
         for c in list(srv.clients.values()):
             c.transport.abort()
         if srv.cluster is not None:

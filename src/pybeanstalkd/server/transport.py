@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING
 
 from ..core.engine import Engine
 from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED
+from .gate import Immediate
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..binlog.sync import Syncer
     from .accept import Acceptor
 
@@ -48,7 +51,7 @@ TURN_NS = 1_000_000
 ROUND_NS = 10_000_000
 COST_NS = 5_000  # what a command is taken to cost before one is measured
 # Replies holding a job body larger than this are written without joining
-# them into one copy (see Server._send).
+# them into one copy (see Server.send).
 BIG_BODY = 1 << 14
 # A young-generation collection every GC_PASSES loop passes, whatever was
 # allocated. Serving allocates few GC-tracked objects (a reserve none), so
@@ -208,7 +211,7 @@ class _Client(asyncio.BaseProtocol):
         srv.flush()
         # Replies held for an fsync (-f0), due when a command's last slice
         # runs, or of commands still to run (one a pass: Engine.eof) still
-        # go out: the transport stays open until they are sent (Server._send
+        # go out: the transport stays open until they are sent (Server.send
         # closes it then).
         return s in srv.held or s.state == BUSY or not s.closing
 
@@ -270,7 +273,7 @@ class _Client(asyncio.BaseProtocol):
         s = self.s
         srv.turns.discard(self)
         if not self.backlogged or self.blocked or t is None or t.is_closing() or s in srv.held:
-            return  # resume_writing or release_held calls again
+            return  # resume_writing or the gate (answered) calls again
         self.backlogged = False
         self._turn(srv.engine.more, monotonic_ns())
         srv.flush()  # may find it stalled again
@@ -378,26 +381,33 @@ class HangupWatch:
 
 
 class Server:
-    def __init__(self, loop, engine: Engine, verbose: int = 0):
+    """The event loop's side of the engine: clients, timers, background
+    slices; its reply gate (gate.py), made here from `gate` (the settings'
+    choice: gate.gate_for), says which replies may go out."""
+
+    def __init__(self, loop, engine: Engine, verbose: int = 0,
+                 gate: Callable[[Server], Immediate] = Immediate):
         self.loop = loop
         self.engine = engine
         self.verbose = verbose
         self.clients: dict = {}  # Session -> Client
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: int | None = None
-        self.held: set = set()  # sessions whose replies wait for an fsync (-f0)
         self.paused: set = set()  # sessions not read while blocked in reserve
         self.hangups: HangupWatch | None = None  # ... watched for a hang-up meanwhile
         self.turns: set = set()  # Clients with a turn to come: go_on or their next read
-        self.syncer: Syncer | None = None
         self.stepping = False  # a slice of background work is scheduled
         self.acceptor: Acceptor | None = None  # our accept loop, told of each close
-        self.sync_waiters: list = []  # (lsn, future): the HTTP side's actions under -f0
         self.replaying = False  # the binlog is being replayed (in a thread; --http only)
         self.passes = 0  # since the last young-generation collection
-        self.commit = None  # --cluster: () -> binlog bytes safe to acknowledge
         self.cluster = None  # --cluster: the Node (cluster/node.py)
-        self.replicate = None  # --cluster: () -> None, ships the binlog's buffer soon
+        self.gate = gate(self)
+        self.held = self.gate.held  # sessions whose replies wait for the gate
+
+    @property
+    def syncer(self) -> Syncer | None:
+        """The fsync thread's side (-b), for the metrics and the cluster."""
+        return self.gate.syncer
 
     @staticmethod
     def log(msg: str):
@@ -409,34 +419,7 @@ class Server:
             self.passes = 0
             gc.collect(0)
         engine = self.engine
-        syncer = self.syncer
-        dirty = engine.dirty
-        if syncer is None:
-            for s in dirty:
-                self._send(s)
-            dirty.clear()
-        elif self.replicate is not None:
-            # --cluster: replies wait for the replicas; records are written
-            # and shipped once per pass of the loop.
-            if syncer.wal.buf:
-                self.replicate()
-        elif not engine.hold_writes:
-            # Records reach the kernel before any reply goes out. With -f0
-            # replies wait for the fsync anyway: one write per group (_start).
-            syncer.wal.flush()
-        if dirty:  # (with a binlog)
-            if not syncer.wal.use:
-                synced = 1 << 62
-            else:  # committed(), inline: this runs on every event with -b
-                synced = syncer.wal.synced if self.commit is None else self.commit()
-            for s in dirty:
-                if s.hold > synced:
-                    self.held.add(s)
-                else:
-                    self._send(s)
-            dirty.clear()
-        if syncer is not None:
-            syncer.kick()
+        self.gate.replies(engine.dirty)
         if engine.q.work and not self.stepping:
             self.stepping = True
             self.loop.call_soon(self.step)
@@ -469,7 +452,7 @@ class Server:
         self.flush()
 
     @staticmethod
-    def _send(s):
+    def send(s):
         out = s.out
         t = s.transport
         if t is not None and not t.is_closing():
@@ -491,38 +474,12 @@ class Server:
                 t.close()
         out.clear()
 
-    def committed(self) -> int:
-        """Binlog bytes whose commands may be answered (asked only with a
-        binlog, so with a Syncer)."""
-        # (no check for a Syncer: this runs after every fsync)
-        return self.syncer.wal.synced if self.commit is None else self.commit()  # type: ignore[union-attr]
-
-    def until_synced(self, lsn: int):
-        """A future done once the binlog is committed up to lsn (-f0: fsynced;
-        in a cluster: also acked by every in-sync replica)."""
-        fut = self.loop.create_future()
-        self.sync_waiters.append((lsn, fut))
-        if self.syncer is not None:
-            self.syncer.kick()
-        return fut
-
-    def release_held(self, synced: int) -> int:
-        if self.sync_waiters:
-            waiting = []
-            for lsn, fut in self.sync_waiters:
-                if lsn > synced:
-                    waiting.append((lsn, fut))
-                elif not fut.done():
-                    fut.set_result(None)
-            self.sync_waiters = waiting
-        ready = [s for s in self.held if s.hold <= synced]
-        for s in ready:
-            self.held.discard(s)
-            self._send(s)
-            c = self.clients.get(s)
-            if c is not None and c.backlogged:
-                c.next_turn()
-        return len(ready)
+    def answered(self, s) -> None:
+        """s's held replies went out (gate.advanced): a client stopped with
+        commands left goes on."""
+        c = self.clients.get(s)
+        if c is not None and c.backlogged:
+            c.next_turn()
 
     def arm(self, due: int):
         if self.timer is not None:

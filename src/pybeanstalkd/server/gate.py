@@ -1,0 +1,283 @@
+"""When a reply may go out: one rule, chosen once from the settings.
+
+A command is answered once what it wrote to the binlog is as safe as the
+settings promise:
+
+    no binlog        at once                                    Immediate
+    -b, -f MS / -F   once its records are handed to the kernel  Written
+                     (before any reply of the same pass of the loop)
+    -b, -f0          once an fsync covers them (group commit)   Synced
+    --cluster        once they are on this node (fsynced with   Replicated
+                     -f0) and every in-sync replica has acked
+                     them, while the leader's lease holds
+
+The engine marks each connection with the binlog position its replies wait
+for (Session.hold; which commands mark it is the gate's `hold`, given to
+the Engine when it is made). Once per pass of the loop the server hands
+the gate the connections with replies (`replies`): those within `safe()`
+are sent, the others wait in `held` until the gate is told that `safe()`
+has moved on (`advanced()`: by the fsync thread, or by a replica's ack).
+The HTTP side's actions wait for the same rule (`wait`).
+
+The server makes its gate in its constructor (`make_gate`), and everything
+that moves the gate (the Syncer, the cluster's Node) is handed it.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from ..binlog.sync import Syncer
+from ..core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
+
+if TYPE_CHECKING:
+    from ..binlog.files import Wal
+    from ..cli import Options
+    from ..core.session import Session
+    from .transport import Server
+
+SAFE = 1 << 62  # past any binlog position: everything is safe
+
+
+class Immediate:
+    """No binlog: every reply goes out at once."""
+
+    hold = HOLD_NONE
+    syncer: Syncer | None = None
+
+    def __init__(self, srv: Server) -> None:
+        self.srv = srv
+        self.held: set[Session] = set()  # sessions whose replies wait for safe()
+        self.waiters: list[tuple[int, asyncio.Future[None]]] = []  # (lsn, future): HTTP actions
+
+    def safe(self) -> int:
+        """Binlog bytes whose commands may be answered."""
+        return SAFE
+
+    def replies(self, dirty: list[Session]) -> None:
+        """This pass's connections with replies: send those within safe(),
+        hold the others (then clears dirty)."""
+        send = self.srv.send
+        for s in dirty:
+            send(s)
+        dirty.clear()
+
+    def _judge(self, dirty: list[Session], safe: int) -> None:
+        send = self.srv.send
+        held = self.held
+        for s in dirty:
+            if s.hold > safe:
+                held.add(s)
+            else:
+                send(s)
+        dirty.clear()
+
+    def advanced(self) -> int:
+        """safe() has moved on: send the held replies and wake the waiters
+        it now covers. Returns how many connections were answered."""
+        safe = self.safe()
+        if self.waiters:
+            waiting = []
+            for lsn, fut in self.waiters:
+                if lsn > safe:
+                    waiting.append((lsn, fut))
+                elif not fut.done():
+                    fut.set_result(None)
+            self.waiters = waiting
+        if not self.held:
+            return 0
+        ready = [s for s in self.held if s.hold <= safe]
+        srv = self.srv
+        for s in ready:
+            self.held.discard(s)
+            srv.send(s)
+            srv.answered(s)
+        return len(ready)
+
+    def binlog_failed(self) -> None:
+        """The binlog is out of use (the server goes on without it, as the
+        reference does): nothing is left to wait for."""
+        if self.held or self.waiters:
+            held, waiters = list(self.held), self.waiters
+            self.held.clear()
+            self.waiters = []
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            srv = self.srv
+            for s in held:
+                srv.send(s)
+                srv.answered(s)
+
+    def flush(self) -> None:
+        """End a pass of the loop now (the server's flush: replies, writes)."""
+        self.srv.flush()
+
+    def _prepare(self) -> None:
+        """Make what the binlog buffers as safe as this gate can at once."""
+
+    async def wait(self, lsn: int) -> None:
+        """Returns once an action that wrote up to lsn may be answered."""
+        self._prepare()
+        if self.safe() >= lsn:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append((lsn, fut))
+        self.kick()
+        await fut
+
+    def kick(self) -> None:
+        """Start what moves safe() on (an fsync), if it is not under way."""
+
+    # -- what the fsync thread asks (binlog/sync.py) ---------------------
+
+    def sync_starting(self) -> None:
+        """An fsync starts: its records are written."""
+
+    def sync_waits(self) -> bool:
+        """Should the next fsync wait (for the last group's acks)?"""
+        return False
+
+    def final(self) -> None:
+        """At shutdown: write and fsync what the binlog holds."""
+
+
+class Written(Immediate):
+    """-b with -f MS or -F: records reach the kernel before any reply of the
+    same pass; the fsync thread syncs them on its own schedule."""
+
+    def __init__(self, srv: Server, wal: Wal, wantsync: bool, rate_ns: int) -> None:
+        super().__init__(srv)
+        self.wal = wal
+        self.syncer = Syncer(srv.loop, wal, self, wantsync, rate_ns)
+
+    def safe(self) -> int:
+        wal = self.wal
+        return wal.written if wal.use else SAFE
+
+    def replies(self, dirty: list[Session]) -> None:
+        self.wal.flush()  # (the records first: one write a pass)
+        send = self.srv.send
+        for s in dirty:  # (no reply is marked: they are all within safe())
+            send(s)
+        dirty.clear()
+        self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
+
+    async def wait(self, lsn: int) -> None:
+        self.wal.flush()  # (as a protocol reply: after the write, never held)
+
+    def kick(self) -> None:
+        self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
+
+    def final(self) -> None:
+        self.syncer.final()  # type: ignore[union-attr]  # (set in __init__)
+
+
+class Synced(Written):
+    """-b -f0: a command that wrote is answered once an fsync covers its
+    records; the records of one pass are written when their fsync starts."""
+
+    hold = HOLD_WRITES
+
+    def safe(self) -> int:
+        wal = self.wal
+        return wal.synced if wal.use else SAFE
+
+    def replies(self, dirty: list[Session]) -> None:
+        if dirty:
+            wal = self.wal
+            self._judge(dirty, wal.synced if wal.use else SAFE)  # (safe(), inline)
+        self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
+
+    async def wait(self, lsn: int) -> None:
+        await Immediate.wait(self, lsn)  # (the fsync writes the records)
+
+
+class Leader(Protocol):
+    """What a Replicated gate asks of the node while it leads (cluster/node.py)."""
+
+    def committed(self) -> int:
+        """Binlog bytes on this node and acked by every ISR member (none
+        once the lease may have run out)."""
+
+    def ship(self) -> None:
+        """Send what the binlog buffers to the followers now (-f0)."""
+
+    def ship_soon(self) -> None:
+        """... at the end of this pass of the loop (-f MS)."""
+
+    def in_flight(self) -> bool:
+        """Has an ISR member not acked the last batch yet?"""
+
+
+class Replicated(Synced):
+    """--cluster: while this node leads, a reply (of any command: a reserve
+    tells of the queue too) waits until what the binlog holds is on this
+    node (fsynced with -f0) and on every in-sync replica, and nothing is
+    answered once the lease may have run out. Before it leads no client is
+    served, and the binlog is written as with Written or Synced."""
+
+    hold = HOLD_ALL
+
+    def __init__(self, srv: Server, wal: Wal, wantsync: bool, rate_ns: int,
+                 each_write: bool) -> None:
+        super().__init__(srv, wal, wantsync, rate_ns)
+        self.each_write = each_write  # -f0: one batch per group commit
+        self.leader: Leader | None = None
+
+    def lead(self, leader: Leader) -> None:
+        """This node leads from now on: replies wait for its followers."""
+        self.leader = leader
+
+    def safe(self) -> int:
+        leader = self.leader
+        if leader is None:
+            return 0  # (nothing is answered by a follower)
+        return leader.committed()
+
+    def replies(self, dirty: list[Session]) -> None:
+        leader = self.leader
+        if leader is None:
+            if not self.each_write:
+                self.wal.flush()
+        elif not self.each_write and self.wal.buf:
+            leader.ship_soon()  # records are written and shipped once a pass
+        if dirty:
+            self._judge(dirty, 0 if leader is None else leader.committed())
+        self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
+
+    def _prepare(self) -> None:
+        leader = self.leader
+        if leader is not None and not self.each_write and self.wal.buf:
+            leader.ship_soon()
+
+    def sync_starting(self) -> None:
+        leader = self.leader
+        if leader is not None and self.each_write:
+            leader.ship()
+
+    def sync_waits(self) -> bool:
+        leader = self.leader
+        return leader is not None and self.each_write and leader.in_flight()
+
+
+def hold_for(opts: Options) -> int:
+    """Which commands' replies the engine marks, from the settings."""
+    if opts.wal_dir is None:
+        return HOLD_NONE
+    if opts.cluster is not None:
+        return HOLD_ALL
+    return HOLD_WRITES if opts.fsync_each_write else HOLD_NONE
+
+
+def gate_for(opts: Options, wal: Wal | None) -> Callable[[Server], Immediate]:
+    """The gate the settings call for, as the Server's constructor makes it."""
+    if wal is None:
+        return Immediate
+    rate_ns = opts.syncrate_ms * 1_000_000
+    if opts.cluster is not None:
+        return lambda srv: Replicated(srv, wal, opts.wantsync, rate_ns, opts.fsync_each_write)
+    if opts.fsync_each_write:
+        return lambda srv: Synced(srv, wal, opts.wantsync, rate_ns)
+    return lambda srv: Written(srv, wal, opts.wantsync, rate_ns)
