@@ -12,7 +12,8 @@ from fakeclock import Harness
 from pybeanstalkd.core import admin, hist
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
 from pybeanstalkd.core.protocol import NS
-from pybeanstalkd.core.queue import SLICE, WORK_BURY, WORK_DELETE, WORK_RELEASE
+from pybeanstalkd.core.queue import WORK_BURY, WORK_DELETE, WORK_RELEASE
+from pybeanstalkd.core.slices import SLICE
 
 
 def stats(h, s) -> dict:

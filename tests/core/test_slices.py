@@ -15,7 +15,8 @@ import pytest
 from fakeclock import Harness
 from pybeanstalkd.core.jobmap import BITS, THIN
 from pybeanstalkd.core.protocol import NS
-from pybeanstalkd.core.queue import SLICE, SMALL_HEAP
+from pybeanstalkd.core.queue import SMALL_HEAP
+from pybeanstalkd.core.slices import SLICE
 
 N = 3 * SLICE + 17  # spans four slices
 

@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from pybeanstalkd.core.engine import Engine
-from pybeanstalkd.core.queue import SLICE
+from pybeanstalkd.core.slices import SLICE
 from pybeanstalkd.ops.http import Http
 from pybeanstalkd.server.transport import Server
 
@@ -348,7 +348,7 @@ async def test_kick_and_kick_job(w, client):
 async def test_a_delete_the_binlog_cannot_take_is_not_reported_done(w, client):
     """As the protocol's delete answers INTERNAL_ERROR when its record cannot
     be written, the action says it failed (a restart would bring it back)."""
-    from pybeanstalkd.core.queue import NullStore
+    from pybeanstalkd.core.store import NullStore
 
     class Refusing(NullStore):
         def write(self, j, rec=None):

@@ -121,10 +121,10 @@ class Wal:
 
     # -- files ------------------------------------------------------------
 
-    def _path(self, seq: int) -> str:
+    def path_of(self, seq: int) -> str:
         return os.path.join(self.dir, "binlog.%d" % seq)
 
-    def _add(self, f: File) -> None:
+    def add_file(self, f: File) -> None:
         if self.tail is not None:
             self.tail.next = f
         self.tail = f
@@ -132,8 +132,8 @@ class Wal:
             self.head = f
         self.nfile += 1
 
-    def _make_next(self) -> bool:
-        f = File(self.next_seq, self._path(self.next_seq))
+    def make_next(self) -> bool:
+        f = File(self.next_seq, self.path_of(self.next_seq))
         try:
             fd = os.open(f.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o400)
         except OSError as e:
@@ -156,7 +156,7 @@ class Wal:
         f.free = self.filesize - 4
         self.next_seq += 1
         self.new_files = True
-        self._add(f)
+        self.add_file(f)
         return True
 
     def _close(self, f: File) -> None:
@@ -174,10 +174,10 @@ class Wal:
             self.retired.append(f)  # the fd closes after its last fsync
         else:
             os.close(f.fd)
-        self._decref(f)
+        self.decref(f)
 
 
-    def _decref(self, f: File) -> None:
+    def decref(self, f: File) -> None:
         f.refs -= 1
         if f.refs < 1:
             self._gc()
@@ -215,7 +215,7 @@ class Wal:
         to.free -= n
 
     def _needfree(self, n: int) -> bool:
-        return self.tail.free >= n or self._make_next()
+        return self.tail.free >= n or self.make_next()
 
     def _balance_rest(self, b: File | None, n: int) -> bool:
         while b is not None:
@@ -305,7 +305,7 @@ class Wal:
             f.refs += 1
             self.alive += n
         elif j.state == F.INVALID:
-            self._drop(j)
+            self.drop(j)
         return True
 
     def used(self, f: File) -> int:
@@ -313,14 +313,14 @@ class Wal:
         to it (all of them written, after a flush of the current file)."""
         return self.filesize - f.free - f.resv
 
-    def _drop(self, j: Job) -> None:
+    def drop(self, j: Job) -> None:
         """Job j's full record no longer counts (deleted or moved)."""
         f: File | None = j.file
         if f is None:
             return
         j.file = None
         self.alive -= F.full_size(j.tube.name, len(j.body))
-        self._decref(f)
+        self.decref(f)
 
     def _ratio(self) -> int:
         d = self.alive + self.resv
@@ -337,7 +337,7 @@ class Wal:
             n = self.reserve(F.full_size(j.tube.name, len(j.body)))
             if not n:
                 return
-            self._drop(j)
+            self.drop(j)
             self.nmig += 1
             self._write(j)
 

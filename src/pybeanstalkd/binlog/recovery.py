@@ -23,7 +23,8 @@ from ..core.job import Job, pack_counters, times
 from .files import SHORT, File, Wal
 
 if TYPE_CHECKING:
-    from ..core.queue import Queue, Tube
+    from ..core.queue import Queue
+    from ..core.tube import Tube
 
 
 class RecoveryError(Exception):
@@ -75,7 +76,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
         wal.next_seq = seqs[-1] + 1
         present = set(seqs)
         for seq in range(seqs[0], seqs[-1] + 1):
-            path = wal._path(seq)
+            path = wal.path_of(seq)
             if seq not in present:
                 warn(f"open {path}: No such file or directory")
                 continue
@@ -94,16 +95,16 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
                 continue
             f = File(seq, path)
             f.refs = 1  # held while reading
-            wal._add(f)
+            wal.add_file(f)
             st[1] = True
             records = F.read_records(data, version, max_job_size, path, warn, st)
             if not _load_file(records, f, jobs, q, loading, wal, wall_offset, warn) or not st[1]:
                 err = True
-            wal._decref(f)
+            wal.decref(f)
     if err:
         warn("Errors reading one or more WAL files.")
         warn("Continuing. You may be missing data.")
-    if not wal._make_next():
+    if not wal.make_next():
         raise RecoveryError("makenextfile: cannot create the next binlog file")
     wal.cur = wal.tail
     q.next_id = max(q.next_id, st[0] + 1)
@@ -180,7 +181,7 @@ def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | None, j: Job | None
     _set_fields(j, r, f, off)
     if body is not None:
         j.body = body
-        wal._drop(j)
+        wal.drop(j)
         j.file = f
         f.ids.append(j.id)
         f.refs += 1
@@ -190,7 +191,7 @@ def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | None, j: Job | None
 
 def _forget(j: Job, jobs: dict[int, Job], q: Queue, wal: Wal) -> None:
     del jobs[j.id]
-    wal._drop(j)
+    wal.drop(j)
     t = j.tube
     # q.loading is _recover's dict while recovery runs: not None here (left
     # unchecked, as it was, once per deleted job)

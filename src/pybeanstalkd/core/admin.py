@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS
 from .protocol import DELETED, NS, U64_MAX
-from .queue import SHIFT, SLICE, Queue, Tube
+from .heaps import SHIFT
+from .queue import Queue
+from .slices import SLICE
+from .tube import Tube
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable, Iterator
@@ -71,7 +74,7 @@ def _live_keys(keys: Iterable[int], live: Callable[[int], bool]) -> Iterator[int
 def _run_keys(q: Queue, t: Tube, run: Iterable[int]) -> Iterator[int]:
     pri = t.run_pri << SHIFT
     for id_ in run:
-        if q._run_job(id_) is not None:
+        if q.run_job(id_) is not None:
             yield pri | id_
 
 
@@ -103,10 +106,10 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
     if state == READY:
         keys = _merge(_run_keys(q, t, (t.run or ()) if run is None else run),
                       _live_keys(_heap_in_order(t.ready if heap is None else heap),
-                                 q._ready_live))
+                                 q.ready_live))
     elif state == DELAYED:
         keys = _live_keys(_heap_in_order(t.delayed if heap is None else heap),
-                          q._delayed_live)
+                          q.delayed_live)
     elif state == BURIED:
         yield from t.buried.values()
         return

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
     from .job import Job
     from .protocol import Command
-    from .queue import Queue, Tube
+    from .queue import Queue
+    from .tube import Tube
     from .session import Session
 
     class Verifier(Protocol):

@@ -30,7 +30,8 @@ from .jobmap import THIN
 
 if TYPE_CHECKING:
     from .job import Job
-    from .queue import Conn, Queue
+    from .queue import Queue
+    from .tube import Conn
 
 SIZE = 4096  # reservations a block takes before the next one opens
 

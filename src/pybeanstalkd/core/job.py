@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .queue import Tube
+    from .tube import Tube
 
 INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4  # the binlog's values
 STATE_NAMES = {READY: b"ready", RESERVED: b"reserved", BURIED: b"buried",
@@ -76,7 +76,7 @@ class Job:
         self.created = created
         # ns: when reserved, TTR expiry; when delayed, ready time. When buried:
         # the binlog position of the record that buried it (or UNPLACED).
-        # 0 only until the job is first reserved (see Queue._run_job).
+        # 0 only until the job is first reserved (see Queue.run_job).
         self.deadline = 0
         self.counts = 0  # see pack_counters
         # The binlog file holding the job's latest full record (binlog/files.py:

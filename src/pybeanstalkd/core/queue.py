@@ -4,18 +4,12 @@ is given `now`.
 `now` is a monotonic clock in nanoseconds, so a wall-clock jump cannot time
 out every reserved job (beanstalkd issue #166).
 
-Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
-cost one small object per entry. Entries are removed lazily: an entry is live
-while the job it names is still in that state with that key. Heaps are
-swept in place, a slice at a time, when stale entries outnumber live ones,
-so memory stays O(live) and no rebuild stops the server.
+Heaps hold plain ints, `key << 64 | id`, with entries removed lazily and
+swept when stale ones outnumber the live (heaps.py).
 
-Work that moves many jobs at once (a big kick, a connection closing with many
-reservations, timers coming due together, waiters of an unpaused tube) runs
-in slices of at most SLICE jobs: the first slice at once, the rest as
-background work (`Queue.work`, one slice per `step`) that the I/O layer runs
-between other events, about 1 ms of slices per pass of its loop. Below one
-slice nothing changes.
+Work that moves many jobs at once runs in slices of at most SLICE jobs
+(slices.py: Queue.spawn and step). Below one slice nothing changes. A tube
+and a connection's fields are in tube.py; where records go, store.py.
 
 A tube's freshly put jobs of one priority arrive in id order, which is ready
 order: they queue in a deque of ids (`Tube.run`, 8 bytes a job) instead of
@@ -23,7 +17,7 @@ the heap (56). A run entry is live while its job has never been reserved.
 """
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
 
@@ -59,176 +53,26 @@ from .protocol import (
 from .jobmap import BITS, EMPTY, THIN, JobMap, drop
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
 from .hist import SUM, new as new_hist
+from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
+    CONN_SLACK, MASK, SHARED_SLACK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeaps)
+from .slices import SLICE
+from .store import NullStore
+from .tube import Conn, SwapList, Tube
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterable, Iterator
-    from typing import Protocol, Self
+    from collections.abc import Callable, Generator, Iterable
 
-    # heapq's sift helpers are private, so typeshed does not declare them.
-    def _siftdown(heap: list[int], startpos: int, pos: int) -> None: ...
-    def _siftup(heap: list[int], pos: int) -> None: ...
-
-    class Store(Protocol):
-        """Where job records go: NullStore, or the binlog (binlog/files.py: Wal)."""
-
-        lsn: int  # bytes of records produced so far
-        filesize: int
-
-        def stats(self) -> tuple[int, int, int, int, int]: ...
-        def reserve_put(self, j: Job) -> bool: ...
-        def reserve_update(self, j: Job) -> bool: ...
-        def write(self, j: Job, rec: bytes | None = None) -> bool: ...
-
-    # Background work (Queue.work): sent the time at each slice; a kick's
-    # value is its count.
-    Work = Generator[None, int, object]
-else:
-    from heapq import _siftdown, _siftup
+    from .store import Store
 
 URGENT_PRI = 1024
 SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
-SHIFT = 64
-MASK = (1 << SHIFT) - 1
 WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
-# Jobs (or heap entries) moved per slice of background work. A job moved by a
-# kick or a close costs 1 to 5 us of Python, but up to 100 us on memory left
-# idle for minutes: 64 keeps even such a slice near 6 ms. The I/O layer runs
-# slices until about 1 ms is spent (server/transport.py: run_work).
-SLICE = 64
-SMALL_HEAP = 2048  # a heap this small is compacted at once (under 1 ms)
 WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
 
 
-class NullStore:
-    """No binlog: every reservation succeeds and nothing is written."""
-
-    lsn = 0
-    filesize = 10485760  # the -s value, for stats
-
-    def stats(self) -> tuple[int, int, int, int, int]:
-        """(oldest index, current index, migrations, records written, max size)"""
-        return (0, 0, 0, 0, self.filesize)
-
-    def reserve_put(self, j: Job) -> bool:
-        return True
-
-    def reserve_update(self, j: Job) -> bool:
-        return True
-
-    def write(self, j: Job, rec: bytes | None = None) -> bool:
-        return True
-
-
-class Tube:
-    __slots__ = ("name", "ready", "run", "run_pri", "delayed", "buried", "waiting",
-                 "using", "watching",
-                 "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
-                 "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq",
-                 "wait_hist", "work_hist", "timeouts", "buries")
-
-    def __init__(self, name: bytes) -> None:
-        self.name = name
-        self.ready: list[int] = []  # pri << 64 | id
-        self.run: deque[int] | None = None  # ids of fresh jobs of priority run_pri
-        self.run_pri = 0
-        self.delayed: list[int] = []  # deadline << 64 | id
-        self.buried: OrderedDict[int, Job] = OrderedDict()  # FIFO, O(1) removal by id
-        self.waiting: OrderedDict[Conn, None] = OrderedDict()  # FIFO of reservers
-        self.using = self.watching = 0
-        self.nready = self.ndelayed = self.nreserved = self.urgent = 0
-        self.total_jobs = self.cmd_delete = self.cmd_pause = 0
-        self.pause = 0  # ns; 0 when not paused
-        self.unpause_at = 0
-        self.alive = True
-        self.ikey: int | None = None  # key of this tube's entry in Queue.index, if it has one
-        self.seq = 0
-        # For the metrics (hist.py): ready -> reserved, and reserved -> delete,
-        # release, bury (a tuple indexed by WORK_DELETE...), made at first use
-        # (a server may hold many tubes that never serve a job); TTR expiries
-        # and buries.
-        self.wait_hist: list[int] | None = None
-        self.work_hist: tuple[list[int], ...] | None = None
-        self.timeouts = self.buries = 0
-
-    def njobs(self) -> int:
-        return self.nready + self.ndelayed + self.nreserved + len(self.buried)
-
-
-class SwapList:
-    """An array whose removal moves the last item into the hole.
-
-    The reference keeps tubes and watch lists this way, and list-tubes shows
-    the resulting order, so we keep it too; membership is O(1) here."""
-
-    __slots__ = ("items", "index")
-
-    def __init__(self) -> None:
-        self.items: list[Tube] = []
-        self.index: dict[Tube, int] = {}
-
-    def append(self, x: Tube) -> None:
-        self.index[x] = len(self.items)
-        self.items.append(x)
-
-    def remove(self, x: Tube) -> None:
-        i = self.index.pop(x)
-        last = self.items.pop()
-        if last is not x:
-            self.items[i] = last
-            self.index[last] = i
-
-    def __contains__(self, x: object) -> bool:
-        return x in self.index
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __iter__(self) -> Iterator[Tube]:
-        return iter(self.items)
-
-
-class Conn:
-    """What the queue knows about a client connection."""
-
-    __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "waiting",
-                 "timeout", "wait_key", "producer", "worker", "out", "sink", "gone")
-
-    def __init__(self, sink: list[Self]) -> None:
-        # A Tube from Queue.attach on, which the engine calls as it makes the
-        # connection: None only before that, so it is typed as a Tube.
-        self.use: Tube = None  # type: ignore[assignment]
-        self.watch = SwapList()
-        self.nreserved = 0
-        self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
-        self.open_held: Held | None = None  # the block its next reservation goes to
-        self.deadlines: list[int] = []  # deadline << 64 | id of reserved jobs
-        self.waiting = False
-        self.timeout: int | None = None  # ns, for reserve-with-timeout
-        self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
-        self.producer = self.worker = False
-        self.out: list[bytes] = []
-        self.sink = sink  # the engine's list of connections with output
-        self.gone = False  # closed; its reservations are being returned in slices
-
-    def send(self: Self, data: bytes) -> None:
-        if not self.out:
-            self.sink.append(self)
-        self.out.append(data)
-
-    def send_job(self: Self, word: bytes, job: Job) -> None:
-        out = self.out
-        if not out:
-            self.sink.append(self)
-        body = job.body
-        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
-        out.append(body)
-
-    def woken(self) -> None:
-        """Called when a blocked reserve has been answered."""
-
-
-class Queue:
+class Queue(StaleHeaps):
     def __init__(self, now: int) -> None:
+        super().__init__()
         self.jobs = JobMap(self)
         self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
@@ -254,7 +98,6 @@ class Queue:
         self.tick_slice = SLICE
         self.store: Store = NullStore()
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
-        self.work: deque[Work] = deque()  # background work: primed generators, see step()
         self.sweeping: set[int] = set()  # id() of the heaps and runs being swept
         self.matching: set[Tube] = set()  # tubes whose waiters are served in slices
         self.default = self.tube(b"default")
@@ -373,7 +216,7 @@ class Queue:
                 j.tube.nreserved -= 1
                 self.reserved_ct -= 1
                 j.state = INVALID
-                self._make_ready(j, now)
+                self.place_ready(j, now)
             del c.held[h.key]
             h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
         c.nreserved = 0
@@ -383,28 +226,6 @@ class Queue:
         while len(deadlines) > SLICE:
             yield
             del deadlines[-SLICE:]
-
-    def spawn(self, gen: Work) -> bool:
-        """Run gen's first slice now and queue the rest; True if it finished."""
-        try:
-            next(gen)
-        except StopIteration:
-            return True
-        self.work.append(gen)
-        return False
-
-    def step(self, now: int) -> bool:
-        """Run one slice of the oldest background work; True while more remains."""
-        work = self.work
-        if work:
-            gen = work.popleft()
-            try:
-                gen.send(now)
-            except StopIteration:
-                pass
-            else:
-                work.append(gen)
-        return bool(work)
 
     def memory_used(self) -> int:
         """What stored jobs cost, as --max-memory counts it."""
@@ -433,9 +254,9 @@ class Queue:
         self.total_jobs += 1
         delay = j.times[0]
         if delay:
-            self._make_delayed(j, delay, now, log=log)
+            self.place_delayed(j, delay, now, log=log)
         else:
-            self._make_ready(j, now, log=log, fresh=True)
+            self.place_ready(j, now, log=log, fresh=True)
 
     def load(self, jobs: Iterable[Job], now: int, wall_offset: int) -> None:
         """Place jobs recovered from the binlog, in bulk: one heapify per heap.
@@ -478,9 +299,9 @@ class Queue:
         heapify(self.delay_heap)
         buried.sort(key=lambda j: j.deadline)  # the bury position
         for j in buried:
-            self._bury(j)
+            self.place_buried(j)
 
-    def _make_ready(self, j: Job, now: int, log: bool = False, fresh: bool = False) -> None:
+    def place_ready(self, j: Job, now: int, log: bool = False, fresh: bool = False) -> None:
         j.state = READY
         t = j.tube
         key = (j.pri << SHIFT) | j.id
@@ -508,14 +329,14 @@ class Queue:
             self.store.write(j)
         if t.waiting and not self.paused(t, now):
             self._match(t, now)
-        elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
+        elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + TUBE_SLACK:
             self._tidy_ready(t)
 
     def _tidy_ready(self, t: Tube) -> None:
         # One of the two holds more than its share of stale entries.
         if len(t.ready) > t.nready + 32:
-            self._sweep(t.ready, self._ready_live,
-                        lambda: len(t.ready) > 2 * t.nready + 64)
+            self._sweep(t.ready, self.ready_live,
+                        lambda: len(t.ready) > 2 * t.nready + TUBE_SLACK)
         run = t.run
         if run and len(run) > t.nready + 32 and id(run) not in self.sweeping:
             self.sweeping.add(id(run))
@@ -534,7 +355,7 @@ class Queue:
                 k = SLICE
             k -= 1
             i = run[0]
-            if self._run_job(i) is None:
+            if self.run_job(i) is None:
                 run.popleft()
             elif len(run) > t.nready + 32:
                 run.popleft()
@@ -552,7 +373,7 @@ class Queue:
             self.urgent_ct -= 1
         j.state = INVALID
 
-    def _make_delayed(self, j: Job, delay: int, now: int, log: bool = False) -> None:
+    def place_delayed(self, j: Job, delay: int, now: int, log: bool = False) -> None:
         j.state = DELAYED
         j.deadline = now + delay
         if log:
@@ -563,34 +384,34 @@ class Queue:
         heappush(self.delay_heap, key)
         t.ndelayed += 1
         self.delayed_ct += 1
-        if len(t.delayed) > 2 * t.ndelayed + 64:
-            self._sweep(t.delayed, self._delayed_live,
-                        lambda: len(t.delayed) > 2 * t.ndelayed + 64)
-        if len(self.delay_heap) > 2 * self.delayed_ct + 1024:
-            self._sweep(self.delay_heap, self._delayed_live,
-                        lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
+        if len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK:
+            self._sweep(t.delayed, self.delayed_live,
+                        lambda: len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK)
+        if len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK:
+            self._sweep(self.delay_heap, self.delayed_live,
+                        lambda: len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK)
         self._timer(j.deadline)
 
     def _tidy_after_delete(self, t: Tube, was: int) -> None:
         """A delete by id leaves a stale entry that no push may come to sweep."""
         if was == READY:
             run = t.run
-            if len(t.ready) + (len(run) if run else 0) > 2 * t.nready + 64:
+            if len(t.ready) + (len(run) if run else 0) > 2 * t.nready + TUBE_SLACK:
                 self._tidy_ready(t)
         else:
-            if len(t.delayed) > 2 * t.ndelayed + 64:
-                self._sweep(t.delayed, self._delayed_live,
-                            lambda: len(t.delayed) > 2 * t.ndelayed + 64)
-            if len(self.delay_heap) > 2 * self.delayed_ct + 1024:
-                self._sweep(self.delay_heap, self._delayed_live,
-                            lambda: len(self.delay_heap) > 2 * self.delayed_ct + 1024)
+            if len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK:
+                self._sweep(t.delayed, self.delayed_live,
+                            lambda: len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK)
+            if len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK:
+                self._sweep(self.delay_heap, self.delayed_live,
+                            lambda: len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK)
 
     def _leave_delayed(self, j: Job) -> None:
         j.tube.ndelayed -= 1
         self.delayed_ct -= 1
         j.state = INVALID
 
-    def _bury(self, j: Job) -> None:
+    def place_buried(self, j: Job) -> None:
         j.state = BURIED
         j.tube.buried[j.id] = j
         self.buried_ct += 1
@@ -628,7 +449,7 @@ class Queue:
         key = (deadline << SHIFT) | id_
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)
-        if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
+        if len(self.ttr_heap) > 2 * self.reserved_ct + SHARED_SLACK:
             self._sweep_ttr()
         due = self.due  # _timer(deadline + 1), inline: expiry is "deadline < now"
         if due is None or deadline < due:
@@ -656,12 +477,12 @@ class Queue:
             if len(c.deadlines) > SLICE:
                 self.spawn(self._free(c.deadlines))
             c.deadlines = []
-        elif len(c.deadlines) > 2 * c.nreserved + 16:
+        elif len(c.deadlines) > 2 * c.nreserved + CONN_SLACK:
             self._sweep_deadlines(c)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
 
-    def _remove(self, j: Job) -> None:
+    def remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
         if j.state == READY:
             self._leave_ready(j)
@@ -669,107 +490,6 @@ class Queue:
             self._leave_delayed(j)
         elif j.state == BURIED:
             self._leave_buried(j)
-
-    # -- heap entries ------------------------------------------------------
-
-    def _ready_live(self, key: int) -> bool:
-        id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
-        return j is not None and j.state == READY and j.pri == key >> SHIFT
-
-    def _run_job(self, id_: int) -> Job | None:
-        """The job a run entry names, if the entry is live.
-
-        A job leaves ready only by being reserved (or deleted), which sets
-        its deadline and reserves for good: a later return to ready goes to
-        the heap, and this entry stays stale."""
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
-        if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
-            return j
-        return None
-
-    def _delayed_live(self, key: int) -> bool:
-        id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
-        return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
-
-    def _reserved_live(self, key: int) -> bool:
-        id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
-        return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
-
-    def _sweep(self, heap: list[int], live: Callable[[int], bool], over: Callable[[], bool]) -> None:
-        if len(heap) <= SMALL_HEAP:  # the common case: rebuilding is cheaper
-            self._compact(heap, live)
-        elif id(heap) not in self.sweeping:
-            self.sweeping.add(id(heap))
-            self.spawn(self._sweeper(heap, live, over))
-
-    @staticmethod
-    def _compact(heap: list[int], live: Callable[[int], bool]) -> None:
-        fresh = [k for k in set(heap) if live(k)]
-        heapify(fresh)
-        heap[:] = fresh
-
-    def _sweep_ttr(self) -> None:
-        if id(self.ttr_heap) not in self.sweeping:
-            self._sweep(self.ttr_heap, self._reserved_live,
-                        lambda: len(self.ttr_heap) > 2 * self.reserved_ct + 1024)
-
-    def _sweep_deadlines(self, c: Conn) -> None:
-        if id(c.deadlines) not in self.sweeping:
-            self._sweep(c.deadlines, self._owned_live(c),
-                        lambda: len(c.deadlines) > 2 * c.nreserved + 16)
-
-    def _sweeper(self, heap: list[int], live: Callable[[int], bool],
-                 over: Callable[[], bool]) -> Generator[None, int, None]:
-        """Remove heap's stale entries in place, from the end, SLICE a step.
-
-        Any entry may be removed at any time as long as the heap property
-        holds, so other work in between does no harm. Removing at i costs
-        O(height of i), O(1) on average."""
-        yield
-        i = len(heap) - 1
-        k = SLICE
-        while i >= 0:
-            if not k:
-                yield
-                k = SLICE
-                i = min(i, len(heap) - 1)
-                continue
-            k -= 1
-            if not live(heap[i]):
-                last = heap.pop()
-                if i < len(heap):
-                    heap[i] = last
-                    if i and last < heap[(i - 1) >> 1]:
-                        _siftdown(heap, 0, i)
-                    else:
-                        _siftup(heap, i)
-                    continue  # what moved into i is looked at next
-            i -= 1
-        self.sweeping.discard(id(heap))
-        if over():
-            # Still too big: the rest are live duplicates (a job back in a
-            # state under the same key, e.g. reserve-job and release at one
-            # `now`). Only a set finds them; this stays O(n) in one step.
-            self._compact(heap, live)
-
-    def _free(self, x: list[int]) -> Generator[None, int, None]:
-        """Drop a big list a slice at a time (freeing it at once is O(n))."""
-        while len(x) > SLICE:
-            yield
-            del x[-SLICE:]
-
-    def _top(self, heap: list[int], live: Callable[[int], bool]) -> Job | None:
-        """The job named by the smallest live entry; stale entries are dropped."""
-        while heap:
-            key = heap[0]
-            if live(key):
-                id_ = key & MASK
-                return self.blocks[id_ >> BITS][id_]
-            heappop(heap)
-        return None
 
     def ready_top(self, t: Tube) -> Job | None:
         # _run_job and _top(t.ready, _ready_live), inline: every reserve's path
@@ -807,7 +527,7 @@ class Queue:
         return j
 
     def delayed_top(self, t: Tube) -> Job | None:
-        return self._top(t.delayed, self._delayed_live)
+        return self._top(t.delayed, self.delayed_live)
 
     def buried_top(self, t: Tube) -> Job | None:
         return next(iter(t.buried.values()), None)
@@ -843,7 +563,7 @@ class Queue:
     def _index_push(self, t: Tube, key: int) -> None:
         t.ikey = key
         heappush(self.index, (key, t.seq, t))
-        if len(self.index) > 2 * len(self.tubes) + 64:
+        if len(self.index) > 2 * len(self.tubes) + TUBE_SLACK:
             live = [e for e in self.index if e[2].alive and e[0] == e[2].ikey]
             heapify(live)
             self.index = live
@@ -983,7 +703,7 @@ class Queue:
         if j is None or j.state == RESERVED:
             return False
         ready = j.state == READY
-        self._remove(j)
+        self.remove(j)
         if not ready:
             j.deadline = now  # no wait from ready: counted as 0 by _reserve, taken back
         self._reserve(c, j, now)
@@ -1024,7 +744,7 @@ class Queue:
             self._unreserve(j)
         else:
             was = j.state
-            self._remove(j)
+            self.remove(j)
             if was != BURIED:
                 self._tidy_after_delete(j.tube, was)
         del b[id_]
@@ -1057,9 +777,9 @@ class Queue:
         j.times = times(delay, j.times[1])
         j.counts = bump(j.counts, RELEASES)
         if delay:
-            self._make_delayed(j, delay, now, log=True)
+            self.place_delayed(j, delay, now, log=True)
         else:
-            self._make_ready(j, now)
+            self.place_ready(j, now)
         return RELEASED
 
     def bury(self, c: Conn, id_: int, pri: int, now: int) -> bytes:
@@ -1074,7 +794,7 @@ class Queue:
         j.pri = pri
         j.counts = bump(j.counts, BURIES)
         j.deadline = UNPLACED  # the binlog records where, for the buried order
-        self._bury(j)
+        self.place_buried(j)
         self.store.write(j)
         return BURIED_REPLY
 
@@ -1086,9 +806,9 @@ class Queue:
         key = (j.deadline << SHIFT) | j.id
         heappush(c.deadlines, key)
         heappush(self.ttr_heap, key)
-        if len(c.deadlines) > 2 * c.nreserved + 16:
+        if len(c.deadlines) > 2 * c.nreserved + CONN_SLACK:
             self._sweep_deadlines(c)
-        if len(self.ttr_heap) > 2 * self.reserved_ct + 1024:
+        if len(self.ttr_heap) > 2 * self.reserved_ct + SHARED_SLACK:
             self._sweep_ttr()
         self._timer(j.deadline + 1)
         return True
@@ -1111,9 +831,9 @@ class Queue:
             j = next(iter(t.buried.values()), None) if buried else self.delayed_top(t)
             if j is None or not self.store.reserve_update(j):
                 break  # on a full disk the job stays where it is
-            self._remove(j)
+            self.remove(j)
             j.counts = bump(j.counts, KICKS)
-            self._make_ready(j, now, log=True)
+            self.place_ready(j, now, log=True)
             n += 1
         return n
 
@@ -1121,9 +841,9 @@ class Queue:
         j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
         if j is None or j.state not in (BURIED, DELAYED) or not self.store.reserve_update(j):
             return False
-        self._remove(j)
+        self.remove(j)
         j.counts = bump(j.counts, KICKS)
-        self._make_ready(j, now, log=True)
+        self.place_ready(j, now, log=True)
         return True
 
     # -- time --------------------------------------------------------------
@@ -1159,12 +879,12 @@ class Queue:
                 return True
             n -= 1
             key = heappop(heap)
-            if self._delayed_live(key):
+            if self.delayed_live(key):
                 id_ = key & MASK
                 j = blocks[id_ >> BITS][id_]
                 self._leave_delayed(j)
                 self.delayed_top(j.tube)  # drop the tube's now-stale top entries
-                self._make_ready(j, now)
+                self.place_ready(j, now)
         pauses = self.pause_heap
         while pauses and pauses[0][0] <= now:
             if not n:
@@ -1191,7 +911,7 @@ class Queue:
                 self.timeouts_ct += 1
                 j.tube.timeouts += 1
                 self._unreserve(j)
-                self._make_ready(j, now)
+                self.place_ready(j, now)
         waits = self.wait_heap
         while waits and waits[0][0] <= now:
             if not n:

@@ -38,7 +38,7 @@ def apply(q: Queue, id_: int, name: bytes | None, pri: int, delay: int, ttr: int
         return True
     if not q.store.reserve_update(j):
         return False
-    q._remove(j)
+    q.remove(j)
     j.pri, j.counts, j.times = pri, counts, times(delay, ttr)
     _place(q, j, state, deadline, now)
     return True
@@ -72,7 +72,7 @@ def _put(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: 
     if state == BURIED:  # (a copy of a buried job this follower lacked)
         if not q.store.reserve_update(j):
             return False
-        q._remove(j)
+        q.remove(j)
         _place(q, j, state, deadline, now)
     return True
 
@@ -94,9 +94,9 @@ def _new(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: 
 def _place(q: Queue, j: Job, state: int, deadline: int, now: int) -> None:
     if state == BURIED:
         j.deadline = UNPLACED  # the follower's binlog records its own position
-        q._bury(j)
+        q.place_buried(j)
         q.store.write(j)
     elif state == DELAYED and deadline > now:
-        q._make_delayed(j, deadline - now, now, log=True)
+        q.place_delayed(j, deadline - now, now, log=True)
     else:  # ready, reserved on the leader, or delayed and due by now
-        q._make_ready(j, now, log=True)
+        q.place_ready(j, now, log=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .queue import Conn
+from .tube import Conn
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
     from .engine import Engine
     from .job import Job
-    from .queue import Queue, Tube
+    from .queue import Queue
+    from .tube import Tube
 
 # The cmd-* keys of `stats`, in order; the op names are the parser's.
 CMD_KEYS = (

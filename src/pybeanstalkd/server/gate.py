@@ -48,6 +48,7 @@ class Immediate:
 
     def __init__(self, srv: Server) -> None:
         self.srv = srv
+        self.send = srv.send  # writes a session's replies
         self.held: set[Session] = set()  # sessions whose replies wait for safe()
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []  # (lsn, future): HTTP actions
 
@@ -58,13 +59,13 @@ class Immediate:
     def replies(self, dirty: list[Session]) -> None:
         """This pass's connections with replies: send those within safe(),
         hold the others (then clears dirty)."""
-        send = self.srv.send
+        send = self.send
         for s in dirty:
             send(s)
         dirty.clear()
 
     def _judge(self, dirty: list[Session], safe: int) -> None:
-        send = self.srv.send
+        send = self.send
         held = self.held
         for s in dirty:
             if s.hold > safe:
@@ -158,7 +159,7 @@ class Written(Immediate):
 
     def replies(self, dirty: list[Session]) -> None:
         self.wal.flush()  # (the records first: one write a pass)
-        send = self.srv.send
+        send = self.send
         for s in dirty:  # (no reply is marked: they are all within safe())
             send(s)
         dirty.clear()

@@ -403,6 +403,7 @@ class Server:
         self.cluster = None  # --cluster: the Node (cluster/node.py)
         self.gate = gate(self)
         self.held = self.gate.held  # sessions whose replies wait for the gate
+        self.replies = self.gate.replies  # (bound once: it runs every pass)
 
     @property
     def syncer(self) -> Syncer | None:
@@ -419,7 +420,7 @@ class Server:
             self.passes = 0
             gc.collect(0)
         engine = self.engine
-        self.gate.replies(engine.dirty)
+        self.replies(engine.dirty)
         if engine.q.work and not self.stepping:
             self.stepping = True
             self.loop.call_soon(self.step)

@@ -1,0 +1,42 @@
+"""Where the queue's job records go: the binlog (binlog/files.py: Wal), or
+nowhere (NullStore). The queue writes a record next to each change that
+must outlive a restart (put, delete, release with a delay, bury, kick...),
+and the server's reply gate (server/gate.py) answers once it is safe."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .job import Job
+
+
+class Store(Protocol):
+    """Where job records go: NullStore, or the binlog (binlog/files.py: Wal)."""
+
+    lsn: int  # bytes of records produced so far
+    filesize: int
+
+    def stats(self) -> tuple[int, int, int, int, int]: ...
+    def reserve_put(self, j: Job) -> bool: ...
+    def reserve_update(self, j: Job) -> bool: ...
+    def write(self, j: Job, rec: bytes | None = None) -> bool: ...
+
+
+class NullStore:
+    """No binlog: every reservation succeeds and nothing is written."""
+
+    lsn = 0
+    filesize = 10485760  # the -s value, for stats
+
+    def stats(self) -> tuple[int, int, int, int, int]:
+        """(oldest index, current index, migrations, records written, max size)"""
+        return (0, 0, 0, 0, self.filesize)
+
+    def reserve_put(self, j: Job) -> bool:
+        return True
+
+    def reserve_update(self, j: Job) -> bool:
+        return True
+
+    def write(self, j: Job, rec: bytes | None = None) -> bool:
+        return True
