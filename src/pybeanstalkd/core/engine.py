@@ -566,32 +566,12 @@ class Engine(Commands):
             what, self.q.memory_used(), self.max_memory, len(self.q.jobs))
 
     # -- for stats ----------------------------------------------------------
-    # What stats says of the process, read through the host rather than
-    # kept as instance attributes: an object with more than 30 of them
-    # loses CPython's shared-key dict and the fast attribute loads it allows
-    # (every command's self.q, self.fast...: 3% of a put, measured).
+    # (what it says of the process is read from self.host, not copied into
+    # instance attributes: an object with more than 30 of them loses
+    # CPython's shared-key dict and the fast attribute loads it allows;
+    # every command's self.q, self.fast...: 3% of a put, measured)
 
     version = BEANSTALKD_VERSION.encode()
-
-    @property
-    def pid(self) -> int:
-        return self.host.pid
-
-    @property
-    def instance_id(self) -> bytes:
-        return self.host.instance_id
-
-    @property
-    def hostname(self) -> bytes:
-        return self.host.hostname
-
-    @property
-    def os(self) -> bytes:
-        return self.host.os
-
-    @property
-    def platform(self) -> bytes:
-        return self.host.platform
 
     def uptime(self) -> int:
         return (self.now - self.start) // NS

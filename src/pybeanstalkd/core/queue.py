@@ -384,13 +384,18 @@ class Queue(StaleHeaps):
         heappush(self.delay_heap, key)
         t.ndelayed += 1
         self.delayed_ct += 1
+        self._tidy_delayed(t)
+        self._timer(j.deadline)
+
+    def _tidy_delayed(self, t: Tube) -> None:
+        """Sweep t's delayed heap, and the queue's, once stale entries
+        outnumber the live."""
         if len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK:
             self._sweep(t.delayed, self.delayed_live,
                         lambda: len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK)
         if len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK:
             self._sweep(self.delay_heap, self.delayed_live,
                         lambda: len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK)
-        self._timer(j.deadline)
 
     def _tidy_after_delete(self, t: Tube, was: int) -> None:
         """A delete by id leaves a stale entry that no push may come to sweep."""
@@ -399,12 +404,7 @@ class Queue(StaleHeaps):
             if len(t.ready) + (len(run) if run else 0) > 2 * t.nready + TUBE_SLACK:
                 self._tidy_ready(t)
         else:
-            if len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK:
-                self._sweep(t.delayed, self.delayed_live,
-                            lambda: len(t.delayed) > 2 * t.ndelayed + TUBE_SLACK)
-            if len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK:
-                self._sweep(self.delay_heap, self.delayed_live,
-                            lambda: len(self.delay_heap) > 2 * self.delayed_ct + SHARED_SLACK)
+            self._tidy_delayed(t)
 
     def _leave_delayed(self, j: Job) -> None:
         j.tube.ndelayed -= 1

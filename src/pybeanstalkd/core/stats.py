@@ -76,7 +76,7 @@ def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[byt
         (b"current-workers", s.worker_ct),
         (b"current-waiting", q.waiting_ct),
         (b"total-connections", s.total_conn_ct & 0xFFFFFFFF),
-        (b"pid", s.pid),
+        (b"pid", s.host.pid),
         (b"version", Quoted(s.version)),
         (b"rusage-utime", utime),
         (b"rusage-stime", stime),
@@ -87,10 +87,10 @@ def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[byt
         (b"binlog-records-written", wal[3]),
         (b"binlog-max-size", wal[4]),
         (b"draining", bool(s.draining)),
-        (b"id", s.instance_id),
-        (b"hostname", Quoted(s.hostname)),
-        (b"os", Quoted(s.os)),
-        (b"platform", Quoted(s.platform)),
+        (b"id", s.host.instance_id),
+        (b"hostname", Quoted(s.host.hostname)),
+        (b"os", Quoted(s.host.os)),
+        (b"platform", Quoted(s.host.platform)),
     ]
     return fields
 

@@ -77,7 +77,14 @@ class Immediate:
     def advanced(self) -> int:
         """safe() has moved on: send the held replies and wake the waiters
         it now covers. Returns how many connections were answered."""
-        safe = self.safe()
+        return self._release(self.safe())
+
+    def binlog_failed(self) -> None:
+        """The binlog is out of use (the server goes on without it, as the
+        reference does): nothing is left to wait for."""
+        self._release(SAFE)
+
+    def _release(self, safe: int) -> int:
         if self.waiters:
             waiting = []
             for lsn, fut in self.waiters:
@@ -95,21 +102,6 @@ class Immediate:
             srv.send(s)
             srv.answered(s)
         return len(ready)
-
-    def binlog_failed(self) -> None:
-        """The binlog is out of use (the server goes on without it, as the
-        reference does): nothing is left to wait for."""
-        if self.held or self.waiters:
-            held, waiters = list(self.held), self.waiters
-            self.held.clear()
-            self.waiters = []
-            for _, fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-            srv = self.srv
-            for s in held:
-                srv.send(s)
-                srv.answered(s)
 
     def flush(self) -> None:
         """End a pass of the loop now (the server's flush: replies, writes)."""
