@@ -12,6 +12,7 @@ import time
 import greenstalk
 import pytest
 
+from pybeanstalkd.bench.hostile import send_until_unread
 from support import Client, Server, drain_pipes, ours_argv, require_reference, sock_path
 from tlstools import client_ctx, tls_args, tls_connect
 
@@ -451,20 +452,7 @@ def _hog(srv, clients: int, command: bytes, body: bytes) -> tuple[int, int]:
     time.sleep(0.2)
     base = rss(srv.proc.pid)
     hogs = [srv.connect() for _ in range(clients)]
-    chunk = command * ((64 << 10) // len(command))
-    sent, idle, active = 0, {}, set(hogs)
-    for h in hogs:
-        h.setblocking(False)
-    end = time.monotonic() + 60
-    while active and time.monotonic() < end:
-        for h in list(active):
-            try:
-                sent += h.send(chunk)
-                idle.pop(h, None)
-            except BlockingIOError:
-                if time.monotonic() - idle.setdefault(h, time.monotonic()) > 1.0:
-                    active.discard(h)
-        time.sleep(0.002)
+    sent, active = send_until_unread(hogs, command, 60, pause=0.002)
     assert not active, "the server kept reading a client that does not read"
     time.sleep(0.5)
     # The server stopped reading them; others are still served.

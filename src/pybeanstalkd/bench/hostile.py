@@ -88,6 +88,31 @@ def junk(spawn, conns: int, seconds: float, auth: bool) -> dict:
     return {**_summary(waits), "junk_mb": sum(sent) / 1e6, "server_cpu": cpu}
 
 
+def send_until_unread(hogs: list[socket.socket], command: bytes, limit_s: float,
+                      pause: float = 0.001) -> tuple[int, set[socket.socket]]:
+    """Each of hogs sends `command`, pipelined, and never reads, until none
+    can send more for a second (the server stopped reading it, and the
+    kernel's buffers are full) or limit_s pass, pausing `pause` s between
+    rounds. Returns (bytes sent, the
+    hogs that could still send: none if the server bounds them)."""
+    chunk = command * ((64 << 10) // len(command))
+    idle: dict[socket.socket, float] = {}  # hog -> since when its sends fail
+    active, sent = set(hogs), 0
+    t0 = time.monotonic()
+    for h in hogs:
+        h.setblocking(False)
+    while active and time.monotonic() - t0 < limit_s:
+        for h in list(active):
+            try:
+                sent += h.send(chunk)
+                idle.pop(h, None)
+            except BlockingIOError:
+                if time.monotonic() - idle.setdefault(h, time.monotonic()) > 1.0:
+                    active.discard(h)
+        time.sleep(pause)
+    return sent, active
+
+
 def noread(spawn, conns: int, command: bytes, seconds: float) -> dict:
     """RSS growth per connection that pipelines `command` and never reads."""
     with spawn() as s:
@@ -98,21 +123,7 @@ def noread(spawn, conns: int, command: bytes, seconds: float) -> dict:
         time.sleep(0.3)
         base = s.rss()
         hogs = [socket.create_connection(s.addr, timeout=30) for _ in range(conns)]
-        chunk = command * ((64 << 10) // len(command))
-        idle: dict[socket.socket, float] = {}  # hog -> since when its sends fail
-        active, sent = set(hogs), 0
-        t0 = time.monotonic()
-        for h in hogs:
-            h.setblocking(False)
-        while active and time.monotonic() - t0 < 120:
-            for h in list(active):
-                try:
-                    sent += h.send(chunk)
-                    idle.pop(h, None)
-                except BlockingIOError:
-                    if time.monotonic() - idle.setdefault(h, time.monotonic()) > 1.0:
-                        active.discard(h)
-            time.sleep(0.001)
+        sent, active = send_until_unread(hogs, command, 120)
         if active:
             raise BenchError(f"{s.name} kept reading connections that never read")
         waits = _probe(probe, seconds)
