@@ -13,6 +13,7 @@ import greenstalk
 import pytest
 
 from pybeanstalkd.bench.hostile import send_until_unread
+from pybeanstalkd.core.engine import OUT_LIMIT
 from support import Client, Server, drain_pipes, ours_argv, require_reference, sock_path
 from tlstools import client_ctx, tls_args, tls_connect
 
@@ -481,8 +482,13 @@ def test_clients_that_never_read_hold_a_bounded_buffer(command):
         grown, sent = _hog(srv, 20, command, body)
     finally:
         srv.stop()
-    # before: 2.1 MB (stats) and 4.1 MB (peek) per client
-    assert grown < 160 << 10, (grown, ref_grown)
+    # What the design lets a client hold: one read as uvloop makes it
+    # (256,000 bytes; the rest of it waits, unparsed), OUT_LIMIT of replies
+    # in the engine and the transport's 64 KiB high-water mark. Whether the
+    # first read is that big depends on how much the kernel has buffered
+    # by then: 94 to 187 KB a client measured. Before the bound: 2.1 MB
+    # (stats) and 4.1 MB (peek) per client.
+    assert grown < 256_000 + OUT_LIMIT + (64 << 10), (grown, ref_grown)
     assert sent < 16 << 20
 
 
