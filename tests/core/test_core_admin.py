@@ -10,6 +10,7 @@ import pytest
 
 from fakeclock import Harness
 from pybeanstalkd.core import admin, hist
+from pybeanstalkd.core.outcome import Outcome
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
 from pybeanstalkd.core.protocol import NS
 from pybeanstalkd.core.queue import WORK_BURY, WORK_DELETE, WORK_RELEASE
@@ -283,11 +284,11 @@ def test_admin_delete_and_kick_job_count_no_command():
     reserve(h, s)  # a
     before = stats(h, s)
     q = h.e.q
-    assert admin.kick_job(q, 999, h.now) == "not found"
-    assert admin.kick_job(q, c, h.now) == "not buried or delayed"
-    assert admin.kick_job(q, b, h.now) is None
+    assert q.kick_job(999, h.now) is Outcome.NOT_FOUND
+    assert q.kick_job(c, h.now) is Outcome.WRONG_STATE
+    assert q.kick_job(b, h.now) is Outcome.DONE
     assert q.jobs[b].state == READY
-    assert admin.delete(q, q.jobs[c], h.now)
+    assert admin.delete(q, q.jobs[c], h.now) is Outcome.DONE
     assert c not in q.jobs
     after = stats(h, s)
     assert after["cmd-delete"] == before["cmd-delete"] and after["cmd-kick"] == before["cmd-kick"]
@@ -343,8 +344,8 @@ def test_flush_stops_at_what_the_tube_held():
     gen = admin.flush(q, t, READY, h.now)
     next(gen)
     h.send(s, b"put 0 0 60 1\r\nx\r\n" * 10)  # between slices
-    value, _ = run(gen, h, started=True)
-    assert value == SLICE + 5
+    (value, outcome), _ = run(gen, h, started=True)
+    assert value == SLICE + 5 and outcome is Outcome.DONE
     assert t.nready == 10
 
 
@@ -360,8 +361,8 @@ def test_move_puts_copies_with_new_ids_and_deletes_the_originals(state):
     h.advance(10)
     q = h.e.q
     order = [j.id for j in admin.in_order(q, q.tubes[b"default"], state)]
-    (moved, _) = run(admin.move(q, q.tubes[b"default"], b"dest", state, 2, h.now), h)
-    assert moved == 2
+    ((moved, outcome), _) = run(admin.move(h.e, q.tubes[b"default"], b"dest", state, 2, h.now), h)
+    assert moved == 2 and outcome is Outcome.DONE
     assert all(i not in q.jobs for i in order[:2]) and order[2] in q.jobs
     dest = q.tubes[b"dest"]
     new = sorted(j for j in q.jobs if q.jobs[j].tube is dest)
@@ -383,7 +384,7 @@ def test_move_into_a_tube_with_a_waiting_worker_hands_it_over():
     h.send(w, b"watch dest\r\nignore default\r\n")
     assert h.send(w, b"reserve\r\n") == b""
     q = h.e.q
-    run(admin.move(q, q.tubes[b"default"], b"dest", READY, 10, h.now), h)
+    run(admin.move(h.e, q.tubes[b"default"], b"dest", READY, 10, h.now), h)
     h.e.settle(h.now)
     assert h.take(w) == b"RESERVED %d 1\r\nx\r\n" % (jid + 1)
 
@@ -391,16 +392,16 @@ def test_move_into_a_tube_with_a_waiting_worker_hands_it_over():
 def test_put_checks_size_draining_and_the_memory_cap():
     h = Harness(max_job_size=10)
     e = h.e
-    assert admin.put(e, b"t", b"x" * 11, 0, 0, 0, h.now) == ("JOB_TOO_BIG", None)
+    assert admin.put(e, b"t", b"x" * 11, 0, 0, 0, h.now) == (Outcome.TOO_BIG, 0)
     why, jid = admin.put(e, b"t", b"hello", 5, 0, 0, h.now)
-    assert why is None and e.q.jobs[jid].ttr == NS  # ttr 0 is 1 s, as put
+    assert why is Outcome.DONE and e.q.jobs[jid].ttr == NS  # ttr 0 is 1 s, as put
     assert e.q.jobs[jid].body == b"hello\r\n" and e.q.total_jobs == 1
     assert e.counts["put"] == 0
     e.max_memory = e.q.memory_used() + 100
-    assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == ("OUT_OF_MEMORY", None)
+    assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == (Outcome.OVER_CAP, 0)
     e.max_memory = None
     e.draining = True
-    assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == ("DRAINING", None)
+    assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == (Outcome.DRAINING, 0)
     assert b"u" not in e.q.tubes  # nothing was made
 
 

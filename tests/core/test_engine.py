@@ -2,6 +2,7 @@
 import pytest
 
 from fakeclock import Harness
+from pybeanstalkd.core.outcome import Outcome
 from pybeanstalkd.core.protocol import NS
 
 
@@ -544,7 +545,7 @@ def test_puts_are_refused_once_job_ids_are_used_up():
         b"INTERNAL_ERROR\r\nINTERNAL_ERROR\r\nUSING t\r\n")
     assert len(q.jobs) == 1 and q.ready_ct == 1 and q.next_id == U64_MAX + 1
     assert logged == ["put refused: job ids are used up (the last is %d)" % U64_MAX]
-    assert admin.put(h.e, b"t", b"z", 0, 0, 0, h.now) == ("INTERNAL_ERROR", None)
+    assert admin.put(h.e, b"t", b"z", 0, 0, 0, h.now) == (Outcome.IDS_USED_UP, 0)
     assert len(q.jobs) == 1
 
 

@@ -3,6 +3,7 @@ skipped, every other command keeps working, and deleting frees room again."""
 import pytest
 
 from fakeclock import Harness
+from pybeanstalkd.core.outcome import Outcome
 from pybeanstalkd.core.protocol import NS
 from pybeanstalkd.core.job import JOB_OVERHEAD, RESERVED_OVERHEAD
 
@@ -180,11 +181,11 @@ def test_a_put_from_the_http_side_meets_the_same_cap_and_log():
     h.e.max_memory = 2 * COST
     c = h.conn()
     put(h, c)
-    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == (None, 2)
-    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == ("OUT_OF_MEMORY", None)
+    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == (Outcome.DONE, 2)
+    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == (Outcome.OVER_CAP, 0)
     assert put(h, c) == b"OUT_OF_MEMORY\r\n"  # the protocol sees the same cap
     h.send(c, b"delete 1\r\n")
-    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == (None, 3)
+    assert admin.put(h.e, b"default", BODY, 0, 0, NS, h.now) == (Outcome.DONE, 3)
     assert lines == [
         f"puts refused: {2 * COST} of {2 * COST} bytes used by 2 jobs",
         f"puts accepted again: {COST} of {2 * COST} bytes used by 1 jobs",

@@ -370,15 +370,16 @@ def test_a_stale_run_is_drained_to_the_heap_in_order(h):
 
 def test_heap_removal_keeps_the_heap_property():
     rnd = random.Random(3)
-    from pybeanstalkd.core.queue import Queue
+    from pybeanstalkd.core.heaps import StaleHeap
 
-    q = Queue(0)
     for _trial in range(50):
-        heap = [rnd.randrange(1000) for _ in range(rnd.randrange(1, 3000))]
+        heap = StaleHeap(0)
+        heap += [rnd.randrange(1000) for _ in range(rnd.randrange(1, 3000))]
         heapq.heapify(heap)
         stale = {k for k in heap if rnd.random() < 0.6}
         want = sorted(k for k in heap if k not in stale)
-        gen = q._sweeper(heap, lambda k, stale=stale: k not in stale, lambda: False)
+        # (a live count that never calls for the final compaction)
+        gen = heap._sweeper(lambda k, stale=stale: k not in stale, lambda heap=heap: len(heap))
         for _ in gen:
             assert_heap(heap)
         assert sorted(heap) == want

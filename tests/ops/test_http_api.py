@@ -363,6 +363,37 @@ async def test_a_delete_the_binlog_cannot_take_is_not_reported_done(w, client):
 
 
 @http_test()
+async def test_a_flush_or_move_the_binlog_cannot_take_stops_and_says_so(w, client):
+    """A flush stops at the first delete the binlog could not record, and a
+    move at the first put it has no room for: each answers 503 with how
+    many it did, never success."""
+    from pybeanstalkd.core.store import NullStore
+
+    class Failing(NullStore):
+        writes = 2  # records it takes before it fails
+        room = True
+
+        def write(self, j, rec=None):
+            self.writes -= 1
+            return self.writes >= 0
+
+        def reserve_put(self, j):
+            return self.room
+
+    s = w.conn()
+    for _ in range(5):
+        put(w, s, b"f")
+    w.engine.q.store = store = Failing()
+    got = await post(client, "/api/v1/tubes/f/flush", {"state": "ready"}, 503)
+    assert got == {"error": "the binlog could not record the delete", "flushed": 2}
+    assert w.stats(s, b"stats-tube f")["current-jobs-ready"] == "2"  # the third is gone, unlogged
+    store.room = False
+    got = await post(client, "/api/v1/tubes/f/move", {"to": "g"}, 503)
+    assert got == {"error": "OUT_OF_MEMORY: the binlog has no room", "moved": 0}
+    assert w.stats(s, b"stats-tube f")["current-jobs-ready"] == "2"  # they stay
+
+
+@http_test()
 async def test_delete_job(w, client):
     s = w.conn()
     a, b, c = put(w, s), put(w, s), put(w, s, delay=50)

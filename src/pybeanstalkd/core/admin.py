@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS
-from .protocol import DELETED, NS, U64_MAX
+from .outcome import DONE, Outcome
+from .protocol import NS
 from .heaps import SHIFT
 from .queue import Queue
 from .slices import SLICE
@@ -168,29 +169,19 @@ def top(q: Queue, t: Tube, state: int) -> Job | None:
 
 # -- actions ----------------------------------------------------------------
 
-def delete(q: Queue, j: Job, now: int) -> bool:
+def delete(q: Queue, j: Job, now: int) -> Outcome:
     """Delete a job that is not reserved, as `delete` would but counting no
-    command. False if the binlog failed."""
-    return q.delete(None, j.id, now, count=False) == DELETED
+    command: Queue.delete's outcome."""
+    return q.delete(None, j.id, now, count=False)
 
 
-def kick_job(q: Queue, id_: int, now: int) -> str | None:
-    """None when kicked, else why not: 'not found', 'not buried or delayed',
-    'binlog full'."""
-    j = q.jobs.get(id_)
-    if j is None:
-        return "not found"
-    if j.state not in (BURIED, DELAYED):
-        return "not buried or delayed"
-    return None if q.kick_job(id_, now) else "binlog full"
-
-
-def _each(q: Queue, t: Tube, state: int, bound: int, act: Callable[[Job, int], bool],
-          now: int) -> Generator[None, int, int]:
+def _each(q: Queue, t: Tube, state: int, bound: int, act: Callable[[Job, int], Outcome],
+          now: int) -> Generator[None, int, tuple[int, Outcome]]:
     """Slices applying act(j, now) to t's jobs in `state`, in serve order, to
-    at most `bound` jobs; act returns False to stop (a full disk). As kick,
+    at most `bound` jobs, stopping at the first that is not DONE. As kick,
     the bound is set when it starts, so a steady producer cannot keep it
-    going. The value is how many."""
+    going. The value is (how many were DONE, DONE or the outcome it
+    stopped at)."""
     n, k = 0, SLICE
     while n < bound:
         if not k:
@@ -198,65 +189,59 @@ def _each(q: Queue, t: Tube, state: int, bound: int, act: Callable[[Job, int], b
             k = SLICE
         k -= 1
         j = top(q, t, state) if t.alive else None
-        if j is None or not act(j, now):
+        if j is None:
             break
+        outcome = act(j, now)
+        if outcome is not DONE:
+            return n, outcome
         n += 1
-    return n
+    return n, DONE
 
 
-def flush(q: Queue, t: Tube, state: int, now: int) -> Generator[None, int, int]:
-    """Slices deleting t's jobs in `state` (ready, delayed, buried); the
-    value is how many."""
-    def act(j: Job, now: int) -> bool:
-        delete(q, j, now)
-        return True
-    return _each(q, t, state, count(t, state), act, now)
+def flush(q: Queue, t: Tube, state: int, now: int) -> Generator[None, int, tuple[int, Outcome]]:
+    """Slices deleting t's jobs in `state` (ready, delayed, buried). The
+    value is (how many were deleted and logged, DONE); or it stops at the
+    first delete the binlog could not record (NOT_LOGGED: that job is gone
+    from memory, but a restart brings it back)."""
+    return _each(q, t, state, count(t, state), lambda j, now: delete(q, j, now), now)
 
 
-def move(q: Queue, t: Tube, to: bytes, state: int, bound: int,
-         now: int) -> Generator[None, int, int]:
+def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
+         now: int) -> Generator[None, int, tuple[int, Outcome]]:
     """Slices moving up to `bound` of t's jobs in `state` into tube `to`, in
     serve order: each is put there (same priority, delay left, ttr and
-    body; a new id) and deleted here. The value is how many."""
-    def act(j: Job, now: int) -> bool:
-        if q.next_id > U64_MAX:
-            return False  # job ids are used up: the job stays where it is
-        dest = q.tube(to)  # looked up each time: it may be freed between slices
+    body; a new id) and deleted here. The value is (how many, DONE), or
+    it stops at the first put refused (the job stays) or delete not logged."""
+    q = e.q
+
+    def act(j: Job, now: int) -> Outcome:
         delay = max(j.deadline - now, 0) if state == DELAYED else 0
-        new = q.new_job(dest, j.pri, delay, j.times[1], now)
-        new.body = j.body
-        if not q.store.reserve_put(new):
-            q.maybe_free(dest)
-            return False  # a full disk: the job stays where it is
-        q.insert(new, now)
-        delete(q, j, now)
-        return True
+        outcome, _ = _put(e, to, j.body, j.pri, delay, j.times[1], now)
+        return delete(q, j, now) if outcome is DONE else outcome
     return _each(q, t, state, min(bound, count(t, state)), act, now)
 
 
 def put(e: Engine, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
-        now: int) -> tuple[str, None] | tuple[None, int]:
-    """Put a job into tube `name` as `put` would (delay and ttr in ns).
-    Returns (None, id), or (reason, None): JOB_TOO_BIG, DRAINING,
-    OUT_OF_MEMORY (the memory cap, or a full disk) or INTERNAL_ERROR (job
-    ids are used up, see Engine). `e` is the Engine."""
+        now: int) -> tuple[Outcome, int]:
+    """Put a job into tube `name` as `put` would (delay and ttr in ns), with
+    the same admission (Engine.admit, Engine.store_put). Returns (DONE,
+    the new id), or (why not, 0)."""
+    return _put(e, name, body + b"\r\n", pri, delay, ttr, now)
+
+
+def _put(e: Engine, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
+         now: int) -> tuple[Outcome, int]:
+    outcome = e.admit(len(body) - 2)
+    if outcome is not DONE:
+        return outcome, 0
     q = e.q
-    if len(body) > e.max_job_size:
-        return "JOB_TOO_BIG", None
-    if q.next_id > U64_MAX:
-        return "INTERNAL_ERROR", None
-    if e.draining:
-        return "DRAINING", None
-    if e.over_cap(len(body)):
-        return "OUT_OF_MEMORY", None
-    t = q.tube(name)
-    j = q.new_job(t, pri, delay, max(ttr, NS), now)
-    j.body = body + b"\r\n"
-    if not q.store.reserve_put(j):
+    t = q.tube(name)  # (looked up each time: a move's may be freed between slices)
+    j = q.new_job(t, pri, delay, ttr, now)
+    outcome = e.store_put(j, body, now)
+    if outcome is not DONE:
         q.maybe_free(t)
-        return "OUT_OF_MEMORY", None
-    q.insert(j, now)
-    return None, j.id
+        return outcome, 0
+    return DONE, j.id
 
 
 def pause(q: Queue, t: Tube, seconds: int, now: int) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import protocol as P
-from .job import JOB_OVERHEAD, RESERVED_OVERHEAD
+from . import protocol as P, replies as R
+from .job import JOB_OVERHEAD
+from .outcome import DONE, DRAINING, IDS_USED_UP, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
 from .protocol import NS, U64_MAX, name_ok
 from .session import BITBUCKET, BODY, BUSY
 from .stats import job_stats, server_stats, tube_stats
@@ -59,11 +60,12 @@ class Commands:
 
     def put(self, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
             now: int) -> None:
-        """put's command line; its body comes next (finish_put)."""
-        if size > self.max_job_size:
-            s.state = BITBUCKET
-            s.need = size + 2
-            s.skip_reply = P.JOB_TOO_BIG
+        """put's command line; its body comes next (finish_put). The checks
+        go in the reference's order: the size, the line's tail, then the rest
+        of the admission."""
+        outcome = self.admit(size)
+        if outcome is TOO_BIG:
+            self._skip_body(s, size, outcome)
             return
         if not clean:
             s.send(P.BAD_FORMAT)
@@ -71,34 +73,46 @@ class Commands:
         if not s.producer:
             s.producer = True
             self.producer_ct += 1
-        q = self.q
-        if q.next_id > U64_MAX:
-            self._ids_used_up(s, size)
+        if outcome is not DONE:
+            self._skip_body(s, size, outcome)
             return
-        cap = self.max_memory
-        if cap is not None:  # inline: this is every put's path
-            # (memory_used(), inline: len(q.jobs) is a call; and the bodies
-            # in flight, this one's included)
-            cost = size + 2 + JOB_OVERHEAD
-            over = (q.body_bytes + self.inflight + cost
-                    + (q.ready_ct + q.delayed_ct + q.buried_ct) * JOB_OVERHEAD
-                    + q.reserved_ct * (JOB_OVERHEAD + RESERVED_OVERHEAD) > cap)
-            if over is not self.at_cap:
-                self._cap_crossed(over)
-            if over:
-                # As the reference when it cannot allocate a job: the body is
-                # skipped, the reply is OUT_OF_MEMORY and no id is used up.
-                s.state = BITBUCKET
-                s.need = size + 2
-                s.skip_reply = P.OUT_OF_MEMORY
-                return
-            self.inflight += cost
+        if self.max_memory is not None:
+            self.inflight += size + 2 + JOB_OVERHEAD
         # (ids come from the queue alone: one place hands them out)
-        s.in_job = q.new_job(s.use, pri, delay, ttr if ttr > NS else NS, now)
+        s.in_job = self.q.new_job(s.use, pri, delay, ttr, now)
         s.state = BODY
         s.need = size + 2
 
-    def _ids_used_up(self, s: Session, size: int) -> None:
+    @staticmethod
+    def _skip_body(s: Session, size: int, outcome: Outcome) -> None:
+        """As the reference when it refuses a put at its line: the body is
+        read and dropped, then the reply goes out; no id is used up."""
+        s.state = BITBUCKET
+        s.need = size + 2
+        s.skip_reply = R.PUT[outcome]
+
+    def admit(self, size: int) -> Outcome:
+        """May a put of a `size`-byte body (CRLF not counted) be taken? DONE,
+        or TOO_BIG, IDS_USED_UP or OVER_CAP. The protocol and the HTTP side
+        both ask; what can only be known once the body is in is
+        store_put's."""
+        if size > self.max_job_size:
+            return TOO_BIG
+        q = self.q
+        if q.next_id > U64_MAX:
+            self._ids_used_up()
+            return IDS_USED_UP
+        cap = self.max_memory
+        if cap is not None:
+            # (the bodies in flight count: puts received together cannot pass the cap)
+            over = q.memory_used() + self.inflight + size + 2 + JOB_OVERHEAD > cap
+            if over is not self.at_cap:
+                self._cap_crossed(over)
+            if over:
+                return OVER_CAP
+        return DONE
+
+    def _ids_used_up(self) -> None:
         """Every job id up to 2**64 - 1 has been used (a binlog can hold such
         an id): puts are refused, as a put that cannot be logged is. The
         reference wraps to 0, and a record of id 0 reads as the end of its
@@ -106,9 +120,18 @@ class Commands:
         if not self.said_ids_used_up:
             self.said_ids_used_up = True
             self.log("put refused: job ids are used up (the last is %d)" % U64_MAX)
-        s.state = BITBUCKET
-        s.need = size + 2
-        s.skip_reply = P.INTERNAL_ERROR
+
+    def store_put(self, j: Job, body: bytes, now: int) -> Outcome:
+        """An admitted put's job, its body in (CRLF included): DONE, stored
+        and its record written; DRAINING; or NO_ROOM, the binlog has no room
+        (the id stays used)."""
+        if self.draining:
+            return DRAINING
+        j.body = body
+        if not self.q.store.reserve_put(j):
+            return NO_ROOM
+        self.q.insert(j, now)
+        return DONE
 
     def finish_put(self, s: Session, body: bytes, now: int) -> None:
         j: Job  # put() set s.in_job for the BODY state that led here
@@ -120,15 +143,8 @@ class Commands:
             return
         if self.verbose >= 2:
             self.log("<%d job %d" % (s.fd, j.id))
-        if self.draining:
-            s.send(P.DRAINING)
-            return
-        j.body = body
-        if not self.q.store.reserve_put(j):
-            s.send(P.OUT_OF_MEMORY)  # the disk is full; the id stays used
-            return
-        self.q.insert(j, now)
-        s.send(b"INSERTED %d\r\n" % j.id)
+        outcome = self.store_put(j, body, now)
+        s.send(b"INSERTED %d\r\n" % j.id if outcome is DONE else R.PUT[outcome])
 
     def _found(self, s: Session, j: Job | None) -> None:
         if j is None:
@@ -162,20 +178,21 @@ class Commands:
         self.q.reserve(s, cmd[1] * NS, now)
 
     def c_reserve_job(self, s: Session, cmd: Command, now: int) -> None:
-        if not self.q.reserve_job(s, cmd[1], now):
-            s.send(P.NOT_FOUND)
+        outcome = self.q.reserve_job(s, cmd[1], now)
+        if outcome is not DONE:
+            s.send(R.RESERVE_JOB[outcome])
             return
         self._worker(s)
 
     def c_delete(self, s: Session, cmd: Command, now: int) -> None:
-        s.send(self.q.delete(s, cmd[1], now))
+        s.send(R.DELETE[self.q.delete(s, cmd[1], now)])
 
     def c_release(self, s: Session, cmd: Command, now: int) -> None:
         _, id_, pri, delay = cmd
-        s.send(self.q.release(s, id_, pri, delay, now))
+        s.send(R.RELEASE[self.q.release(s, id_, pri, delay, now)])
 
     def c_bury(self, s: Session, cmd: Command, now: int) -> None:
-        s.send(self.q.bury(s, cmd[1], cmd[2], now))
+        s.send(R.BURY[self.q.bury(s, cmd[1], cmd[2], now)])
 
     def c_kick(self, s: Session, cmd: Command, now: int) -> None:
         if not self.q.spawn(self._in_slices(s, self.q.kick(s.use, cmd[1], now),
@@ -183,10 +200,10 @@ class Commands:
             s.state = BUSY
 
     def c_kick_job(self, s: Session, cmd: Command, now: int) -> None:
-        s.send(P.KICKED if self.q.kick_job(cmd[1], now) else P.NOT_FOUND)
+        s.send(R.KICK_JOB[self.q.kick_job(cmd[1], now)])
 
     def c_touch(self, s: Session, cmd: Command, now: int) -> None:
-        s.send(P.TOUCHED if self.q.touch(s, cmd[1], now) else P.NOT_FOUND)
+        s.send(R.TOUCH[self.q.touch(s, cmd[1], now)])
 
     def c_stats(self, s: Session, cmd: Command, now: int) -> None:
         # (self is the Engine: Commands is only ever its base class)

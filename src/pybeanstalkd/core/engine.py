@@ -18,6 +18,7 @@ from .commands import Commands
 from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, parse
 from .job import JOB_OVERHEAD
 from .queue import Queue
+from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
     BITBUCKET, BODY, BUSY, LINE, SKIP, UNLIMITED, Session, VerboseSession)
 from .stats import CMD_KEYS
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
     from .commands import Verifier
+    from .store import Store
     from .protocol import Command
 
 # Engine.hold: which commands' replies wait for the binlog (Session.hold).
@@ -88,8 +90,8 @@ class Engine(Commands):
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
                  filesize: int = 10485760, log: Callable[[str], None] = print,
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
-                 auth: Verifier | None = None) -> None:
-        self.q = Queue(now)
+                 auth: Verifier | None = None, store: Store | None = None) -> None:
+        self.q = Queue(now, store)
         self.now = now
         self.start = now
         self.max_job_size = max_job_size
@@ -98,7 +100,8 @@ class Engine(Commands):
         # logs each command line, and in tests that compare the two paths.
         self.fast = verbose < 2
         self.log = log
-        self.q.store.filesize = filesize  # shown by stats even without -b
+        if store is None:
+            self.q.store.filesize = filesize  # shown by stats even without -b
         self.counts = dict.fromkeys(CMD_KEYS, 0)
         for op in ("reserve-job", "kick-job", "quit"):  # counted, never shown
             self.counts[op] = 0
@@ -463,7 +466,7 @@ class Engine(Commands):
                             pri, delay = u32(b), u32(d)
                         if (pri | delay) >= 0 and a.isdigit() and len(a) < 20:
                             self.counts["release"] += 1
-                            reply = self.q.release(s, int(a), pri, delay * NS, now)
+                            reply = RELEASE[self.q.release(s, int(a), pri, delay * NS, now)]
                 elif line[:21] == b"reserve-with-timeout ":
                     arg = line[21:]
                     if arg.isdigit() and len(arg) < 11:
@@ -485,7 +488,7 @@ class Engine(Commands):
                     arg = line[7:]
                     if arg.isdigit() and len(arg) < 20:
                         self.counts["delete"] += 1
-                        reply = self.q.delete(s, int(arg), now)
+                        reply = DELETE[self.q.delete(s, int(arg), now)]
             elif c == 112:  # p
                 hdr = PUTS.get(line)
                 if hdr is not None:
@@ -513,7 +516,7 @@ class Engine(Commands):
                     arg = line[6:]
                     if arg.isdigit() and len(arg) < 20:
                         self.counts["touch"] += 1
-                        reply = P.TOUCHED if self.q.touch(s, int(arg), now) else P.NOT_FOUND
+                        reply = TOUCH[self.q.touch(s, int(arg), now)]
             if reply is not None:
                 out = s.out  # (s.send, inline)
                 if not out:
@@ -542,17 +545,6 @@ class Engine(Commands):
             self.q.hangup(s)
 
     # -- the memory cap -----------------------------------------------------
-
-    def over_cap(self, size: int) -> bool:
-        """Would a put of `size` body bytes pass --max-memory? A crossing is
-        logged with -V. (c_put inlines the same test: it is every put's path.)"""
-        cap = self.max_memory
-        if cap is None:
-            return False
-        over = self.q.memory_used() + self.inflight + size + 2 + JOB_OVERHEAD > cap
-        if over is not self.at_cap:
-            self._cap_crossed(over)
-        return over
 
     def _cap_crossed(self, over: bool) -> None:
         self.at_cap = over

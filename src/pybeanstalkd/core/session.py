@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .replies import RESERVE
 from .tube import Conn
 
 if TYPE_CHECKING:
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
 
     from .engine import Engine
     from .job import Job
+    from .outcome import Outcome
 
     class Transport(Protocol):
         """What the engine's callers write replies through: the I/O layer's
@@ -32,13 +34,16 @@ UNLIMITED = 1 << 62
 
 
 class Session(Conn):
-    """One client connection: framing state plus what the queue tracks."""
+    """One client connection: framing state plus what the queue tracks, and
+    its replies (out) until the I/O layer writes them."""
 
-    __slots__ = ("engine", "state", "need", "pending", "skip", "plen", "in_job",
+    __slots__ = ("out", "sink", "engine", "state", "need", "pending", "skip", "plen", "in_job",
                  "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran")
 
     def __init__(self, engine: Engine) -> None:
-        super().__init__(engine.dirty)
+        super().__init__()
+        self.out: list[bytes] = []
+        self.sink = engine.dirty  # (the engine's list of connections with output)
         self.engine = engine
         self.state = LINE
         self.need = 0  # bytes still wanted in BODY or BITBUCKET state
@@ -56,6 +61,30 @@ class Session(Conn):
         self.budget = UNLIMITED  # commands a call may run before it stops (backlog)
         self.ran = 0  # commands the last batch of a read ran
 
+    def send(self, data: bytes) -> None:
+        if not self.out:
+            self.sink.append(self)
+        self.out.append(data)
+
+    def send_job(self, word: bytes, job: Job) -> None:
+        out = self.out
+        if not out:
+            self.sink.append(self)
+        body = job.body
+        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
+        out.append(body)
+
+    def reserved(self, job: Job) -> None:
+        out = self.out  # (send_job(b"RESERVED", job), inline: every reserve's path)
+        if not out:
+            self.sink.append(self)
+        body = job.body
+        out.append(b"RESERVED %d %d\r\n" % (job.id, len(body) - 2))
+        out.append(body)
+
+    def no_job(self, outcome: Outcome) -> None:
+        self.send(RESERVE[outcome])
+
     def woken(self) -> None:
         self.engine.resume.append(self)
 
@@ -71,6 +100,9 @@ class VerboseSession(Session):
         if data.startswith(b"OK "):
             log(">%d job 0" % self.fd)
         super().send(data)
+
+    def reserved(self, job: Job) -> None:
+        self.send_job(b"RESERVED", job)
 
     def send_job(self, word: bytes, job: Job) -> None:
         super().send_job(word, job)

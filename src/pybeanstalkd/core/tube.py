@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING
 
+from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import Self
 
     from .held import Held
     from .job import Job
+    from .outcome import Outcome
 
 
 class Tube:
@@ -22,10 +24,10 @@ class Tube:
 
     def __init__(self, name: bytes) -> None:
         self.name = name
-        self.ready: list[int] = []  # pri << 64 | id
+        self.ready = StaleHeap(TUBE_SLACK)  # pri << 64 | id
         self.run: deque[int] | None = None  # ids of fresh jobs of priority run_pri
         self.run_pri = 0
-        self.delayed: list[int] = []  # deadline << 64 | id
+        self.delayed = StaleHeap(TUBE_SLACK)  # deadline << 64 | id
         self.buried: OrderedDict[int, Job] = OrderedDict()  # FIFO, O(1) removal by id
         self.waiting: OrderedDict[Conn, None] = OrderedDict()  # FIFO of reservers
         self.using = self.watching = 0
@@ -82,12 +84,14 @@ class SwapList:
 
 
 class Conn:
-    """What the queue knows about a client connection."""
+    """What the queue knows about a client connection. The queue tells it of
+    a blocked reserve's end through reserved() and no_job(); what that means
+    on the wire is the subclass's (session.py)."""
 
     __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "waiting",
-                 "timeout", "wait_key", "producer", "worker", "out", "sink", "gone")
+                 "timeout", "wait_key", "producer", "worker", "gone")
 
-    def __init__(self, sink: list[Self]) -> None:
+    def __init__(self) -> None:
         # A Tube from Queue.attach on, which the engine calls as it makes the
         # connection: None only before that, so it is typed as a Tube.
         self.use: Tube = None  # type: ignore[assignment]
@@ -95,27 +99,21 @@ class Conn:
         self.nreserved = 0
         self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
         self.open_held: Held | None = None  # the block its next reservation goes to
-        self.deadlines: list[int] = []  # deadline << 64 | id of reserved jobs
+        self.deadlines = StaleHeap(CONN_SLACK)  # deadline << 64 | id of reserved jobs
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
         self.producer = self.worker = False
-        self.out: list[bytes] = []
-        self.sink = sink  # the engine's list of connections with output
         self.gone = False  # closed; its reservations are being returned in slices
 
-    def send(self: Self, data: bytes) -> None:
-        if not self.out:
-            self.sink.append(self)
-        self.out.append(data)
+    def reserved(self, job: Job) -> None:
+        """A reserve of this connection's got `job` (at once, or after waiting)."""
+        raise NotImplementedError
 
-    def send_job(self: Self, word: bytes, job: Job) -> None:
-        out = self.out
-        if not out:
-            self.sink.append(self)
-        body = job.body
-        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
-        out.append(body)
+    def no_job(self, outcome: Outcome) -> None:
+        """A reserve of this connection's ended without a job: TIMED_OUT or
+        DEADLINE_SOON (at once, or after waiting)."""
+        raise NotImplementedError
 
     def woken(self) -> None:
         """Called when a blocked reserve has been answered."""

@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..core import admin
 from ..core.job import RESERVED
+from ..core.outcome import DONE, Outcome
 from ..core.protocol import NS
 from . import api, httpguard, metrics
 
@@ -67,6 +68,26 @@ def listen(host: str, port: int) -> socket.socket:
 
 def _error(status: int, text: str) -> web.Response:
     return web.json_response({"error": text}, status=status)
+
+
+# What each outcome of an action answers (the protocol's table:
+# core/replies.py): its status and the error's text.
+STATUS: dict[Outcome, tuple[int, str]] = {
+    Outcome.NOT_FOUND: (404, "no such job"),
+    Outcome.WRONG_STATE: (409, "not buried or delayed"),
+    Outcome.NO_ROOM: (503, "OUT_OF_MEMORY: the binlog has no room"),
+    Outcome.NOT_LOGGED: (503, "the binlog could not record the delete"),
+    Outcome.TOO_BIG: (400, "JOB_TOO_BIG"),
+    Outcome.IDS_USED_UP: (503, "INTERNAL_ERROR: job ids are used up"),
+    Outcome.OVER_CAP: (503, "OUT_OF_MEMORY"),
+    Outcome.DRAINING: (503, "DRAINING"),
+}
+
+
+def _failed(outcome: Outcome, **done) -> web.Response:
+    """An action's failure, with what it did before it stopped (`done`)."""
+    status, text = STATUS[outcome]
+    return web.json_response({"error": text, **done}, status=status)
 
 
 class BodyTimeout(Exception):
@@ -359,26 +380,26 @@ class Http:
 
     async def kick_job(self, request):
         await self._body(request)
-        why = admin.kick_job(self.engine.q, self._job_id(request), self.now())
+        outcome = self.engine.q.kick_job(self._job_id(request), self.now())
         self.done()
-        if why is None:
-            return web.json_response({"kicked": True})
-        return _error({"not found": 404, "binlog full": 503}.get(why, 409), why)
+        if outcome is not DONE:
+            return _failed(outcome)
+        return web.json_response({"kicked": True})
 
     async def delete_job(self, request):
         await self._body(request)
         q = self.engine.q
         j = q.jobs.get(self._job_id(request))
         if j is None:
-            return _error(404, "no such job")
+            return _failed(Outcome.NOT_FOUND)
         if j.state == RESERVED:
             return _error(409, "the job is reserved: only its worker may delete it")
-        logged = admin.delete(q, j, self.now())
+        outcome = admin.delete(q, j, self.now())
         self.done()
-        if not logged:
+        if outcome is not DONE:
             # As the protocol's INTERNAL_ERROR: the job is gone from memory,
             # but its binlog does not say so, and a restart brings it back.
-            return _error(503, "the binlog could not record the delete")
+            return _failed(outcome)
         return web.json_response({"deleted": True})
 
     async def pause(self, request):
@@ -398,10 +419,10 @@ class Http:
         pri = api.integer(req.get("pri", 1024), "pri", 0, api.U32)
         delay = api.integer(req.get("delay", 0), "delay", 0, api.U32)
         ttr = api.integer(req.get("ttr", 60), "ttr", 0, api.U32)
-        why, id_ = admin.put(self.engine, name, body, pri, delay * NS, ttr * NS, self.now())
+        outcome, id_ = admin.put(self.engine, name, body, pri, delay * NS, ttr * NS, self.now())
         self.done()
-        if why is not None:
-            return _error(400 if why == "JOB_TOO_BIG" else 503, why)
+        if outcome is not DONE:
+            return _failed(outcome)
         return web.json_response({"id": id_})
 
     async def move(self, request):
@@ -414,7 +435,10 @@ class Http:
         n = api.integer(req.get("n", (1 << 63) - 1), "n")
         if t is None:
             return _error(404, "no such tube")
-        moved = await self.slices(admin.move(self.engine.q, t, to, admin.STATES[state], n, self.now()))
+        moved, outcome = await self.slices(
+            admin.move(self.engine, t, to, admin.STATES[state], n, self.now()))
+        if outcome is not DONE:
+            return _failed(outcome, moved=moved)
         return web.json_response({"moved": moved})
 
     async def flush(self, request):
@@ -423,7 +447,10 @@ class Http:
         state = api.state(req.get("state"), MOVABLE)
         if t is None:
             return _error(404, "no such tube")
-        flushed = await self.slices(admin.flush(self.engine.q, t, admin.STATES[state], self.now()))
+        flushed, outcome = await self.slices(
+            admin.flush(self.engine.q, t, admin.STATES[state], self.now()))
+        if outcome is not DONE:
+            return _failed(outcome, flushed=flushed)
         return web.json_response({"flushed": flushed})
 
     async def drain(self, request):

@@ -1,0 +1,141 @@
+"""The queue's timers: delays coming due, pauses ending, reservations'
+TTRs expiring and blocked reserves timing out, run in the reference's order
+(a base class of Queue: queue.py).
+
+The queue records the earliest time a change gave it (`due`); the engine
+reads it after each event, and the I/O layer, which has the clock, calls
+tick() when that time comes. A tick runs a bounded number of entries.
+"""
+from __future__ import annotations
+
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING
+
+from .heaps import MASK, SHIFT, StaleHeap, StaleHeaps
+from .job import TIMEOUTS, bump
+from .jobmap import BITS
+
+if TYPE_CHECKING:
+    from .held import Held
+    from .job import Job
+    from .tube import Conn, Tube
+
+
+class Timers(StaleHeaps):
+    """Pauses and the timer heaps (a base class of Queue)."""
+
+    # Queue's, set in its constructor (declared only).
+    delay_heap: StaleHeap
+    ttr_heap: StaleHeap
+    wait_heap: list[tuple[int, int, Conn]]
+    pause_heap: list[tuple[int, int, Tube]]
+    owners: dict[int, dict[int, Held]]
+    due: int | None
+    tick_slice: int
+    seq: int
+    timeouts_ct: int
+
+    if TYPE_CHECKING:
+        # Queue's and Reserving's methods that the timers call.
+        def place_ready(self, j: Job, now: int, log: bool = False,
+                        fresh: bool = False) -> None: ...
+        def delayed_top(self, t: Tube) -> Job | None: ...
+        def _leave_delayed(self, j: Job) -> None: ...
+        def _unreserve(self, j: Job) -> None: ...
+        def _match(self, t: Tube, now: int, n: int = ...) -> int: ...
+        def _wait_expired(self, c: Conn, now: int) -> None: ...
+
+    @staticmethod
+    def paused(t: Tube, now: int) -> bool:
+        # The pause timer, not this check, ends a pause, so that ending it
+        # always runs the matcher for the tube's waiters.
+        return t.pause != 0 and t.unpause_at > now
+
+    def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True) -> None:
+        """count: False for a pause that is not a pause-tube command (ops/)."""
+        # The reference pauses for 1 ns when told 0 (0 would mean "not
+        # paused"), so the pause is over by the next look at its clock: even
+        # for the next command of the same read. Here a zero pause ends at
+        # once (paused() is False from here on), whatever time the next
+        # command is given; stats-tube still shows pause 0.
+        t.pause = delay or 1
+        t.unpause_at = now + delay
+        t.cmd_pause += count
+        self.seq += 1
+        heappush(self.pause_heap, (t.unpause_at, self.seq, t))
+        self._timer(t.unpause_at)
+
+    def _timer(self, at: int) -> None:
+        if self.due is None or at < self.due:
+            self.due = at
+
+    def next_due(self) -> int | None:
+        """The earliest time tick() may have work (stale entries may wake early)."""
+        cands = []
+        if self.delay_heap:
+            cands.append(self.delay_heap[0] >> SHIFT)
+        if self.ttr_heap:
+            cands.append((self.ttr_heap[0] >> SHIFT) + 1)
+        if self.wait_heap:
+            cands.append(self.wait_heap[0][0])
+        if self.pause_heap:
+            cands.append(self.pause_heap[0][0])
+        return min(cands) if cands else None
+
+    def tick(self, now: int) -> bool:
+        """Run the timers that are due, in the reference's order: delays,
+        pauses, then reservations' TTRs and blocked reserves' timeouts.
+
+        At most tick_slice entries a call: True if it stopped there with
+        more due (next_due() <= now: the caller ticks again soon)."""
+        n = self.tick_slice
+        blocks = self.blocks
+        heap = self.delay_heap
+        while heap and heap[0] >> SHIFT <= now:
+            if not n:
+                return True
+            n -= 1
+            key = heappop(heap)
+            if self.delayed_live(key):
+                id_ = key & MASK
+                j = blocks[id_ >> BITS][id_]
+                self._leave_delayed(j)
+                self.delayed_top(j.tube)  # drop the tube's now-stale top entries
+                self.place_ready(j, now)
+        pauses = self.pause_heap
+        while pauses and pauses[0][0] <= now:
+            if not n:
+                return True
+            n -= 1
+            _, _, t = heappop(pauses)
+            if t.alive and t.pause and t.unpause_at <= now:
+                t.pause = t.unpause_at = 0
+            if t.alive and not self.paused(t, now):
+                n = self._match(t, now, n)
+        heap = self.ttr_heap
+        owners = self.owners
+        while heap and heap[0] >> SHIFT < now:
+            if not n:
+                return True
+            n -= 1
+            key = heappop(heap)
+            if self.reserved_live(key):
+                id_ = key & MASK
+                j = blocks[id_ >> BITS][id_]
+                if owners[id_ >> BITS][id_].conn.gone:
+                    continue  # closed: detach's slices return it, as at close
+                j.counts = bump(j.counts, TIMEOUTS)
+                self.timeouts_ct += 1
+                j.tube.timeouts += 1
+                self._unreserve(j)
+                self.place_ready(j, now)
+        waits = self.wait_heap
+        while waits and waits[0][0] <= now:
+            if not n:
+                return True
+            n -= 1
+            entry = heappop(waits)
+            c = entry[2]
+            if c.waiting and c.wait_key is entry:
+                self._wait_expired(c, now)
+        return False
