@@ -56,10 +56,10 @@ class Harness:
 
 
 
-def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, **kw):
-    """A Harness whose queue writes a binlog in tmp_path (recovered first)."""
-    h = Harness(filesize=filesize, **kw)
-    wal = Wal(str(tmp_path), filesize, warn=lambda m: None, falloc=falloc)
+def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, **kw):
+    """A Harness whose queue writes a binlog in tmp_path (recovered first),
+    wired as the server does: the binlog is the engine's store from the start."""
+    wal = Wal(str(tmp_path), filesize, warn=lambda m: None, falloc=falloc, zero_ahead=zero_ahead)
+    h = Harness(filesize=filesize, store=wal, **kw)
     recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
-    h.e.q.store = wal
     return h, wal

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from fakeclock import with_binlog
+from fakeclock import Harness, with_binlog
+from pybeanstalkd.binlog.recovery import recover
 
 from pybeanstalkd.binlog.files import ZERO_AHEAD, _falloc
 
@@ -249,8 +250,8 @@ def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
     filesystem's journal too; the records go where zeros were written
     before. Without preallocation here, the zeros show in the file's size."""
     filesize = 4 * ZERO_AHEAD
-    h, wal = with_binlog(tmp_path, filesize=filesize, falloc=lambda fd, size: None)
-    wal.zero_ahead = True  # (-f0: the Syncer sets it, see below)
+    h, wal = with_binlog(tmp_path, filesize=filesize, falloc=lambda fd, size: None,
+                         zero_ahead=True)  # (-f0)
     c = h.conn()
     path = os.path.join(tmp_path, binlogs(tmp_path)[-1])
     size = lambda: os.stat(path).st_size  # noqa: E731
@@ -274,21 +275,19 @@ def test_zeros_are_written_ahead_of_the_records_within_the_file(tmp_path):
     assert b"current-jobs-ready: %d\n" % (i) in h2.send(h2.conn(), b"stats\r\n")
 
 
-@pytest.mark.parametrize("wantsync, rate_ns, ahead", [
-    (True, 0, True), (True, 50_000_000, False), (False, 0, False)])
-def test_zeros_ahead_with_f0_only(tmp_path, wantsync, rate_ns, ahead):
+@pytest.mark.parametrize("flags, ahead", [(["-f0"], True), (["-f", "50"], False), (["-F"], False)])
+def test_zeros_ahead_with_f0_only(tmp_path, flags, ahead):
     """-f0 fsyncs back to back; with -f MS (one journal commit per MS) or -F
-    the zeros would only double what is written."""
-    from pybeanstalkd.server.gate import Written
-    from pybeanstalkd.server.transport import Server
+    the zeros would only double what is written. The server's settings
+    choose it when the binlog is opened."""
+    from pybeanstalkd.cli import parse_args
+    from pybeanstalkd.server.loop import lock_binlog
 
-    h, wal = with_binlog(tmp_path, filesize=1 << 20, falloc=lambda fd, size: None)
-    loop = asyncio.new_event_loop()
-    try:
-        Server(loop, h.e, gate=lambda srv: Written(srv, wal, wantsync=wantsync, rate_ns=rate_ns))
-        assert h.send(h.conn(), b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
-        wal.flush()
-        size = os.stat(os.path.join(tmp_path, binlogs(tmp_path)[-1])).st_size
-        assert size == wal.used(wal.cur) + (ZERO_AHEAD if ahead else 0)
-    finally:
-        loop.close()
+    wal = lock_binlog(parse_args(["-b", str(tmp_path), *flags]))
+    wal.falloc = lambda fd, size: None  # (no preallocation: the zeros show in the size)
+    h = Harness(store=wal)
+    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
+    assert h.send(h.conn(), b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
+    wal.flush()
+    size = os.stat(os.path.join(tmp_path, binlogs(tmp_path)[-1])).st_size
+    assert size == wal.used(wal.cur) + (ZERO_AHEAD if ahead else 0)

@@ -18,12 +18,11 @@ quiet = lambda m: None  # noqa: E731
 
 def node(path, now=None):
     os.makedirs(path, exist_ok=True)
-    h = Harness()
+    wal = Wal(path, 1 << 20, warn=quiet)
+    h = Harness(store=wal)
     if now is not None:
         h.now = now
-    wal = Wal(path, 1 << 20, warn=quiet)
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)
-    h.e.q.store = wal
     return h, wal
 
 
@@ -36,7 +35,7 @@ class Pair:
         self.fh, self.fwal = node(os.path.join(path, "follower"))
         self.fwal.wall_offset = self.lwal.wall_offset  # one host, one clock
         self.batches = []
-        self.lwal.tap = self.batches.append
+        self.lwal.tap(self.batches.append)
         self.c = self.lh.conn()
         self.parts = None
         self.send(b"watch a\r\n")
@@ -234,7 +233,7 @@ def test_a_snapshot_replaces_what_a_follower_had(tmp_path):
     for i in range(6):
         p.send(b"put %d 0 60 3\r\nj%02d\r\n" % (i, i))
     # The follower misses what comes next (it was down)...
-    p.lwal.tap = None
+    p.lwal.tap(lambda data: None)
     p.send(b"delete 2\r\n")
     p.send(b"reserve-with-timeout 0\r\n")
     p.send(b"bury 1 4\r\n")
@@ -242,7 +241,7 @@ def test_a_snapshot_replaces_what_a_follower_had(tmp_path):
     p.send(b"bury 3 4\r\n")
     p.send(b"put 0 30 60 1\r\nd\r\n")
     assert jobs(p.fh.e.q) != jobs(p.lh.e.q)
-    p.lwal.tap = p.batches.append
+    p.lwal.tap(p.batches.append)
     p.resnap()  # ...and catches up
     same(p)
     assert list(p.fh.e.q.tubes[b"default"].buried) == [1, 3]

@@ -85,7 +85,7 @@ def _falloc(fd: int, size: int) -> None:
 
 class Wal:
     def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
-                 falloc: Callable[[int, int], None] = _falloc) -> None:
+                 falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False) -> None:
         self.dir = dirname
         self.filesize = filesize
         self.wantsync = wantsync
@@ -115,9 +115,14 @@ class Wal:
         # id -> the stored job or None: the queue's job map, once recover()
         # has loaded it. Compaction finds a file's live jobs through it.
         self.find: Callable[[int], Job | None] = lambda id_: None
-        # --cluster: called with each batch of records written
-        self.tap: Callable[[bytes], object] | None = None
-        self.zero_ahead = False  # -f0 (the Syncer says): see ZERO_AHEAD
+        # --cluster: called with each batch of records written (tap())
+        self.tapped: Callable[[bytes], object] | None = None
+        self.zero_ahead = zero_ahead  # -f0 (Options.fsync_each_write): see ZERO_AHEAD
+
+    def tap(self, fn: Callable[[bytes], object]) -> None:
+        """Have fn called with each batch of records as it is written: a
+        cluster leader ships them (cluster/link.py: Replicator)."""
+        self.tapped = fn
 
     # -- files ------------------------------------------------------------
 
@@ -375,8 +380,8 @@ class Wal:
             f = self.cur
             if self.used(f) + ZERO_AHEAD // 2 > f.zeroed:
                 self._zero_ahead(f)
-        if self.tap is not None:
-            self.tap(data)
+        if self.tapped is not None:
+            self.tapped(data)
 
     def _zero_ahead(self, f: File) -> None:
         """Write zeros past the records, within the preallocated size (see

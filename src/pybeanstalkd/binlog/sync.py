@@ -75,7 +75,6 @@ class Syncer:
         self.gate = gate
         self.wantsync = wantsync
         self.rate = rate_ns
-        wal.zero_ahead = wantsync and rate_ns == 0
         # (target lsn, fds to close) while a sync runs
         self.busy: tuple[int, list[int]] | None = None
         self.expect = 0  # clients the next fsync should cover (see _done)

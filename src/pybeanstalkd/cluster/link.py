@@ -327,7 +327,7 @@ class Replicator:
         # True: ship once per pass of the loop (-f MS). False (-f0): the
         # Syncer ships as it starts each fsync, one batch per group commit.
         self.eager = eager
-        wal.tap = self._written
+        wal.tap(self._written)
 
     def _written(self, data: bytes):
         self.pending.append(data)

@@ -145,12 +145,13 @@ def lock_binlog(opts: Options) -> Wal:
         for line in e.args:
             warn(line)
         raise SystemExit(10) from None
-    return Wal(wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn)
+    return Wal(wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn,
+               zero_ahead=opts.fsync_each_write)
 
 
 def recover_binlog(engine: Engine, wal: Wal) -> None:
-    """Replay the binlog into the engine's queue, which then writes to it
-    (exits as the reference does)."""
+    """Replay the binlog into the engine's queue, whose store it is (exits
+    as the reference does)."""
     from ..binlog.recovery import RecoveryError, recover
 
     try:
@@ -159,7 +160,6 @@ def recover_binlog(engine: Engine, wal: Wal) -> None:
         for line in e.args:
             warn(line)
         raise SystemExit(1) from None
-    engine.q.store = wal
 
 
 def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, serve_clients, stop):
@@ -191,19 +191,19 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
     engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log, host=ProcessHost(), hold=hold_for(opts),
-                    max_memory=opts.max_memory, auth=opts.auth_tokens)
-    srv = Server(loop, engine, opts.verbose, gate=gate_for(opts, wal))
+                    max_memory=opts.max_memory, auth=opts.auth_tokens, store=wal)
+    # With --http, the HTTP side answers while a long replay runs (in a
+    # thread: nothing else touches the engine until it is done), so that
+    # /healthz says the process is alive and /readyz says why it is not
+    # ready yet.
+    replay_aside = wal is not None and opts.http_sock is not None
+    srv = Server(loop, engine, opts.verbose, gate=gate_for(opts, wal), replaying=replay_aside)
     http = None
     if wal is not None:
-        if opts.http_sock is not None:
-            # The HTTP side answers while a long replay runs (in a thread:
-            # nothing else touches the engine until it is done), so that
-            # /healthz says the process is alive and /readyz says why it is
-            # not ready yet.
-            srv.replaying = True
+        if replay_aside:
             http = await _start_http(srv, opts)
             await loop.run_in_executor(None, recover_binlog, engine, wal)
-            srv.replaying = False
+            srv.replayed()
         else:
             recover_binlog(engine, wal)
     if opts.max_memory is not None and opts.verbose:
@@ -228,7 +228,7 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
             nonlocal listener
             listener = start_accepting(loop, sock, srv, opts)
         assert wal is not None  # (--cluster needs -b: cli.py)
-        srv.cluster = _start_cluster(loop, srv, engine, wal, sock, opts, serve_clients, stop)
+        srv.join(_start_cluster(loop, srv, engine, wal, sock, opts, serve_clients, stop))
     else:
         listener = start_accepting(loop, sock, srv, opts)
     if http is None and opts.http_sock is not None:

@@ -386,7 +386,7 @@ class Server:
     choice: gate.gate_for), says which replies may go out."""
 
     def __init__(self, loop, engine: Engine, verbose: int = 0,
-                 gate: Callable[[Server], Immediate] = Immediate):
+                 gate: Callable[[Server], Immediate] = Immediate, replaying: bool = False):
         self.loop = loop
         self.engine = engine
         self.verbose = verbose
@@ -398,12 +398,21 @@ class Server:
         self.turns: set = set()  # Clients with a turn to come: go_on or their next read
         self.stepping = False  # a slice of background work is scheduled
         self.acceptor: Acceptor | None = None  # our accept loop, told of each close
-        self.replaying = False  # the binlog is being replayed (in a thread; --http only)
+        self.replaying = replaying  # the binlog is being replayed (in a thread; --http only)
         self.passes = 0  # since the last young-generation collection
-        self.cluster = None  # --cluster: the Node (cluster/node.py)
+        self.cluster = None  # --cluster: the Node (cluster/node.py), from join()
         self.gate = gate(self)
         self.held = self.gate.held  # sessions whose replies wait for the gate
         self.replies = self.gate.replies  # (bound once: it runs every pass)
+
+    def replayed(self) -> None:
+        """The binlog's replay, run aside while the HTTP side answered, is done."""
+        self.replaying = False
+
+    def join(self, node) -> None:
+        """--cluster: the node this server is a member of (made after the
+        server, which it drives); the HTTP side and shutdown ask it."""
+        self.cluster = node
 
     @property
     def syncer(self) -> Syncer | None:
