@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 
@@ -170,9 +172,16 @@ def free_port() -> int:
 
 
 class Server:
-    """A running server process listening on 127.0.0.1:port (or a unix path)."""
+    """A running server process listening on 127.0.0.1:port (or a unix path).
 
-    def __init__(self, argv, extra=(), unix_path=None, env=None):
+    http: with --http too, on 127.0.0.1:http_port. nofile: its limit of
+    open descriptors. keep_output: its stdout and stderr are read from the
+    start into out and err (bytearrays), so that a server that logs a lot
+    never blocks on a pipe, and a test can read what it said; all of it is
+    there once stop() returns (output())."""
+
+    def __init__(self, argv, extra=(), unix_path=None, env=None, *, http=False, nofile=None,
+                 keep_output=False):
         self.unix_path = unix_path
         if unix_path:
             self.port = None
@@ -180,8 +189,21 @@ class Server:
         else:
             self.port = free_port()
             listen = ["-l", "127.0.0.1", "-p", str(self.port)]
+        self.http_port = free_port() if http else None
+        if self.http_port is not None:
+            listen += ["--http", f"127.0.0.1:{self.http_port}"]
         self.argv = list(argv) + listen + list(extra)
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+        def limit_nofile():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                     preexec_fn=limit_nofile if nofile else None)
+        self.out, self.err = bytearray(), bytearray()
+        self._keepers = [threading.Thread(target=_keep, args=(f, buf), daemon=True)
+                         for f, buf in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+                         ] if keep_output else []
+        for t in self._keepers:
+            t.start()
         self._wait_listening()
 
     @property
@@ -192,7 +214,11 @@ class Server:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
+                if self._keepers:
+                    self._join_keepers()
+                    err = bytes(self.err)
+                else:
+                    _, err = self.proc.communicate()
                 raise RuntimeError(f"server exited {self.proc.returncode}: {err.decode()!r}")
             try:
                 self.connect().close()
@@ -218,9 +244,29 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._join_keepers()
         for f in (self.proc.stdout, self.proc.stderr):
             if f:
                 f.close()
+
+    def _join_keepers(self):
+        """Wait for keep_output's threads to read the pipes to their end (the
+        process has exited)."""
+        for t in self._keepers:
+            t.join(10)
+
+    def output(self) -> tuple[str, str]:
+        """What it printed (stdout, stderr), with keep_output."""
+        return self.out.decode(errors="replace"), self.err.decode(errors="replace")
+
+
+def _keep(f, buf: bytearray):
+    """Read f (a server's stdout or stderr) into buf until its end."""
+    try:
+        while data := f.read1(65536):
+            buf += data
+    except (OSError, ValueError):  # (closed under it: the server was stopped)
+        pass
 
 
 @contextmanager

@@ -79,17 +79,19 @@ class Listener:
         self.sock.close()
 
 
-def read_message(sock, parse, what: str):
-    """Bytes from sock until parse (frame.py's) finds a whole message: (it, its bytes)."""
-    buf = b""
+def read_message(sock, parse, limit: int, what: str):
+    """Bytes from sock until parse (frame.py's) finds a whole message, as a
+    node reads it (at most limit bytes): (it, its bytes)."""
+    buf = F.HandshakeBuffer(parse, limit)
+    raw = b""
     while True:
-        got = parse(buf)
-        if got is not None:
-            assert got[1] == len(buf), f"more than the {what}"
-            return got[0], buf
         data = sock.recv(4096)
         assert data, f"closed before the {what}"
-        buf += data
+        raw += data
+        got = buf.feed(data)
+        if got is not None:
+            assert got[1] == b"", f"more than the {what}"
+            return got[0], raw
 
 
 def the_rest(sock, seconds: float = 5) -> tuple[bytes, bool]:
@@ -173,7 +175,7 @@ def test_a_process_on_a_stopped_nodes_address_gets_the_hello_and_nothing_else(
         conn = listener.accept()  # the leader's next attempt
         # It says it is b, with a nonce; it cannot make b's proof.
         conn.sendall(F.encode_greeting(os.urandom(32), "b"))
-        hello, raw = read_message(conn, F.parse_hello, "hello")
+        hello, raw = read_message(conn, F.parse_hello, F.MAX_HELLO, "hello")
         assert (hello.leader, hello.target) == ("a", "b")
         conn.sendall(F.PROOF.pack(F.PROOF_MAGIC, os.urandom(32)))
         rest, closed = the_rest(conn)
@@ -217,12 +219,12 @@ def test_a_hello_relayed_to_another_node_is_refused_and_its_forged_snapshot_not_
         c.stop()
         listener = m.listen(c.peer)
         to_b = m.dial(b.peer)
-        greeting, _ = read_message(to_b, F.parse_greeting, "greeting")
+        greeting, _ = read_message(to_b, F.parse_greeting, F.MAX_GREETING, "greeting")
         assert greeting.name == "b"
         to_a = listener.accept()
         # b's nonce, handed to the leader as c's; the leader's hello, to b.
         to_a.sendall(F.encode_greeting(greeting.nonce, "c"))
-        hello, raw = read_message(to_a, F.parse_hello, "hello")
+        hello, raw = read_message(to_a, F.parse_hello, F.MAX_HELLO, "hello")
         assert hello.target == "c"
         to_b.sendall(raw)
         try:

@@ -224,6 +224,52 @@ def test_a_side_refuses_bytes_out_of_turn_and_buffers_at_most_a_hello():
         F.Accepting(SECRET, "b", os.urandom(32)).feed(b"pbh2" + bytes(8 + 32))
 
 
+def test_a_handshake_buffer_holds_one_message_and_hands_on_what_follows():
+    greeting = F.encode_greeting(os.urandom(32), "b")
+    hello = F.encode_hello(SECRET, 7, "a", "b", os.urandom(32), os.urandom(32))
+    frames = F.encode(7, 1, b"batch") + bytes(F.TAG)
+    # A message a byte at a time: None, and only its bytes held, until its last.
+    buf = F.HandshakeBuffer(F.parse_hello, F.MAX_HELLO)
+    for i in range(len(hello) - 1):
+        assert buf.feed(hello[i:i + 1]) is None and len(buf) == i + 1
+    h, rest = buf.feed(hello[-1:])
+    assert (h.epoch, h.leader, h.target, rest, len(buf)) == (7, "a", "b", b"", 0)
+    # The bytes after it go back as they came, however the reads fell, even
+    # more of them than the bound: the bound is the message's.
+    frames = frames + bytes(F.MAX_GREETING)
+    data = greeting + frames
+    for cut in (1, len(greeting) - 1, len(greeting), len(greeting) + 3):
+        buf = F.HandshakeBuffer(F.parse_greeting, F.MAX_GREETING)
+        reads = [data[:cut], data[cut:]]
+        got = None
+        while got is None:
+            got = buf.feed(reads.pop(0))
+        g, rest = got
+        assert g.name == "b" and rest + b"".join(reads) == frames  # (later reads: the stream's)
+    # A wrong magic: refused once 4 bytes are in, before the bound is looked at.
+    buf = F.HandshakeBuffer(F.parse_hello, F.MAX_HELLO)
+    assert [buf.feed(bytes([c])) for c in b"GET"] == [None] * 3
+    with pytest.raises(F.FrameError, match="bad hello magic"):
+        buf.feed(b" ")
+    with pytest.raises(F.FrameError, match="another version"):
+        F.HandshakeBuffer(F.parse_proof, F.PROOF.size).feed(b"pbf1" + bytes(2 * F.PROOF.size))
+    # A message longer than its bound: refused as the byte past the bound
+    # comes, before the rest of the message, and no more than the bound held.
+    limit = 100
+    assert len(hello) < limit
+    long = F.encode_hello(SECRET, 7, "a" * 50, "b" * 50, os.urandom(32), os.urandom(32))
+    assert len(long) > limit + 1
+    buf = F.HandshakeBuffer(F.parse_hello, limit)
+    for i in range(limit):
+        assert buf.feed(long[i:i + 1]) is None
+    assert len(buf) == limit
+    with pytest.raises(F.FrameError, match="longer than 100 bytes"):
+        buf.feed(long[limit:limit + 1])
+    with pytest.raises(F.FrameError, match="longer than 100 bytes"):  # (all of it in one read)
+        F.HandshakeBuffer(F.parse_hello, limit).feed(long)
+    assert F.HandshakeBuffer(F.parse_hello, len(long)).feed(long)[0].leader == "a" * 50
+
+
 def test_a_replayed_reordered_dropped_or_injected_frame_is_refused():
     to_f, at_f = handshake()
     f1, f2, f3 = (to_f.seal(F.encode(7, s, b"batch %d" % s)) for s in (1, 2, 3))

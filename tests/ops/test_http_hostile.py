@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import resource
 import socket
-import subprocess
-import threading
 import time
 from time import monotonic_ns
 
@@ -24,7 +21,7 @@ from pybeanstalkd.core.engine import Engine
 from pybeanstalkd.ops import httpguard
 from pybeanstalkd.ops.http import listen, start
 from pybeanstalkd.server.transport import Server
-from support import free_port, ours_argv
+import support
 
 ACT = b"X-Pybeanstalkd: 1\r\nContent-Type: application/json\r\n"
 WAIT_S = 15  # the most any reply here may take (a loaded machine); no assertion is this tight
@@ -257,49 +254,21 @@ def test_a_peer_that_reads_nothing_of_a_reply_is_cut_off_after_the_send_timeout(
 
 # -- a real server process --------------------------------------------------------------------
 
-class Proc:
-    """A server process with --http, its output collected by threads."""
+def spawn(*extra, nofile=None) -> support.Server:
+    """A server process with --http (on its http_port), its output kept;
+    once its HTTP side answers."""
+    srv = support.Server(support.ours_argv(), extra, http=True, nofile=nofile, keep_output=True)
+    end = time.monotonic() + WAIT_S
+    while http(srv.http_port, b"GET /healthz HTTP/1.0\r\n\r\n")[0] != 200:
+        assert srv.proc.poll() is None and time.monotonic() < end, bytes(srv.err)
+        time.sleep(0.05)
+    return srv
 
-    def __init__(self, *extra, nofile=None):
-        self.port, self.hport = free_port(), free_port()
 
-        def limit():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self.proc = subprocess.Popen(
-            ours_argv() + ["-l", "127.0.0.1", "-p", str(self.port),
-                           "--http", f"127.0.0.1:{self.hport}", *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=limit if nofile else None)
-        self.out, self.err = bytearray(), bytearray()
-        self.pumps = [threading.Thread(target=self._pump, args=(f, buf), daemon=True)
-                      for f, buf in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
-        for t in self.pumps:
-            t.start()
-        end = time.monotonic() + WAIT_S
-        while http(self.hport, b"GET /healthz HTTP/1.0\r\n\r\n")[0] != 200:
-            assert self.proc.poll() is None and time.monotonic() < end, bytes(self.err)
-            time.sleep(0.05)
-
-    @staticmethod
-    def _pump(f, buf):
-        while True:
-            data = f.read1(65536)
-            if not data:
-                return
-            buf += data
-
-    def stop(self) -> tuple[str, str]:
-        """Stop it; (stdout, stderr)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for t in self.pumps:
-            t.join(10)
-        return self.out.decode(errors="replace"), self.err.decode(errors="replace")
+def stopped(srv: support.Server) -> tuple[str, str]:
+    """Stop it; (stdout, stderr)."""
+    srv.stop()
+    return srv.output()
 
 
 @pytest.fixture
@@ -308,7 +277,7 @@ def server():
     started = []
 
     def make(*extra):
-        started.append(Proc(*extra))
+        started.append(spawn(*extra))
         return started[-1]
     yield make
     for p in started:
@@ -381,11 +350,11 @@ def beanstalk(port: int, commands: bytes, replies: int, timeout: float) -> list[
 def test_http_connections_beyond_the_cap_leave_descriptors_for_protocol_clients():
     """With 256 descriptors, 300 unfinished HTTP requests: the cap keeps
     them from taking the descriptors a protocol client needs."""
-    p = Proc("--http-max-connections", "16", nofile=256)
+    p = spawn("--http-max-connections", "16", nofile=256)
     held = []
     try:
         for _ in range(300):
-            s = socket.create_connection(("127.0.0.1", p.hport), WAIT_S)
+            s = socket.create_connection(("127.0.0.1", p.http_port), WAIT_S)
             s.sendall(b"GET /api/v1/stats HTTP/1.1\r\nHost: 127.0.0.1")  # and never the end
             held.append(s)
         # (the server closes them after its 10 s head deadline; this is over well before)
@@ -397,12 +366,12 @@ def test_http_connections_beyond_the_cap_leave_descriptors_for_protocol_clients(
     finally:
         for s in held:
             s.close()
-        _, err = p.stop()
+        _, err = stopped(p)
     assert "Traceback" not in err
 
 
 def test_foreign_hosts_get_400_everywhere_but_the_health_checks(server):
-    port = server("--http-allowed-hosts", "queue.internal,.corp.example").hport
+    port = server("--http-allowed-hosts", "queue.internal,.corp.example").http_port
     evil = b"evil.example:9100"
     for path in ("/api/v1/stats", "/metrics", "/api/v1/tubes", "/", "/readyz", "/no/such"):
         status, body = http(port, get(path, evil))
@@ -435,7 +404,7 @@ def test_foreign_hosts_get_400_everywhere_but_the_health_checks(server):
 
 
 def test_a_star_allows_any_host(server):
-    port = server("--http-allowed-hosts", "*").hport
+    port = server("--http-allowed-hosts", "*").http_port
     assert http(port, get("/api/v1/stats", b"evil.example:9100"))[0] == 200
 
 
@@ -457,14 +426,14 @@ def test_hostile_bodies_get_400_and_no_stack(server):
         ("/api/v1/tubes/t/put", b'{"body": "\xff\xfe"}', "not JSON"),
     ]
     for path, body, why in cases:
-        status, reply = http(p.hport, post(path, body))
+        status, reply = http(p.http_port, post(path, body))
         assert status == 400, (path, body[:40], status, reply)
         assert why in json.loads(reply)["error"], (body[:40], reply)
     for coding in (b"gzip", b"deflate"):
-        status, reply = http(p.hport, post("/api/v1/undrain", b"junk",
-                                           extra=b"Content-Encoding: %s\r\n" % coding))
+        status, reply = http(p.http_port, post("/api/v1/undrain", b"junk",
+                                               extra=b"Content-Encoding: %s\r\n" % coding))
         assert status == 400, reply  # (from aiohttp's parser or from reading the body)
-    _, err = p.stop()
+    _, err = stopped(p)
     assert "Traceback" not in err and err == ""
 
 
@@ -504,8 +473,8 @@ MALFORMED = [
 
 def test_a_static_name_too_long_for_the_file_system_is_not_found(server):
     p = server()
-    assert http(p.hport, get("/static/" + "a" * 300 + ".js"))[0] == 404
-    out, err = p.stop()
+    assert http(p.http_port, get("/static/" + "a" * 300 + ".js"))[0] == 404
+    out, err = stopped(p)
     assert "Traceback" not in err and err == "", err[:2000]
 
 
@@ -513,9 +482,9 @@ def test_malformed_requests_get_4xx_and_at_most_one_line_of_log(server):
     p = server("-V", "--http-auth", "ops:secret")
     lines_before = p.out.count(b"\n")
     for data in MALFORMED:
-        status, body = http(p.hport, data)
+        status, body = http(p.http_port, data)
         assert status is not None and 400 <= status < 500, (data[:60], status, body[:200])
-    out, err = p.stop()
+    out, err = stopped(p)
     assert "Traceback" not in err and err == "", err[:2000]
     logged = [line for line in out.splitlines()[lines_before:] if line.startswith("http: ")]
     assert len(logged) <= len(MALFORMED)

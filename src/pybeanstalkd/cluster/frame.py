@@ -89,7 +89,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 MAGIC = b"pbr2"
 SNAPSHOT = b"pbs2"
@@ -389,6 +391,45 @@ def parse_proof(buf: bytes) -> tuple[bytes, int] | None:
     return PROOF.unpack_from(buf)[1], PROOF.size
 
 
+_M = TypeVar("_M")  # a handshake message: Greeting, Hello, or a proof's mac (bytes)
+
+
+class HandshakeBuffer(Generic[_M]):
+    """The bytes of one handshake message (a greeting, a hello or a proof),
+    held until all of it is in, whatever the reads' boundaries.
+
+    Every message is checked in one order: its magic first, as soon as 4
+    bytes are in (parse does that before anything else: a peer of another
+    version, or no peer of ours, is told so at once); then the bound: the
+    message must end within limit bytes, its longest, so that whoever is at
+    the other end makes this side hold no more than that; then whether all
+    of it is in. Only the message is parsed here: the bytes that follow it
+    are the stream's, and go back to the caller untouched."""
+
+    def __init__(self, parse: Callable[[bytes], tuple[_M, int] | None], limit: int):
+        self.parse = parse  # parse_greeting, parse_hello or parse_proof
+        self.limit = limit
+        self.held = b""
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def feed(self, data: bytes) -> tuple[_M, bytes] | None:
+        """None until the message is all in; then it, and the bytes that came
+        after it. FrameError if its magic is wrong, if it does not end
+        within the bound, or if parse finds it malformed."""
+        held = self.held + data
+        got = self.parse(held[:self.limit])  # (the magic, first)
+        if got is None:
+            if len(held) > self.limit:
+                raise FrameError(f"a handshake message longer than {self.limit} bytes")
+            self.held = held
+            return None
+        message, end = got
+        self.held = b""
+        return message, held[end:]
+
+
 class Accepting:
     """The follower's side of a handshake: its greeting out; the leader's
     hello in, checked; its own proof out, and the link's session. It holds
@@ -397,7 +438,7 @@ class Accepting:
     def __init__(self, secret: bytes, name: str, nonce: bytes):
         self.secret, self.name, self.nonce = secret, name, _nonce(nonce)
         _name(name)
-        self.buf = b""
+        self.buf = HandshakeBuffer(parse_hello, MAX_HELLO)
         self.hello: Hello | None = None  # once checked
         self.session: Session | None = None
 
@@ -410,21 +451,19 @@ class Accepting:
         not one the cluster's leader made for this node, on this link."""
         if self.session is not None:
             raise FrameError("the handshake is over")
-        buf = self.buf + data
-        got = parse_hello(buf)
+        got = self.buf.feed(data)
         if got is None:
-            self.buf = buf  # (shorter than a whole hello: under MAX_HELLO)
             return None
-        h, end = got
+        h, rest = got
         want = _mac(self.secret, _LEADER_HELLO, h.epoch, h.leader, h.target, self.nonce, h.nonce)
         if not hmac.compare_digest(h.mac, want):
             raise FrameError("its hello does not prove the cluster's secret")
         if h.target != self.name:
             raise FrameError(f"its hello was made for node {h.target!r}, not for this one"
                              f" ({self.name!r}): relayed from that node's address?")
-        if end != len(buf):
+        if rest:
             raise FrameError("it sent bytes after its hello, before this node's proof")
-        self.buf, self.hello = b"", h
+        self.hello = h
         self.session = Session(session_key(self.secret, h.epoch, h.leader, self.name,
                                            self.nonce, h.nonce), leader=False)
         return encode_proof(self.secret, h.epoch, self.name, h.leader, self.nonce, h.nonce)
@@ -439,7 +478,8 @@ class Connecting:
         self.secret, self.epoch, self.name, self.target = secret, epoch, name, target
         self.nonce = _nonce(nonce)
         _name(name), _name(target)
-        self.buf = b""
+        self.greeting_buf = HandshakeBuffer(parse_greeting, MAX_GREETING)
+        self.proof_buf = HandshakeBuffer(parse_proof, PROOF.size)
         self.greeting: Greeting | None = None
         self.session: Session | None = None
 
@@ -448,17 +488,15 @@ class Connecting:
         the hello to send. FrameError if it is not the greeting of target."""
         if self.greeting is not None:
             raise FrameError("a greeting again")
-        buf = self.buf + data
-        got = parse_greeting(buf)
+        got = self.greeting_buf.feed(data)
         if got is None:
-            self.buf = buf
             return None
-        g, end = got
+        g, rest = got
         if g.name != self.target:
             raise FrameError(f"the node at its address says it is {g.name!r}")
-        if end != len(buf):
+        if rest:
             raise FrameError("it sent bytes after its greeting, before this node's hello")
-        self.buf, self.greeting = b"", g
+        self.greeting = g
         return encode_hello(self.secret, self.epoch, self.name, self.target, g.nonce, self.nonce)
 
     def proved(self, data: bytes) -> Session | None:
@@ -467,19 +505,16 @@ class Connecting:
         g = self.greeting
         if g is None or self.session is not None:
             raise FrameError("a proof out of turn")
-        buf = self.buf + data
-        got = parse_proof(buf)
+        got = self.proof_buf.feed(data)
         if got is None:
-            self.buf = buf
             return None
-        mac, end = got
+        mac, rest = got
         want = _mac(self.secret, _FOLLOWER_HELLO, self.epoch, self.target, self.name,
                     g.nonce, self.nonce)
         if not hmac.compare_digest(mac, want):
             raise FrameError("its proof is wrong: it does not know the cluster's secret")
-        if end != len(buf):
+        if rest:
             raise FrameError("it sent bytes after its proof, before the snapshot")
-        self.buf = b""
         self.session = Session(session_key(self.secret, self.epoch, self.name, self.target,
                                            g.nonce, self.nonce), leader=True)
         return self.session
