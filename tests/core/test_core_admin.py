@@ -401,8 +401,25 @@ def test_put_checks_size_draining_and_the_memory_cap():
     assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == (Outcome.OVER_CAP, 0)
     e.max_memory = None
     e.draining = True
+    ids = e.q.next_id
     assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == (Outcome.DRAINING, 0)
     assert b"u" not in e.q.tubes  # nothing was made
+    assert e.q.next_id == ids  # and no id used up (the whole body was there)
+
+
+def test_a_move_passes_neither_the_cap_nor_draining():
+    """A move adds no job and is no new work: at the memory cap, and while
+    the server drains, it still moves."""
+    h = Harness()
+    s = h.conn()
+    for _ in range(3):
+        put(h, s)
+    e = h.e
+    e.max_memory = e.q.memory_used()
+    e.draining = True
+    (moved, outcome), _ = run(admin.move(e, e.q.tubes[b"default"], b"dest", READY, 10, h.now), h)
+    assert (moved, outcome) == (3, Outcome.DONE)
+    assert e.q.tubes[b"dest"].nready == 3 and e.q.memory_used() == e.max_memory
 
 
 def test_put_with_a_delay():

@@ -229,3 +229,16 @@ def test_a_refused_body_gives_its_room_back():
     assert h.e.inflight == 0
     assert [put(h, c), put(h, c), put(h, c)] == [
         b"INSERTED 3\r\n", b"INSERTED 4\r\n", b"OUT_OF_MEMORY\r\n"]
+
+
+def test_a_malformed_put_line_is_not_counted_against_the_cap():
+    """An unclean put line is BAD_FORMAT before the cap is looked at, as in
+    the reference: it neither flips the cap's state nor logs a crossing."""
+    said = []
+    h = Harness(max_memory=10, verbose=1)
+    h.e.log = said.append
+    s = h.conn()
+    assert h.send(s, b"put 0 0 60 1 \r\n") == b"BAD_FORMAT\r\n"
+    assert not h.e.at_cap and said == [] and h.e.inflight == 0
+    assert h.send(s, b"put 0 0 60 1\r\nx\r\n") == b"OUT_OF_MEMORY\r\n"
+    assert h.e.at_cap and len(said) == 1

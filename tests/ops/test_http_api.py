@@ -389,7 +389,7 @@ async def test_a_flush_or_move_the_binlog_cannot_take_stops_and_says_so(w, clien
     assert w.stats(s, b"stats-tube f")["current-jobs-ready"] == "2"  # the third is gone, unlogged
     store.room = False
     got = await post(client, "/api/v1/tubes/f/move", {"to": "g"}, 503)
-    assert got == {"error": "OUT_OF_MEMORY: the binlog has no room", "moved": 0}
+    assert got == {"error": "binlog full", "moved": 0}
     assert w.stats(s, b"stats-tube f")["current-jobs-ready"] == "2"  # they stay
 
 

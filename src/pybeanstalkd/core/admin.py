@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS
-from .outcome import DONE, Outcome
+from .outcome import DONE, IDS_USED_UP, NO_ROOM, Outcome
 from .protocol import NS
 from .heaps import SHIFT
 from .queue import Queue
@@ -211,13 +211,26 @@ def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
     """Slices moving up to `bound` of t's jobs in `state` into tube `to`, in
     serve order: each is put there (same priority, delay left, ttr and
     body; a new id) and deleted here. The value is (how many, DONE), or
-    it stops at the first put refused (the job stays) or delete not logged."""
+    it stops where one could not be: IDS_USED_UP or NO_ROOM (the job stays
+    where it is), or NOT_LOGGED (its delete here was not recorded: after
+    a restart it is in both tubes).
+
+    Not a put's admission: a move adds no job (the memory cap is not
+    passed) and is not new work (draining does not stop it)."""
     q = e.q
 
     def act(j: Job, now: int) -> Outcome:
+        if q.ids_used_up():
+            return IDS_USED_UP
+        dest = q.tube(to)  # looked up each time: it may be freed between slices
         delay = max(j.deadline - now, 0) if state == DELAYED else 0
-        outcome, _ = _put(e, to, j.body, j.pri, delay, j.times[1], now)
-        return delete(q, j, now) if outcome is DONE else outcome
+        new = q.new_job(dest, j.pri, delay, j.times[1], now)
+        new.body = j.body
+        if not q.store.reserve_put(new):
+            q.maybe_free(dest)
+            return NO_ROOM
+        q.insert(new, now)
+        return delete(q, j, now)
     return _each(q, t, state, min(bound, count(t, state)), act, now)
 
 
@@ -226,18 +239,13 @@ def put(e: Engine, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
     """Put a job into tube `name` as `put` would (delay and ttr in ns), with
     the same admission (Engine.admit, Engine.store_put). Returns (DONE,
     the new id), or (why not, 0)."""
-    return _put(e, name, body + b"\r\n", pri, delay, ttr, now)
-
-
-def _put(e: Engine, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
-         now: int) -> tuple[Outcome, int]:
-    outcome = e.admit(len(body) - 2)
+    outcome = e.admit(len(body), whole=True)
     if outcome is not DONE:
         return outcome, 0
     q = e.q
-    t = q.tube(name)  # (looked up each time: a move's may be freed between slices)
+    t = q.tube(name)
     j = q.new_job(t, pri, delay, ttr, now)
-    outcome = e.store_put(j, body, now)
+    outcome = e.store_put(j, body + b"\r\n", now)
     if outcome is not DONE:
         q.maybe_free(t)
         return outcome, 0

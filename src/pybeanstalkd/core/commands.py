@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 from . import protocol as P, replies as R
 from .job import JOB_OVERHEAD
-from .outcome import DONE, DRAINING, IDS_USED_UP, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
-from .protocol import NS, U64_MAX, name_ok
+from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
+from .protocol import NS, name_ok
 from .session import BITBUCKET, BODY, BUSY
 from .stats import job_stats, server_stats, tube_stats
 
@@ -63,12 +63,12 @@ class Commands:
         """put's command line; its body comes next (finish_put). The checks
         go in the reference's order: the size, the line's tail, then the rest
         of the admission."""
-        outcome = self.admit(size)
+        outcome = self.admit(size, clean)
         if outcome is TOO_BIG:
             self._skip_body(s, size, outcome)
             return
-        if not clean:
-            s.send(P.BAD_FORMAT)
+        if outcome is MALFORMED:
+            s.send(R.PUT[outcome])
             return
         if not s.producer:
             s.producer = True
@@ -91,15 +91,22 @@ class Commands:
         s.need = size + 2
         s.skip_reply = R.PUT[outcome]
 
-    def admit(self, size: int) -> Outcome:
+    def admit(self, size: int, clean: bool = True, whole: bool = False) -> Outcome:
         """May a put of a `size`-byte body (CRLF not counted) be taken? DONE,
-        or TOO_BIG, IDS_USED_UP or OVER_CAP. The protocol and the HTTP side
-        both ask; what can only be known once the body is in is
-        store_put's."""
+        or why not, in the reference's order: TOO_BIG; MALFORMED (`clean`:
+        False for junk after the size on the command line); IDS_USED_UP;
+        OVER_CAP. The protocol asks at the command line, and store_put
+        checks the rest once the body is in. `whole`: the body is here
+        already (the HTTP side): DRAINING is checked now, before an id is
+        used up."""
         if size > self.max_job_size:
             return TOO_BIG
+        if not clean:
+            return MALFORMED
         q = self.q
-        if q.next_id > U64_MAX:
+        if whole and self.draining:
+            return DRAINING
+        if q.ids_used_up():
             self._ids_used_up()
             return IDS_USED_UP
         cap = self.max_memory
@@ -119,7 +126,7 @@ class Commands:
         binlog file, which loses the jobs after it at the next start."""
         if not self.said_ids_used_up:
             self.said_ids_used_up = True
-            self.log("put refused: job ids are used up (the last is %d)" % U64_MAX)
+            self.log("put refused: job ids are used up (the last is %d)" % self.q.last_id)
 
     def store_put(self, j: Job, body: bytes, now: int) -> Outcome:
         """An admitted put's job, its body in (CRLF included): DONE, stored

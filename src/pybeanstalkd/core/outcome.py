@@ -21,6 +21,7 @@ class Outcome(IntEnum):
     TIMED_OUT = 5
     DEADLINE_SOON = 6  # a reservation of the caller's is about to expire
     # Why a put is not admitted.
+    MALFORMED = 11  # its command line has junk after the size
     TOO_BIG = 7  # the body is over max-job-size
     IDS_USED_UP = 8  # every job id a binlog can hold has been used
     OVER_CAP = 9  # --max-memory would be passed
@@ -35,6 +36,7 @@ NO_ROOM = Outcome.NO_ROOM
 NOT_LOGGED = Outcome.NOT_LOGGED
 TIMED_OUT = Outcome.TIMED_OUT
 DEADLINE_SOON = Outcome.DEADLINE_SOON
+MALFORMED = Outcome.MALFORMED
 TOO_BIG = Outcome.TOO_BIG
 IDS_USED_UP = Outcome.IDS_USED_UP
 OVER_CAP = Outcome.OVER_CAP

@@ -47,12 +47,12 @@ from .job import (
 )
 from .outcome import (
     DONE, NO_ROOM, NOT_FOUND, NOT_LOGGED, WRONG_STATE, Outcome)
-from .protocol import NS
+from .protocol import NS, U64_MAX
 from .jobmap import BITS, EMPTY, THIN, JobMap, drop
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
 from .hist import SUM, new as new_hist
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
-    CONN_SLACK, MASK, SHARED_SLACK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap, StaleHeaps)
+    CONN_SLACK, MASK, SHARED_SLACK, SHIFT, SMALL_HEAP, StaleHeap)
 from .slices import SLICE
 from .reserving import URGENT_PRI, Reserving
 from .store import NullStore
@@ -76,6 +76,9 @@ class Queue(Reserving):
         self.tubes: dict[bytes, Tube] = {}
         self.tube_list = SwapList()
         self.next_id = 1
+        # The last id this queue may hand out: a binlog holds ids up to
+        # 2**64 - 1; a cluster's leader, the end of the ids etcd gave it.
+        self.last_id = U64_MAX
         self.delay_heap = StaleHeap(SHARED_SLACK)  # every tube's delayed jobs
         self.ttr_heap = StaleHeap(SHARED_SLACK)  # every reserved job
         self.owners: dict[int, dict[int, Held]] = {}  # id >> BITS -> {id: Held}
@@ -96,7 +99,6 @@ class Queue(Reserving):
         self.tick_slice = SLICE
         self.store: Store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
-        self.sweeping: set[int] = set()  # id() of the runs being drained
         self.matching: set[Tube] = set()  # tubes whose waiters are served in slices
         self.default = self.tube(b"default")
 
@@ -129,6 +131,9 @@ class Queue(Reserving):
                 + reserved * RESERVED_OVERHEAD)
 
     # -- job state changes -------------------------------------------------
+
+    def ids_used_up(self) -> bool:
+        return self.next_id > self.last_id
 
     def new_job(self, t: Tube, pri: int, delay: int, ttr: int, now: int) -> Job:
         """Allocate a job id (put uses one up even if the job is then dropped).
@@ -234,8 +239,8 @@ class Queue(Reserving):
         if len(t.ready) > t.nready + 32:
             t.ready.sweep(self, self.ready_live, lambda: t.nready)
         run = t.run
-        if run and len(run) > t.nready + 32 and id(run) not in self.sweeping:
-            self.sweeping.add(id(run))
+        if run and len(run) > t.nready + 32 and not t.run_draining:
+            t.run_draining = True
             self.spawn(self._drain_run(t, run))
 
     def _drain_run(self, t: Tube, run: deque[int]) -> Generator[None, int, None]:
@@ -258,7 +263,7 @@ class Queue(Reserving):
                 heappush(t.ready, (t.run_pri << SHIFT) | i)
             else:
                 break
-        self.sweeping.discard(id(run))
+        t.run_draining = False
 
     def _leave_ready(self, j: Job) -> None:
         t = j.tube

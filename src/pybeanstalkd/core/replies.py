@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from . import protocol as P
 from .outcome import (
-    DEADLINE_SOON, DONE, DRAINING, IDS_USED_UP, NO_ROOM, NOT_FOUND, NOT_LOGGED, OVER_CAP,
-    TIMED_OUT, TOO_BIG, WRONG_STATE, Outcome)
+    DEADLINE_SOON, DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, NOT_FOUND, NOT_LOGGED,
+    OVER_CAP, TIMED_OUT, TOO_BIG, WRONG_STATE, Outcome)
 
 REPLIES: dict[str, dict[Outcome, bytes]] = {
     "delete": {DONE: P.DELETED, NOT_FOUND: P.NOT_FOUND, NOT_LOGGED: P.INTERNAL_ERROR},
@@ -24,8 +24,9 @@ REPLIES: dict[str, dict[Outcome, bytes]] = {
     "reserve-job": {NOT_FOUND: P.NOT_FOUND},  # (DONE: the job itself, RESERVED)
     "reserve": {TIMED_OUT: P.TIMED_OUT, DEADLINE_SOON: P.DEADLINE_SOON},
     # A put refused; DONE is INSERTED with the new id. The body of a put
-    # refused at its command line is read and dropped first (BITBUCKET).
-    "put": {TOO_BIG: P.JOB_TOO_BIG, IDS_USED_UP: P.INTERNAL_ERROR, OVER_CAP: P.OUT_OF_MEMORY,
+    # refused at its command line is read and dropped first (BITBUCKET),
+    # but for MALFORMED, whose body is read as commands, as the reference's.
+    "put": {MALFORMED: P.BAD_FORMAT, TOO_BIG: P.JOB_TOO_BIG, IDS_USED_UP: P.INTERNAL_ERROR, OVER_CAP: P.OUT_OF_MEMORY,
             DRAINING: P.DRAINING, NO_ROOM: P.OUT_OF_MEMORY},
 }
 

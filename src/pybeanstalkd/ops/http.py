@@ -70,23 +70,27 @@ def _error(status: int, text: str) -> web.Response:
     return web.json_response({"error": text}, status=status)
 
 
-# What each outcome of an action answers (the protocol's table:
-# core/replies.py): its status and the error's text.
-STATUS: dict[Outcome, tuple[int, str]] = {
-    Outcome.NOT_FOUND: (404, "no such job"),
-    Outcome.WRONG_STATE: (409, "not buried or delayed"),
-    Outcome.NO_ROOM: (503, "OUT_OF_MEMORY: the binlog has no room"),
-    Outcome.NOT_LOGGED: (503, "the binlog could not record the delete"),
-    Outcome.TOO_BIG: (400, "JOB_TOO_BIG"),
-    Outcome.IDS_USED_UP: (503, "INTERNAL_ERROR: job ids are used up"),
-    Outcome.OVER_CAP: (503, "OUT_OF_MEMORY"),
-    Outcome.DRAINING: (503, "DRAINING"),
+# What each action's failed outcome answers, per action: the status and
+# the error's text (the protocol's table is core/replies.py). A put's texts
+# are the protocol's reply words.
+_NOT_LOGGED = (503, "the binlog could not record the delete")
+STATUS: dict[str, dict[Outcome, tuple[int, str]]] = {
+    "kick-job": {Outcome.NOT_FOUND: (404, "not found"),
+                 Outcome.WRONG_STATE: (409, "not buried or delayed"),
+                 Outcome.NO_ROOM: (503, "binlog full")},
+    "delete": {Outcome.NOT_FOUND: (404, "no such job"), Outcome.NOT_LOGGED: _NOT_LOGGED},
+    "put": {Outcome.TOO_BIG: (400, "JOB_TOO_BIG"), Outcome.DRAINING: (503, "DRAINING"),
+            Outcome.OVER_CAP: (503, "OUT_OF_MEMORY"), Outcome.NO_ROOM: (503, "OUT_OF_MEMORY"),
+            Outcome.IDS_USED_UP: (503, "INTERNAL_ERROR")},
+    "move": {Outcome.NO_ROOM: (503, "binlog full"),
+             Outcome.IDS_USED_UP: (503, "job ids are used up"), Outcome.NOT_LOGGED: _NOT_LOGGED},
+    "flush": {Outcome.NOT_LOGGED: _NOT_LOGGED},
 }
 
 
-def _failed(outcome: Outcome, **done) -> web.Response:
+def _failed(action: str, outcome: Outcome, **done) -> web.Response:
     """An action's failure, with what it did before it stopped (`done`)."""
-    status, text = STATUS[outcome]
+    status, text = STATUS[action][outcome]
     return web.json_response({"error": text, **done}, status=status)
 
 
@@ -383,7 +387,7 @@ class Http:
         outcome = self.engine.q.kick_job(self._job_id(request), self.now())
         self.done()
         if outcome is not DONE:
-            return _failed(outcome)
+            return _failed("kick-job", outcome)
         return web.json_response({"kicked": True})
 
     async def delete_job(self, request):
@@ -391,7 +395,7 @@ class Http:
         q = self.engine.q
         j = q.jobs.get(self._job_id(request))
         if j is None:
-            return _failed(Outcome.NOT_FOUND)
+            return _failed("delete", Outcome.NOT_FOUND)
         if j.state == RESERVED:
             return _error(409, "the job is reserved: only its worker may delete it")
         outcome = admin.delete(q, j, self.now())
@@ -399,7 +403,7 @@ class Http:
         if outcome is not DONE:
             # As the protocol's INTERNAL_ERROR: the job is gone from memory,
             # but its binlog does not say so, and a restart brings it back.
-            return _failed(outcome)
+            return _failed("delete", outcome)
         return web.json_response({"deleted": True})
 
     async def pause(self, request):
@@ -422,7 +426,7 @@ class Http:
         outcome, id_ = admin.put(self.engine, name, body, pri, delay * NS, ttr * NS, self.now())
         self.done()
         if outcome is not DONE:
-            return _failed(outcome)
+            return _failed("put", outcome)
         return web.json_response({"id": id_})
 
     async def move(self, request):
@@ -438,7 +442,7 @@ class Http:
         moved, outcome = await self.slices(
             admin.move(self.engine, t, to, admin.STATES[state], n, self.now()))
         if outcome is not DONE:
-            return _failed(outcome, moved=moved)
+            return _failed("move", outcome, moved=moved)
         return web.json_response({"moved": moved})
 
     async def flush(self, request):
@@ -450,7 +454,7 @@ class Http:
         flushed, outcome = await self.slices(
             admin.flush(self.engine.q, t, admin.STATES[state], self.now()))
         if outcome is not DONE:
-            return _failed(outcome, flushed=flushed)
+            return _failed("flush", outcome, flushed=flushed)
         return web.json_response({"flushed": flushed})
 
     async def drain(self, request):
