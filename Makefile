@@ -13,8 +13,12 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[http,admin,cluster,test,lint]'
 	touch $(STAMP)
 
+# The server prints nothing at start, as beanstalkd does; make says where it listens.
+ADDR ?= 127.0.0.1
+PORT ?= 11300
 run: install
-	$(VENV)/bin/pybeanstalkd -l 127.0.0.1 -p 11300
+	@echo "$$($(VENV)/bin/pybeanstalkd -v): listening on $(ADDR):$(PORT) (Ctrl-C stops it)"
+	$(VENV)/bin/pybeanstalkd -l $(ADDR) -p $(PORT)
 
 test: install
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)

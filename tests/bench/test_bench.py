@@ -12,7 +12,7 @@ from pybeanstalkd.bench.cross import bsload_argv
 from pybeanstalkd.bench.drivers import BenchError
 from pybeanstalkd.bench.spawn import Spawned, exchange, stats
 from pybeanstalkd.bench.workloads import WORKLOADS, Options, run_workload
-from support import REFERENCE, Server, ours_argv
+from support import REFERENCE, Server, ours_argv, require_reference
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +263,30 @@ def test_micro_times_each_command_by_layer(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "framing" in text and "dispatch" in text and "reserve" in text
     assert [r["command"] for r in json.loads(out.read_text())["micro"]] == micro.COMMANDS
+
+
+def test_the_compare_table_shows_latency_columns_only_when_measured():
+    """Throughput workloads measure no latency: their table has no empty p99
+    columns, and says what its CPU column means; a paced workload's row
+    brings the p99 columns back."""
+    from pybeanstalkd.bench.workloads import Result
+
+    def res(p99):
+        return [Result("w", 1000, 1.0, p99_us=p99, notes={"server_cpu": 0.5})]
+
+    text = bench.workload_tables({"put": {"reference": res(None), "ours": res(None)}},
+                                 ["reference", "ours"])
+    assert "p99" not in text and "50%" in text and bench.CPU_NOTE in text
+    text = bench.workload_tables({"put": {"reference": res(None), "ours": res(None)},
+                                  "mixed": {"reference": res(120.0), "ours": res(150.0)}},
+                                 ["reference", "ours"])
+    header = text.splitlines()[0]
+    assert "reference p99 us" in header and "p99 ratio" in header and bench.LATENCY_NOTE in text
+
+
+def test_describe_says_which_reference_and_which_python():
+    from pybeanstalkd.bench.spawn import describe
+
+    assert describe("ours", [sys.executable, "-m", "pybeanstalkd"]).endswith(
+        "(CPython %d.%d.%d)" % sys.version_info[:3])
+    assert "(beanstalkd 1." in describe("reference", [require_reference()])

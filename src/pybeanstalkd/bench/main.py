@@ -36,7 +36,7 @@ from . import hostile as hostile_mod, httpcost, memcap as memcap_mod, micro as m
 from . import stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
-from .spawn import Spawned, default_ours, default_reference
+from .spawn import Spawned, default_ours, default_reference, describe
 from .workloads import WORKLOADS, Options
 
 
@@ -117,25 +117,43 @@ def _cpu(r):
     return None if c is None else f"{100 * c:.0f}%"
 
 
+CPU_NOTE = ("CPU: the server process's user + system CPU time over the run's wall time "
+            "(100% = one core)")
+LATENCY_NOTE = "p50/p99/max: per-request latency, measured only by the paced workloads"
+
+
+def _without_empty(headers, rows, first):
+    """Drop the columns from `first` on that no row has a value in."""
+    keep = [i for i in range(len(headers))
+            if i < first or any(r[i] is not None for r in rows)]
+    return [headers[i] for i in keep], [[r[i] for i in keep] for r in rows]
+
+
 def workload_tables(res, names) -> str:
+    """The workloads' table, then what its columns mean. Latency columns
+    appear only when a workload measured latency (the paced ones)."""
     if len(names) == 1:  # one server: the detailed table
         name = names[0]
         rows = []
         for w, per in res.items():
             r = median_result(per[name])
             rows.append([w, r.ops, r.seconds, r.ops_s, _cpu(r), r.p50_us, r.p99_us, r.max_us])
-        return table(["workload", "ops", "seconds", "ops/s", "server CPU", "p50 us", "p99 us",
-                      "max us"], rows)
-    if len(names) == 3:
+        headers, rows = _without_empty(["workload", "ops", "seconds", "ops/s", "server CPU",
+                                        "p50 us", "p99 us", "max us"], rows, 5)
+    elif len(names) == 3:
         return floor_table(res, names)
-    ref, ours = names
-    rows = []
-    for w, per in res.items():
-        a, b = median_result(per[ref]), median_result(per[ours])
-        rows.append([w, a.ops_s, b.ops_s, _ratio(b.ops_s, a.ops_s), _cpu(a), _cpu(b),
-                     a.p99_us, b.p99_us, _ratio(b.p99_us, a.p99_us)])
-    return table(["workload", f"{ref} ops/s", f"{ours} ops/s", "ratio", f"{ref} CPU",
-                  f"{ours} CPU", f"{ref} p99 us", f"{ours} p99 us", "p99 ratio"], rows)
+    else:
+        ref, ours = names
+        rows = []
+        for w, per in res.items():
+            a, b = median_result(per[ref]), median_result(per[ours])
+            rows.append([w, a.ops_s, b.ops_s, _ratio(b.ops_s, a.ops_s), _cpu(a), _cpu(b),
+                         a.p99_us, b.p99_us, _ratio(b.p99_us, a.p99_us)])
+        headers, rows = _without_empty(["workload", f"{ref} ops/s", f"{ours} ops/s", "ratio",
+                                        f"{ref} CPU", f"{ours} CPU", f"{ref} p99 us",
+                                        f"{ours} p99 us", "p99 ratio"], rows, 6)
+    notes = [CPU_NOTE] + ([LATENCY_NOTE] if any("p99" in h for h in headers) else [])
+    return table(headers, rows) + "".join("\n" + n for n in notes)
 
 
 def _us_per_op(r):
@@ -339,6 +357,8 @@ def main(argv=None) -> int:
                    lambda: Spawned("ours", ours, args.server_args)]
         names = ["reference", "ours"]
         argvs = [("reference", ref), ("ours", ours)]
+        for name, argv in argvs:
+            say(describe(name, argv))
         if args.floor:
             floor = [sys.executable, "-m", "pybeanstalkd.bench.floor"]
             load_servers = servers + [lambda: Spawned("floor", floor)]

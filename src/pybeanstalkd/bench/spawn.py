@@ -69,6 +69,28 @@ def default_ours() -> list[str]:
     return [sys.executable, "-m", "pybeanstalkd"]
 
 
+def describe(name: str, argv: list[str]) -> str:
+    """What runs as `name`: its command, with the reference's version (its
+    -v) or the Python that runs ours (version and path)."""
+    import os
+    import subprocess
+
+    cmd = " ".join(argv)
+    try:
+        if name == "reference":
+            out = subprocess.run([argv[0], "-v"], capture_output=True, text=True, timeout=5)
+            return f"{name}: {cmd} ({(out.stdout or out.stderr).strip() or 'version unknown'})"
+        exe = argv[0]
+        if os.path.basename(exe).startswith("python"):
+            out = subprocess.run([exe, "-c", "import sys, platform; print("
+                                  "platform.python_implementation(), sys.version.split()[0])"],
+                                 capture_output=True, text=True, timeout=10)
+            return f"{name}: {cmd} ({out.stdout.strip()})"
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{name}: {cmd} ({e})"
+    return f"{name}: {cmd}"
+
+
 def default_reference() -> list[str]:
     path = shutil.which("beanstalkd")
     if not path:
