@@ -1112,3 +1112,15 @@ def test_cli_import_does_not_load_the_cluster_side():
     res = run([sys.executable, "-c", code])
     assert res.returncode == 0, res.stderr
     assert res.stdout == b"[]\n"
+
+
+def test_help_and_docs_name_the_paths_http_auth_leaves_open():
+    from pybeanstalkd.ops.http import OPEN
+
+    def paths(text: str, marker: str) -> set[str]:
+        line = next(line for line in text.splitlines() if marker in line)
+        return set(re.findall(r"/[a-z]+", line.split(marker, 1)[1]))
+    root = os.path.join(os.path.dirname(__file__), "..")
+    readme = open(os.path.join(root, "README.md")).read()
+    assert paths(cli.usage_text("PROG") + cli.LONG_USAGE, "--http-auth USER:PASS ") == set(OPEN)
+    assert paths(readme, "| `--http-auth USER:PASSWORD` |") == set(OPEN)

@@ -93,7 +93,7 @@ def main(seed: int, seconds: float, sync: str = "-f0", tls: bool = False) -> int
     wait_for(lambda: ask(nodes["a"], b"list-tube-used\r\n"), timeout=30)
     for n in names[1:]:
         nodes[n] = tls_node(start(tmp, endpoints, n, "chaos", sync, extra))
-    proxy = Proxy(tmp / "haproxy.cfg")
+    proxy = Proxy()
     front = proxy.port
 
     def reproxy():

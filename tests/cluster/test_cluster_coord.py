@@ -108,6 +108,21 @@ def test_job_id_blocks_never_overlap_across_leaders(etcd):
     run(etcd, body)
 
 
+def test_one_leaders_blocks_follow_one_another_from_at_least(etcd):
+    async def body(make):
+        a, b = make("a"), make("b")
+        await a.campaign({})
+        await a.set_isr(["a", "b"])
+        assert await a.take_ids(10) == range(1, 11)
+        assert await a.take_ids(10) == range(11, 21)  # (ids.py extends its range)
+        assert await a.take_ids(10, at_least=500) == range(500, 510)  # a binlog ahead
+        assert await a.take_ids(10, at_least=3) == range(510, 520)  # never back
+        await a.resign()
+        await b.campaign({})
+        assert await b.take_ids(10, at_least=400) == range(520, 530)
+    run(etcd, body)
+
+
 def test_nodes_register_themselves(etcd):
     async def body(make):
         a, b = make("a"), make("b")

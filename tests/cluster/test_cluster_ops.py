@@ -99,12 +99,12 @@ def test_reports_metrics_admin_and_dashboard_follow_the_cluster(tmp_path, etcd, 
         rb = wait_for(lambda: (lambda r: r if r["applied_seq"] == ra["seq"] and r["leader"]
                                and r["isr"] == ["a", "b"] else None)(report(b)))
         assert (rb["role"], rb["leader"], rb["epoch"]) == ("follower", "a", ra["epoch"])
-        assert metric(a, "pybeanstalkd_cluster_leader") == 1
+        assert metric(a, "pybeanstalkd_cluster_is_leader") == 1
         assert metric(a, "pybeanstalkd_cluster_epoch") == ra["epoch"]
         assert metric(a, "pybeanstalkd_cluster_isr_members") == 2
         assert metric(a, 'pybeanstalkd_cluster_replica_in_isr{node="b"}') == 1
         assert metric(a, 'pybeanstalkd_cluster_replica_lag_batches{node="b"}') == 0
-        assert metric(b, "pybeanstalkd_cluster_leader") == 0
+        assert metric(b, "pybeanstalkd_cluster_is_leader") == 0
         assert metric(b, "pybeanstalkd_cluster_applied_batch") == ra["seq"]
 
         # The admin CLI, given the follower, asks the leader for the lag.
@@ -146,6 +146,80 @@ def test_reports_metrics_admin_and_dashboard_follow_the_cluster(tmp_path, etcd, 
         back = wait_for(lambda: (lambda r: r if r["isr"] == ["a", "b"] else None)(report(a)))
         assert row(back, "b")["in_isr"]
         wait_for(lambda: panel(browser)["rows"][1][3] == "✓ in sync")
+
+
+def leader_body(srv) -> tuple[int, dict]:
+    """GET /leader: HAProxy's check (the status) and the node's view (the body)."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/leader" % srv.http, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def views(srv) -> dict:
+    """What GET /leader, /api/v1/cluster and /metrics each say of the
+    leader and the epoch."""
+    status, body = leader_body(srv)
+    rep = report(srv)
+    info = [line for line in get(srv, "/metrics").decode().splitlines()
+            if line.startswith("pybeanstalkd_cluster_leader_info{")]
+    return {"status": status,
+            "/leader": (body["leader"], body["is_leader"], body["epoch"]),
+            "/api/v1/cluster": (rep["leader"], rep["is_leader"], rep["epoch"]),
+            "/metrics": (info[0].split('"')[1] if info else "",
+                         metric(srv, "pybeanstalkd_cluster_is_leader") == 1,
+                         metric(srv, "pybeanstalkd_cluster_epoch"))}
+
+
+def leader_of(srv) -> str | None:
+    """The leader the node names, None until its HTTP side answers."""
+    try:
+        return report(srv)["leader"]
+    except urllib.error.URLError:
+        return None
+
+
+def log_lines(tmp_path, name: str, word: str) -> list[str]:
+    return [line for line in (tmp_path / f"{name}.log").read_text().splitlines()
+            if line.startswith("cluster ") and word in line]
+
+
+def test_every_endpoint_names_the_same_leader_and_epoch_and_the_log_whom_it_follows(
+        tmp_path, etcd):  # noqa: F811
+    with pair(tmp_path, etcd, "agree") as (a, b):
+        epoch = report(a)["epoch"]
+        assert epoch > 0
+        wait_for(lambda: report(b)["leader"] == "a")
+        assert views(a) == {"status": 200, "/leader": ("a", True, epoch),
+                            "/api/v1/cluster": ("a", True, epoch), "/metrics": ("a", True, epoch)}
+        assert views(b) == {"status": 503, "/leader": ("a", False, epoch),
+                            "/api/v1/cluster": ("a", False, epoch), "/metrics": ("a", False, epoch)}
+        assert leader_body(b)[1] == dict((k, report(b)[k]) for k in
+                                         ("node", "role", "is_leader", "leader", "epoch", "isr"))
+        # (the log reaches its file through the test's pump: wait for it)
+        assert wait_for(lambda: log_lines(tmp_path, "b", " follows")) == [
+            "cluster agree: b follows a, epoch %d" % epoch]
+
+        # The leader hands over (SIGTERM): b leads under a newer epoch; a,
+        # back as a follower, follows b and says so; everything agrees again.
+        a.stop()
+        wait_for(lambda: leader_body(b)[0] == 200)
+        later = report(b)["epoch"]
+        assert later > epoch
+        a2 = start(tmp_path, etcd, "a", "agree")
+        try:
+            wait_for(lambda: leader_of(a2) == "b")
+            assert views(a2) == {"status": 503, "/leader": ("b", False, later),
+                                 "/api/v1/cluster": ("b", False, later),
+                                 "/metrics": ("b", False, later)}
+            assert views(b)["/metrics"] == ("b", True, later)
+            assert wait_for(lambda: log_lines(tmp_path, "a", " follows b")) == [
+                "cluster agree: a follows b, epoch %d" % later]
+            assert ("cluster agree: b: no node leads (the last: a, epoch %d)" % epoch
+                    in log_lines(tmp_path, "b", "no node leads"))
+        finally:
+            a2.stop()
 
 
 def post(srv, path: str):

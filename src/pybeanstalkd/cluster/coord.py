@@ -7,9 +7,9 @@ Keys, under /pybeanstalkd/<cluster>/:
            number etcd hands out, never we, and never twice.
 - isr      the in-sync replicas (JSON: epoch, members). Written only in a
            transaction that checks the writer still holds its epoch.
-- ids      the next free job id. A leader takes ids in blocks, each in a
-           transaction conditioned on its epoch, so that no id is handed out
-           twice across failovers.
+- ids      the next free job id. A leader takes ids in small blocks
+           (cluster/ids.py), each in a transaction conditioned on its
+           epoch, so that no id is handed out twice across failovers.
 - nodes/N  each node's addresses, registered at start (static membership);
            the leader deletes one an operator says is gone for good.
 
@@ -176,13 +176,16 @@ class Coordinator:
         ok, _ = await self._txn([self._ours()], [self.t.delete(self.k_nodes + node.encode())])
         return ok
 
-    async def take_ids(self, n: int) -> range | None:
-        """A block of n job ids no other leader has or will have, or None
-        if we no longer lead."""
+    async def take_ids(self, n: int, at_least: int = 1) -> range | None:
+        """A block of n job ids no other leader has or will have, starting
+        at at_least or later (what a node's binlog already holds), or None
+        if we no longer lead. While we lead, only our own takes move the
+        counter: one block follows the last we took (but after a retried
+        take that had gone through, which leaves a gap)."""
         t = self.t
         while self.epoch:
             kv = await self._get(self.k_ids)
-            first = int(kv.value) if kv is not None else 1
+            first = max(int(kv.value) if kv is not None else 1, at_least)
             same = (t.version(self.k_ids) == 0) if kv is None else \
                 (t.mod(self.k_ids) == kv.mod_revision)
             ok, _ = await self._txn([self._ours(), same],

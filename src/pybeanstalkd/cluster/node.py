@@ -4,7 +4,10 @@ A follower serves no client (it accepts and closes at once), listens on
 its peer address, and applies what the leader ships (link.py). When the
 leader key is gone and this node is in the ISR, it campaigns; if it wins,
 it leads under the epoch etcd gave it:
-- it takes a block of job ids from etcd, so that no id repeats;
+- it takes job ids from etcd in small blocks (ids.py), so that no id
+  repeats and ids stay dense across a failover; the queue hands out none
+  past what it owns (etcd slow or unreachable: puts are refused, not
+  given an id another leader may have);
 - it ships every batch its binlog writes to each registered node, each
   link starting with a handshake in which the node at the registered
   address proves the cluster's secret and that it is that node (link.py),
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from .coord import UNREACHABLE, Coordinator
 from .frame import MAX_NAME
+from .ids import REFILL_S, JobIds
 from .link import RETRY_S, FollowerNode, Replicator
 
 if TYPE_CHECKING:
@@ -43,7 +47,6 @@ MISSING_S = 1.0  # ... and one with no link at all (a new leader's dead peer)
 # for it, and the next link starts from a snapshot.
 STALL_S = 10.0
 POLL_S = 0.3  # how often a follower looks at the leader key, a leader at the nodes
-ID_BLOCK = 1 << 32  # job ids taken from etcd at a time
 EXIT_DEPOSED = 75
 
 
@@ -93,10 +96,14 @@ class Node:
         self.high = 0  # the most committed() has ever allowed: all acknowledged is below
         self.rep: Replicator | None = None
         self.lease_until = 0  # monotonic ns: past it, nothing is acknowledged
-        self.ids_from = 0
+        # The job ids this node may hand out: none until it leads.
+        self.ids = JobIds(engine, self.coord.take_ids, self.log)
         self.peer_srv: asyncio.AbstractServer | _TlsListener | None = None  # while following
         self.missing: dict[str, int] = {}  # ISR member -> since when it has no link
-        self.leader = ""  # the leader's name, as last seen
+        # The leader as this node last saw it: its name ("" while none
+        # leads) and its epoch (the last one known, kept while none leads).
+        self.leader = ""
+        self.leader_epoch = 0
         self.nodes: dict[str, dict] = {}  # registered nodes, as last read from etcd
         # Nodes unregistered by forget(), until a read of the nodes begun
         # after that (number `fetches`) says whether they registered again.
@@ -126,17 +133,25 @@ class Node:
         return safe
 
     def status(self) -> dict:
-        return {"node": self.name, "role": self.role, "epoch": self.epoch, "isr": list(self.isr)}
+        """This node's view, the same in GET /leader, /api/v1/cluster and
+        /metrics: `leader` is the leader's name, `is_leader` whether this
+        node leads, `epoch` the epoch it leads or the one of the leader it
+        knows (from etcd)."""
+        leads = self.role == "leader"
+        return {"node": self.name, "role": self.role, "is_leader": leads, "leader": self.leader,
+                "epoch": self.epoch if leads else self.leader_epoch, "isr": list(self.isr)}
 
     def report(self) -> dict:
         """The cluster as this node sees it (GET /api/v1/cluster, /metrics,
         `pybeanstalkd-admin cluster`): only the leader knows each
         follower's lag; a follower reports the batch it has applied."""
         st = self.status()
-        st.update(cluster=self.opts.cluster, leader=self.leader)
+        st.update(cluster=self.opts.cluster)
         if self.role != "leader" or self.rep is None:  # (or becoming it)
             f = self.follower.state
-            st.update(epoch=f.following, applied_seq=f.seq,
+            # Batches of that epoch: none yet while the link still carries
+            # an older leader's (or the newer one's, before etcd is read).
+            st.update(applied_seq=f.seq if f.following == st["epoch"] else 0,
                       nodes=[dict(name=n, **info) for n, info in sorted(self.nodes.items())])
             return st
         rep, now, written = self.rep, monotonic_ns(), self.wal.written
@@ -179,7 +194,7 @@ class Node:
         # with --tls-client-ca each side checks the other's against it).
         self.peer_srv = await self.follower.serve(host, port, self.opts.tls)
         refuse = _refuse_clients(self.loop, self.sock)
-        self.log(f"cluster {self.opts.cluster}: {self.name} follows")
+        self.log(f"cluster {self.opts.cluster}: {self.name} starts as a follower")
         epoch = 0
         polls = 0
         while not epoch:
@@ -191,7 +206,7 @@ class Node:
                     self.isr = got[1] if got else []
                 polls += 1
                 got = await self.coord.leader()
-                self.leader = got[0] if got else ""
+                self._saw_leader(got)
                 if got is None:
                     epoch = await self.coord.campaign(self.info)
             except UNREACHABLE as e:  # etcd down or without quorum: keep following
@@ -200,12 +215,26 @@ class Node:
         refuse()
         await self.lead(epoch)
 
+    def _saw_leader(self, got: tuple[str, int, dict] | None):
+        """A follower read the leader key: say whom it follows, once each
+        time that changes."""
+        name, epoch = (got[0], got[1]) if got else ("", self.leader_epoch)
+        if (name, epoch) == (self.leader, self.leader_epoch):
+            return
+        c = self.opts.cluster
+        if name:
+            self.log(f"cluster {c}: {self.name} follows {name}, epoch {epoch}")
+        else:
+            self.log(f"cluster {c}: {self.name}: no node leads (the last: "
+                     f"{self.leader}, epoch {self.leader_epoch})")
+        self.leader, self.leader_epoch = name, epoch
+
     async def lead(self, epoch: int):
         assert self.peer_srv is not None  # (run() opened it)
         self.peer_srv.close()
         for c in list(self.follower.conns):
             c.transport.close()
-        self.epoch, self.role, self.leader = epoch, "leader", self.name
+        self.epoch, self.role, self.leader, self.leader_epoch = epoch, "leader", self.name, epoch
         self.lease_until = monotonic_ns() + self.coord.ttl * 1_000_000_000
         got = await self.coord.isr()
         self.isr = got[1] if got else [self.name]
@@ -225,7 +254,8 @@ class Node:
         if due is not None:
             self.srv.arm(due)
         try:
-            await asyncio.gather(self._keepalive(), self._links(), self._watch_isr())
+            await asyncio.gather(self._keepalive(), self._links(), self._watch_isr(),
+                                 self._keep_ids())
         except UNREACHABLE as e:
             self._deposed(f"etcd: {e!r}")
 
@@ -251,18 +281,26 @@ class Node:
         if not self.stop.done():
             self.stop.set_result(EXIT_DEPOSED)
 
-    async def _take_ids(self):
-        q = self.engine.q
-        while True:
-            block = await self.coord.take_ids(ID_BLOCK)
-            if block is None:
-                self._deposed("lost the epoch while taking job ids")
-                return
-            self.ids_from = block.start
-            if q.next_id < block.start:
-                q.next_id = block.start
-            if q.next_id < block.stop:
-                return
+    async def _take_ids(self) -> bool:
+        """The next block of job ids; False (and deposed) if the epoch is lost."""
+        if await self.ids.refill():
+            return True
+        self._deposed("lost the epoch while taking job ids")
+        return False
+
+    async def _keep_ids(self):
+        """Take the next block while half a block is still left. etcd
+        unreachable: try again (the lease decides when to step down);
+        meanwhile puts past the ids owned are refused."""
+        while self.role == "leader":
+            if self.ids.low():
+                try:
+                    if not await self._take_ids():
+                        return
+                except UNREACHABLE as e:
+                    self.log(f"cluster {self.opts.cluster}: taking job ids: etcd: {e!r}")
+                    await asyncio.sleep(POLL_S)
+            await asyncio.sleep(REFILL_S)
 
     async def _links(self):
         """Keep a link to every other registered node, and none to others."""
@@ -285,8 +323,6 @@ class Node:
                     # TLS handshake to a stopped process) delays no other.
                     self.connecting.add(name)
                     self.loop.create_task(self._connect(name, info["peer"]))
-            if self.engine.q.next_id - self.ids_from > ID_BLOCK // 2:
-                await self._take_ids()
             await asyncio.sleep(POLL_S)
 
     async def _connect(self, name: str, peer: str):

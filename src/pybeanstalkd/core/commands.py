@@ -123,7 +123,10 @@ class Commands:
         """Every job id up to 2**64 - 1 has been used (a binlog can hold such
         an id): puts are refused, as a put that cannot be logged is. The
         reference wraps to 0, and a record of id 0 reads as the end of its
-        binlog file, which loses the jobs after it at the next start."""
+        binlog file, which loses the jobs after it at the next start. On a
+        cluster's leader, until etcd gives it more ids (etcd slow): said
+        once each time, the leader clears the flag when it has ids again
+        (cluster/ids.py)."""
         if not self.said_ids_used_up:
             self.said_ids_used_up = True
             self.log("put refused: job ids are used up (the last is %d)" % self.q.last_id)

@@ -193,9 +193,16 @@ class Scrape:
 
 
 def cluster(st: dict):
-    """--cluster: this node's role and epoch; on the leader, each node's lag."""
-    yield GaugeMetricFamily("pybeanstalkd_cluster_leader", "1 on the cluster's leader, 0 elsewhere.",
-                            value=int(st["role"] == "leader"))
+    """--cluster: this node's role, the leader it knows and the epoch (as in
+    GET /leader and /api/v1/cluster); on the leader, each node's lag."""
+    yield GaugeMetricFamily("pybeanstalkd_cluster_is_leader", "1 on the cluster's leader, 0 elsewhere.",
+                            value=int(st["is_leader"]))
+    info = GaugeMetricFamily("pybeanstalkd_cluster_leader_info",
+                             "1, labelled with the leader's name, while this node knows one.",
+                             labels=["leader"])
+    if st["leader"]:
+        info.add_metric([st["leader"]], 1)
+    yield info
     yield GaugeMetricFamily("pybeanstalkd_cluster_epoch", "The epoch led (leader) or followed (follower).",
                             value=st["epoch"])
     if st["role"] != "leader":

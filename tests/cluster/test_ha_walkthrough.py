@@ -1,0 +1,86 @@
+"""examples/ha-walkthrough.sh, the README's walkthrough of a cluster of
+three behind HAProxy, run as written (on free ports, given in the
+environment): a job put through HAProxy survives kill -9 of the leader
+and the next leader serves. And the README shows that script, unchanged;
+the systemd unit's command line is one the server takes, with the
+environment file README writes for a node."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from support import free_port, require_etcd
+from test_cluster_haproxy import require_haproxy
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+SCRIPT = os.path.join(ROOT, "examples", "ha-walkthrough.sh")
+PORTS = ["BS_PORT", "ETCD_CLIENT_PORT", "ETCD_PEER_PORT",
+         *("NODE%d_%s" % (i, kind) for i in (1, 2, 3) for kind in ("PORT", "HTTP", "PEER"))]
+
+
+def test_the_readme_shows_the_walkthrough_script_as_it_is():
+    script = open(SCRIPT).read()
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    assert "```sh\n" + script + "```\n" in readme
+    # every port in it is one of the variables
+    assert set(re.findall(r"\b([A-Z0-9_]+_(?:PORT|HTTP|PEER))=", script)) == set(PORTS)
+
+
+def test_the_walkthrough_runs_as_written():
+    require_etcd()
+    require_haproxy()
+    if not shutil.which("curl"):
+        pytest.fail("curl is not installed")
+    ports: set[int] = set()
+    while len(ports) < len(PORTS):
+        ports.add(free_port())
+    env = dict(os.environ, VENV_BIN=os.path.dirname(sys.executable),
+               **{name: str(port) for name, port in zip(PORTS, sorted(ports))})
+    got = subprocess.run(["sh", SCRIPT], env=env, capture_output=True, text=True, timeout=180)
+    print(got.stdout, got.stderr)
+    assert got.returncode == 0, got.stdout + got.stderr
+    out = got.stdout
+    # node1 led first, with all three in sync; the job went through HAProxy
+    assert re.search(r'"leader": "node1", "epoch": \d+, "isr": \["node1", "node\d", "node\d"\]', out)
+    job = int(re.search(r"^put job (\d+) through HAProxy$", out, re.M).group(1))
+    # after kill -9 of node1: the job is there, another node leads and takes puts
+    assert "job %d is still there, through HAProxy" % job in out
+    new = re.search(r'"node": "(node[23])", "role": "leader", "is_leader": true, '
+                    r'"leader": "node[23]", "epoch": (\d+)', out)
+    assert new, out
+    assert re.search(r"^put job \d+ through HAProxy, to the new leader$", out, re.M)
+    # HAProxy said which nodes were DOWN, and the new leader is UP
+    assert "Server leader/%s is UP" % new.group(1) in out
+    # the followers said whom they followed, and the new leader that it leads
+    follows = re.findall(r"^cluster jobs: (node[23]) follows node1, epoch (\d+)$", out, re.M)
+    assert sorted(n for n, _ in follows) == ["node2", "node3"]
+    assert "cluster jobs: %s leads, epoch %s" % new.groups() in out
+    assert int(new.group(2)) > int(follows[0][1])
+
+
+def test_the_systemd_unit_runs_a_node_with_what_its_environment_file_holds():
+    from pybeanstalkd.cli import parse_args
+
+    unit = open(os.path.join(ROOT, "examples", "pybeanstalkd@.service")).read()
+    exec_start = re.search(r"^ExecStart=(.*?[^\\])$", unit, re.M | re.S).group(1)
+    words = exec_start.replace("\\\n", " ").split()
+    # The keys README's environment file for node1 sets are the ones the unit reads.
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    env_file = re.search(r"^cat >/etc/pybeanstalkd/node1\.env <<EOF\n(.*?)^EOF$", readme,
+                         re.M | re.S).group(1)
+    values = dict(line.split("=", 1) for line in env_file.splitlines())
+    assert set(re.findall(r"\$\{(\w+)\}", exec_start)) == set(values)
+    shell = {"NODE1_PORT": "11301", "NODE1_HTTP": "8001", "NODE1_PEER": "7001",
+             "ETCD_CLIENT_PORT": "2379"}
+    env = {k: re.sub(r"\$(\w+)", lambda m: shell[m.group(1)], v) for k, v in values.items()}
+    argv = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], w).replace("%i", "node1")
+            for w in words]
+    assert argv[0].endswith("/.venv/bin/pybeanstalkd")
+    opts = parse_args(argv[1:], "pybeanstalkd")
+    assert (opts.cluster, opts.node, opts.etcd) == ("jobs", "node1", "127.0.0.1:2379")
+    assert opts.http == ("127.0.0.1", 8001) and opts.peer_listen == "127.0.0.1:7001"
+    assert opts.port == "11301" and opts.wal_dir == "/var/lib/pybeanstalkd/node1"
+    assert opts.fsync_each_write
