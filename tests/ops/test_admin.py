@@ -1,6 +1,8 @@
 """pybeanstalkd-admin against live servers, ours and the reference beanstalkd:
 each command's output, and its effect seen over the protocol by an
-independent raw client. `top` runs in a real terminal (tmux): its tubes and
+independent raw client. Run as a process its stdout is a pipe, so tables come
+as tab-separated values; the drawn tables are checked at 80 and 200 columns,
+in-process and in a real terminal (tmux), where `top` also runs: its tubes and
 rates, and the terminal restored after q and Ctrl-C."""
 from __future__ import annotations
 
@@ -132,11 +134,11 @@ def test_stats_grouped_and_json(srv, raw):
         raw.put("st", b"abc")
     rc, out, _ = run(["stats"], srv)
     assert rc == 0
-    for group in ("Jobs", "Connections", "Server", "Binlog", "Commands"):
-        assert group in out
-    assert re.search(r"current-jobs-ready\s+3\b", out)
-    assert re.search(r"cmd-put\s+3\b", out)
-    assert re.search(r"max-job-size\s+65,535", out)
+    lines = out.splitlines()
+    assert lines[0] == "key\tvalue" and all(line.count("\t") == 1 for line in lines)
+    values = dict(line.split("\t") for line in lines[1:])
+    assert values["current-jobs-ready"] == "3" and values["cmd-put"] == "3"
+    assert values["max-job-size"] == "65535" and values["draining"] == "false"
 
     rc, out, _ = run(["stats", "--json"], srv)
     data = json.loads(out)
@@ -151,13 +153,19 @@ def test_stats_grouped_and_json(srv, raw):
     assert rc == 1 and out == "" and "no such stats key: no-such-key" in err
 
 
+TSV_HEADER = ["tube", "ready", "reserved", "delayed", "buried", "urgent", "waiting", "watching",
+              "using", "pause", "pause-left", "total"]
+
+
 def tubes_rows(out: str) -> dict[str, list[str]]:
-    """Rows of the tubes table by name: the cells split on spaces (pause merged)."""
+    """The piped tubes table (TSV) by tube name, after checking its header."""
+    lines = out.splitlines()
+    assert lines[0].split("\t") == TSV_HEADER
     rows = {}
-    for line in out.splitlines():
-        cells = line.split()
-        if len(cells) >= 11 and re.fullmatch(r"[\d,]+", cells[1]):
-            rows[cells[0]] = cells[:9] + [" ".join(cells[9:-1]), cells[-1]]
+    for line in lines[1:]:
+        cells = line.split("\t")
+        assert len(cells) == len(TSV_HEADER), line
+        rows[cells[0]] = cells
     return rows
 
 
@@ -173,16 +181,13 @@ def test_tubes_table_and_json(srv, raw):
 
     rc, out, _ = run(["tubes"], srv)
     assert rc == 0
-    header = next(line for line in out.splitlines() if "tube" in line and "ready" in line)
-    assert header.split() == ["tube", "ready", "reserved", "delayed", "buried", "urgent",
-                              "waiting", "watching", "using", "pause", "total"]
     rows = tubes_rows(out)
     assert set(rows) >= {"default", "t1", "t2", "t3"}
-    #                     ready reserved delayed buried urgent waiting watching using pause total
-    assert rows["t1"][1:] == ["3", "0", "0", "0", "1", "0", "0", "0", "-", "3"]
-    assert rows["t2"][1:] == ["0", "1", "1", "2", "0", "0", "1", "0", "-", "4"]
+    #                     ready reserved delayed buried urgent waiting watching using pause left total
+    assert rows["t1"][1:] == ["3", "0", "0", "0", "1", "0", "0", "0", "0", "0", "3"]
+    assert rows["t2"][1:] == ["0", "1", "1", "2", "0", "0", "1", "0", "0", "0", "4"]
     assert rows["t3"][8] == "1"  # raw uses t3 now
-    assert rows["t3"][9].startswith("500s (") and rows["t3"][9].endswith("s left)")
+    assert rows["t3"][9] == "500" and 0 < int(rows["t3"][10]) <= 500
 
     rc, out, _ = run(["tubes", "--json"], srv)
     by_name = {t["name"]: t for t in json.loads(out)}
@@ -228,16 +233,19 @@ def test_unix_socket(tmp_path):
             s.stop()
 
 
-def test_without_rich_tables_say_how_to_install_and_json_still_works(srv):
+def test_without_rich_drawing_says_how_to_install_and_plain_and_json_still_work(srv):
     code = ("import sys; sys.modules['rich'] = None\n"
             "from pybeanstalkd.ops.admin import main\n"
             "sys.exit(main(sys.argv[1:]))")
     base = [sys.executable, "-c", code, "-p", str(srv.port)]
-    p = subprocess.run(base + ["tubes"], capture_output=True, timeout=60)
+    assert Raw(srv).put("nr", b"x") > 0
+    p = subprocess.run(base + ["peek", "nr"], capture_output=True, timeout=60)
     assert p.returncode == 1 and p.stdout == b""
     assert b"pip install 'pybeanstalkd[admin]'" in p.stderr and b"Traceback" not in p.stderr
     p = subprocess.run(base + ["tubes", "--json"], capture_output=True, timeout=60)
     assert p.returncode == 0 and json.loads(p.stdout)[0]["name"] == "default"
+    p = subprocess.run(base + ["tubes"], capture_output=True, timeout=60)  # a pipe: TSV, no rich
+    assert p.returncode == 0 and tubes_rows(p.stdout.decode())["nr"][1] == "1"
 
 
 def test_help_does_not_load_rich():
@@ -300,6 +308,10 @@ def test_kick_buried_then_delayed(srv, raw):
     assert raw.counts("kk") == (6, 0, 0, 0)
     rc, out, _ = run(["kick", "kk", "1"], srv)
     assert (rc, out) == (0, "kicked 0 jobs: tube 'kk' has no buried or delayed jobs\n")
+    raw.put("kk", delay=300)
+    rc, out, _ = run(["kick", "kk", "0"], srv)  # as the protocol's kick 0: KICKED 0
+    assert (rc, out) == (0, "kicked 0 jobs in tube 'kk': a bound of 0 kicks nothing\n")
+    assert raw.counts("kk") == (6, 0, 1, 0)
     rc, _, err = run(["kick", "nosuchtube", "1"], srv)
     assert rc == 1 and "tube 'nosuchtube' not found" in err
 
@@ -408,12 +420,26 @@ def test_flush_each_state_leaves_other_tubes_and_reserved_jobs(srv, raw):
     rc, out, err = run(["flush", "fl"], srv)
     assert rc == 0
     assert out == "deleted 303 jobs from tube 'fl' (ready 300, delayed 1, buried 2)\n"
-    assert "1 reserved job left: only the connections holding them can delete them" in err
+    assert "1 reserved job left: only the connection holding it can delete it" in err
     assert raw.counts("fl") == (0, 1, 0, 0)
     assert raw.counts("other") == (100, 0, 0, 0)
     rc, out, _ = run(["flush", "fl"], srv)
     assert (rc, out) == (0, "deleted 0 jobs from tube 'fl' (ready 0, delayed 0, buried 0)\n")
     holder.close()
+
+
+def test_flush_is_idempotent(srv, raw):
+    raw.put("once")
+    raw.cmd("use default")  # nobody uses "once" now: emptied, the server frees it
+    rc, out, _ = run(["flush", "once"], srv)
+    assert (rc, out) == (0, "deleted 1 job from tube 'once' (ready 1, delayed 0, buried 0)\n")
+    rc, out, _ = run(["tubes", "--json"], srv)
+    assert "once" not in {t["name"] for t in json.loads(out)}
+    rc, out, err = run(["flush", "once"], srv)
+    assert (rc, out) == (0, "deleted 0 jobs from tube 'once' (ready 0, delayed 0, buried 0)\n")
+    assert "tube 'once' does not exist" in err
+    rc, out, _ = run(["flush", "once", "--state", "buried"], srv)
+    assert (rc, out) == (0, "deleted 0 jobs from tube 'once' (buried 0)\n")
 
 
 def test_flush_a_big_tube(srv, raw):
@@ -423,8 +449,129 @@ def test_flush_a_big_tube(srv, raw):
     for _ in range(5000):
         assert raw.c.reply().startswith(b"INSERTED")
     rc, out, _ = run(["flush", "big", "--state", "ready"], srv)
-    assert (rc, out) == (0, "deleted 5,000 jobs from tube 'big' (ready 5,000)\n")
+    assert (rc, out) == (0, "deleted 5000 jobs from tube 'big' (ready 5000)\n")
     assert raw.counts("big") == (0, 0, 0, 0)
+
+
+# -- bury, move, tail
+
+
+def test_bury_by_id(srv, raw):
+    ready = raw.put("by", pri=7)
+    delayed = raw.put("by", delay=300, pri=9)
+    rc, out, _ = run(["bury", str(ready), str(delayed), "--pri", "3"], srv)
+    assert (rc, out) == (0, f"job {ready}: buried (was ready)\njob {delayed}: buried (was delayed)\n")
+    for i in (ready, delayed):
+        st = raw.stats_job(i)
+        assert (st["state"], st["pri"], st["tube"]) == ("buried", "3", "by")
+    assert raw.counts("by") == (0, 0, 0, 2)
+    kept = raw.put("by", pri=11)
+    rc, out, _ = run(["bury", str(kept)], srv)  # without --pri: the priority it has
+    assert rc == 0 and raw.stats_job(kept)["pri"] == "11"
+    rc, out, _ = run(["bury", str(ready)], srv)
+    assert (rc, out) == (0, f"job {ready}: already buried\n")
+
+    raw.put("by2")
+    holder, held = reserve_elsewhere(srv, "by2")
+    rc, out, err = run(["bury", str(held), "987654"], srv)
+    assert rc == 1 and out == ""
+    assert f"job {held}: NOT_FOUND: reserved by another connection" in err
+    assert "job 987654: NOT_FOUND: no such job" in err
+    assert raw.stats_job(held)["state"] == "reserved"
+    holder.close()
+
+
+def test_move_between_tubes(srv, raw):
+    ids = [raw.put("mv", b"body-%d" % i, pri=50 - i, ttr=30 + i) for i in range(5)]
+    delayed = raw.put("mv", b"later", delay=300, pri=4)
+    raw.bury("mv", 2, body=b"dead")
+    raw.put("mvx", b"held")  # a job held by a worker stays where it is
+    raw.cmd("use default")
+
+    rc, out, _ = run(["move", "mv", "dst", "--count", "2"], srv)
+    assert (rc, out) == (0, "moved 2 ready jobs from tube 'mv' to 'dst'\n")
+    assert raw.counts("mv") == (3, 0, 1, 2) and raw.counts("dst") == (2, 0, 0, 0)
+    assert [raw.stats_job(i) for i in ids[-2:]] == [None, None]  # the best priorities went first
+    moved, held = [], []
+    raw.cmd("watch dst")
+    for _ in range(2):
+        r = raw.cmd("reserve-with-timeout 0")
+        job = int(r.split()[1])
+        st = raw.stats_job(job)
+        moved.append((r.split(b"\r\n")[1], st["pri"], st["ttr"], st["tube"]))
+        held.append((job, st["pri"]))
+    for job, pri in held:
+        raw.cmd(f"release {job} {pri} 0")
+    raw.cmd("ignore dst")
+    assert sorted(moved) == [(b"body-3", "47", "33", "dst"), (b"body-4", "46", "34", "dst")]
+
+    rc, out, _ = run(["move", "mv", "dst", "--state", "delayed"], srv)
+    assert (rc, out) == (0, "moved 1 delayed job from tube 'mv' to 'dst'\n")
+    assert raw.stats_job(delayed) is None
+    assert raw.counts("dst") == (2, 0, 1, 0)
+    raw.cmd("use dst")
+    r = raw.cmd("peek-delayed")  # the moved job has a new id
+    st = raw.stats_job(int(r.split()[1]))
+    assert (st["pri"], st["state"]) == ("4", "delayed") and 250 < int(st["time-left"]) <= 300
+
+    rc, out, _ = run(["move", "mv", "dst", "--state", "buried"], srv)
+    assert (rc, out) == (0, "moved 2 buried jobs from tube 'mv' to 'dst'\n")
+    assert raw.counts("dst") == (4, 0, 1, 0)  # buried jobs arrive ready
+    rc, out, _ = run(["move", "mv", "dst"], srv)
+    assert (rc, out) == (0, "moved 3 ready jobs from tube 'mv' to 'dst'\n")
+    assert raw.counts("dst") == (7, 0, 1, 0)
+
+    holder, _ = reserve_elsewhere(srv, "mvx")
+    rc, out, _ = run(["move", "mvx", "dst"], srv)
+    assert (rc, out) == (0, "moved 0 ready jobs from tube 'mvx' to 'dst'\n")
+    assert raw.counts("mvx") == (0, 1, 0, 0)
+    holder.close()
+
+    rc, out, err = run(["move", "nosuchtube", "dst"], srv)
+    assert (rc, out) == (0, "moved 0 jobs from tube 'nosuchtube' to 'dst'\n")
+    assert "does not exist" in err
+    rc, _, err = run(["move", "dst", "dst"], srv)
+    assert rc == 2 and "two different tubes" in err
+
+
+def test_tail_follows_a_tube(srv, raw):
+    p = subprocess.Popen(ADMIN + ["-p", str(srv.port), "tail", "tl", "-i", "0.05"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+
+    def expect(pattern: str) -> str:
+        end = time.monotonic() + WAIT
+        while time.monotonic() < end:
+            line = p.stdout.readline()
+            assert line, f"tail ended; it printed {seen}"
+            seen.append(line)
+            assert re.match(r"\d\d:\d\d:\d\d tl ", line), line
+            if re.search(pattern, line):
+                return line
+        pytest.fail(f"tail never printed {pattern!r}; it printed {seen}")
+
+    try:
+        expect("no such tube yet")
+        raw.cmd("use tl")
+        raw.c.send(b"put 0 0 60 1\r\nx\r\n" * 3)
+        for _ in range(3):
+            assert raw.c.reply().startswith(b"INSERTED")
+        expect(r"created: ready [0-3] ")
+        expect(r"put \d+ \(total 3\)")
+        raw.bury("tl", 1)
+        expect(r"buried 0 -> 1$")
+        assert raw.cmd("pause-tube tl 30") == b"PAUSED\r\n"
+        expect(r"paused for 30s$")
+        r = raw.cmd("peek-ready")
+        raw.cmd(f"delete {int(r.split()[1])}")
+        expect(r"deleted 1$")
+    finally:
+        p.send_signal(2)  # Ctrl-C is how tail is left
+        rc = p.wait(30)
+        err = p.stderr.read()
+        p.stdout.close()
+        p.stderr.close()
+    assert rc == 0 and "Traceback" not in err
 
 
 # -- top
@@ -449,12 +596,16 @@ def test_rates_from_counter_deltas():
     assert r.update(4.0, dict(server2, pid=2, uptime=1), [])[0] is None
 
 
-def test_top_without_a_terminal_prints_its_last_frame(srv, raw):
+def test_top_without_a_terminal_prints_rows_per_refresh(srv, raw):
     raw.put("alpha")
     rc, out, _ = run(["top", "--iterations", "2", "--interval", "0.1"], srv)
     assert rc == 0
-    assert "puts/s" in out and "deletes/s" in out and "alpha" in out
-    assert re.search(r"server\s+put/s \S+\s+reserve/s \S+\s+delete/s", out)
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert lines[0] == ["time", *TSV_HEADER, "puts/s", "deletes/s"]
+    alpha = [row for row in lines[1:] if row[1] == "alpha"]
+    assert len(alpha) == 2 and all(len(row) == len(lines[0]) for row in lines[1:])
+    assert alpha[0][2] == "1" and alpha[0][-2:] == ["-", "-"]  # no rates on the first refresh
+    assert alpha[1][-2:] == ["0.0", "0.0"] and float(alpha[1][0]) >= float(alpha[0][0])
 
 
 class Tmux:
@@ -606,3 +757,165 @@ def test_top_in_a_terminal(srv, raw, term, quit_key):
     assert "shell-before-2" in pane and "q or Ctrl-C quits" not in pane  # the screen restored
     term.type("cmp before after && echo modes-same-$((6*7))")
     term.wait_for(lambda p: "modes-same-42" in p, "the terminal modes as they were before top")
+
+
+# -- output at real widths, and in pipes
+
+LONG = "thumbnails-regenerate-after-upload." + "x" * 40  # longer than any terminal column
+
+
+def big_tube(name: str, i: int) -> dict:
+    return {"name": name, "current-jobs-ready": 1234567 * i, "current-jobs-reserved": 12345 * i,
+            "current-jobs-delayed": 987654 * i, "current-jobs-buried": 55555 * i,
+            "current-jobs-urgent": 4444444 * i, "current-waiting": 12 * i, "current-watching": 130 * i,
+            "current-using": 45 * i, "pause": 3600 if i == 2 else 0, "pause-time-left": 3599,
+            "total-jobs": 987654321 * i, "cmd-delete": 5}
+
+
+def drawn(show, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    show(Console(file=out, width=width, color_system=None, legacy_windows=False))
+    return out.getvalue()
+
+
+def assert_fits_whole(text: str, width: int, numbers):
+    lines = text.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width, text
+    assert not re.search(r"[\d,.]…|…[\d,.]", text), text  # no number cut
+    for n in numbers:
+        assert re.search(rf"(?<![\d,]){re.escape(n)}(?![\d,])", text), (n, text)
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_drawn_tables_fit_the_width_and_never_cut_numbers(width):
+    from pybeanstalkd.ops import admin_views as v
+
+    tubes = [big_tube("default", 1), big_tube(LONG, 2), big_tube("emails", 3)]
+    ready = [f"{t['current-jobs-ready']:,}" for t in tubes]
+    buried = [f"{t['current-jobs-buried']:,}" for t in tubes if t["current-jobs-buried"]]
+
+    out = drawn(lambda c: v.show_tubes(c, tubes, "127.0.0.1:11300"), width)
+    assert_fits_whole(out, width, ready + buried + ["7,407,402"])  # the ready total too
+    header = next(line for line in out.splitlines() if line.split()[:2] == ["tube", "ready"])
+    assert "thumbnails-regen" in out and LONG not in out  # the long name is cut, never a number
+    if width >= 200:  # every column, with the full headers
+        assert header.split() == ["tube", "ready", "reserved", "delayed", "buried", "urgent", "waiting",
+                                  "watching", "using", "pause", "total"]
+        assert "3,600s (3,599s left)" in out and "not shown" not in out
+        assert_fits_whole(out, width, ["5,925,925,926", "26,666,664"])
+    else:  # fewer columns, and said so
+        assert "not shown: " in out
+
+    rates = {t["name"]: (12345.6, 9876.5) for t in tubes}
+    server = {"version": "1.13", "uptime": 12345, **{k: 98765432 for k in (
+        "current-connections", "current-jobs-ready", "current-jobs-urgent", "current-jobs-buried")}}
+    out = drawn(lambda c: c.print(v.top_frame(server, tubes, {"put": 12345.6, "reserve": 1.5, "delete": 0,
+                                                              "timeouts": 0}, rates, "127.0.0.1:11300",
+                                              1, "name", c.width)), width)
+    assert_fits_whole(out, width, ready + buried + ["12,346", "9,876", "98,765,432"])
+    header = next(line for line in out.splitlines() if line.split()[:2] == ["tube", "ready"])
+    for column in ("ready", "put", "del"):  # top's headers whole, whatever the width
+        assert re.search(rf"\b{column}", header), header
+
+    stats = {"current-jobs-urgent": 4444444, "current-jobs-ready": 123456789, "max-job-size": 65535,
+             "pid": 123456, "version": "1.13", "rusage-utime": 1234.5, "uptime": 99999999,
+             "binlog-max-size": 10485760, "draining": False, "id": "fb4636de4ad47be5",
+             **{f"cmd-{c}": 9876543210 for c in ("put", "peek", "reserve", "delete", "release", "bury",
+                                                 "kick", "stats", "stats-tube", "list-tubes-watched")}}
+    out = drawn(lambda c: v.show_stats(c, stats, "127.0.0.1:11300"), width)
+    assert_fits_whole(out, width, ["123,456,789", "9,876,543,210", "4,444,444", "65,535", "123456"])
+
+    st = {"cluster": "prod", "node": "node-a", "role": "leader", "leader": "node-a", "epoch": 12,
+          "isr": ["node-a", "node-b"], "seq": 123456789,
+          "nodes": [{"name": "node-a", "acked_seq": 123456789, "lag_batches": 0, "lag_bytes": 0,
+                     "lag_seconds": 0.0, "peer": "10.0.0.11:11400", "http": "10.0.0.11:8080"},
+                    {"name": "node-b", "connected": True, "acked_seq": 123456700, "lag_batches": 98765,
+                     "lag_bytes": 1234567, "lag_seconds": 0.25, "peer": "10.0.0.12:11400",
+                     "http": "10.0.0.12:8080"},
+                    {"name": "node-c-with-a-long-name", "connected": False, "peer": "10.0.0.13:11400",
+                     "http": "node-c.internal.example.com:8080"}]}
+    out = drawn(lambda c: v.show_cluster(c, st, "10.0.0.11:8080", None), width)
+    assert_fits_whole(out, width, ["123,456,789", "123,456,700", "98,765"])
+    if width >= 200:
+        assert "1.2 MiB" in out and "node-c.internal.example.com:8080" in out
+
+
+def test_piped_tables_have_whole_values(srv, raw):
+    raw.cmd(f"use {LONG}")
+    raw.c.send(b"put 0 0 60 1\r\nx\r\n" * 12345)
+    for _ in range(12345):
+        assert raw.c.reply().startswith(b"INSERTED")
+    raw.bury(LONG, 3)
+    rc, out, _ = run(["tubes"], srv, env={"COLUMNS": "80"})
+    assert rc == 0 and "…" not in out and "," not in out
+    row = next(line for line in out.splitlines() if line.startswith(LONG + "\t"))
+    assert row.split("\t")[1:5] == ["12345", "0", "0", "3"] and row.endswith("\t12348")
+    rc, out, _ = run(["top", "-n", "1"], srv, env={"COLUMNS": "80"})
+    assert rc == 0 and "…" not in out
+    assert any(line.split("\t")[1:3] == [LONG, "12345"] for line in out.splitlines())
+    rc, out, _ = run(["stats"], srv, env={"COLUMNS": "80"})
+    assert "current-jobs-ready\t12345\n" in out and "cmd-put\t12348\n" in out
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_tubes_and_top_in_a_terminal_at_its_width(srv, raw, width):
+    raw.cmd(f"use {LONG}")
+    raw.c.send(b"put 0 0 60 1\r\nx\r\n" * 23456)
+    for _ in range(23456):
+        assert raw.c.reply().startswith(b"INSERTED")
+    raw.bury(LONG, 3)
+    raw.cmd("use default")
+    term = Tmux(width=width)
+    try:
+        term.type(f"clear; {' '.join(ADMIN)} -p {srv.port} tubes; echo tubes-exit-$((1+1))")
+        pane = term.wait_for(lambda p: "tubes-exit-2" in p, "tubes")
+        assert_fits_whole(pane, width, ["23,456", "23,459"])
+        assert ("not shown: " in pane) == (width < 120)
+        assert (LONG in pane) == (width >= 200)
+        term.type(f"clear; {' '.join(ADMIN)} -p {srv.port} top -i 0.2")
+        pane = term.wait_for(lambda p: "q or Ctrl-C quits" in p and "23,456" in p, "top")
+        assert_fits_whole(pane, width, ["23,456"])
+        term.key("q")
+    finally:
+        term.close()
+
+
+def test_piped_cluster_report_is_whole(tmp_path):
+    import http.server
+
+    report = {"cluster": "prod", "node": "node-a", "role": "leader", "leader": "node-a", "epoch": 3,
+              "isr": ["node-a"], "seq": 123456789,
+              "nodes": [{"name": "node-a", "acked_seq": 123456789, "lag_batches": 0, "lag_bytes": 0,
+                         "lag_seconds": 0.0, "peer": "10.0.0.11:11400", "http": "10.0.0.11:8080"},
+                        {"name": "node-c-with-a-rather-long-name", "connected": False,
+                         "link_error": "[Errno 111] Connection refused", "peer": "10.0.0.13:11400",
+                         "http": "node-c.internal.example.com:8080"}]}
+
+    class Node(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps(report).encode()
+            self.send_response(200 if self.path == "/api/v1/cluster" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    node = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Node)
+    threading.Thread(target=node.serve_forever, daemon=True).start()
+    try:
+        rc, out, _ = run(["cluster", "--http", "127.0.0.1:%d" % node.server_port], env={"COLUMNS": "60"})
+    finally:
+        node.shutdown()
+        node.server_close()
+    assert rc == 0 and "…" not in out
+    assert re.search(r"^node-c-with-a-rather-long-name\s+follower\s+✗\s+down\s+-\s+-\s+-\s+-\s+"
+                     r"10\.0\.0\.13:11400\s+node-c\.internal\.example\.com:8080$", out, re.M), out
+    assert re.search(r"^node-a\s+leader\s+✓\s+self\s+123,456,789\s+0\s+0 B\s+0\.00 s\s", out, re.M), out
+    assert "node-c-with-a-rather-long-name: no link: [Errno 111] Connection refused" in out

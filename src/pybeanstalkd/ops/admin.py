@@ -1,7 +1,13 @@
 """pybeanstalkd-admin: look at and operate any beanstalkd-protocol server
 (pybeanstalkd or beanstalkd itself) over the protocol alone: stats, tubes,
-a live top, peek, kick, delete, put, pause and flush; and a pybeanstalkd
-cluster over its HTTP side (`cluster`).
+a live top, peek, kick, bury, delete, put, pause, flush, move and tail; and
+a pybeanstalkd cluster over its HTTP side (`cluster`).
+
+On a terminal the tables are drawn to its width (low-value columns left out
+when it is narrow, never a number cut). When stdout is not a terminal,
+stats, tubes and top are tab-separated values with a header line, every
+number whole and without thousands separators (admin_plain.py), and the
+cluster report is drawn at its full width; messages never use separators.
 
 It imports nothing of pybeanstalkd outside ops/admin*: the protocol client
 is admin_client.py, the drawing (rich, loaded only when something is drawn)
@@ -16,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from .admin_client import (MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_text, check_tube,
                            parse_address)
@@ -23,6 +30,7 @@ from .admin_client import (MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_
 PROG = "pybeanstalkd-admin"
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 11300
 STATES = ("ready", "delayed", "buried")
+UNCUT = 10_000  # a width no report reaches: lines are as long as they need
 
 
 def views():
@@ -43,6 +51,15 @@ def console():
 
 def connect(args) -> Conn:
     return Conn(parse_address(args.host, args.port), timeout=args.timeout)
+
+
+def on_terminal() -> bool:
+    """Whether stdout is a terminal: drawn tables then, else plain TSV."""
+    return sys.stdout.isatty()
+
+
+def jobs(n: int, what: str = "job") -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def say(*parts, err=False):
@@ -79,6 +96,10 @@ def cmd_stats(args) -> int:
             return 0
     if args.json:
         emit_json(stats)
+    elif not on_terminal():
+        from .admin_plain import stats as plain_stats
+
+        plain_stats(stats)
     else:
         views().show_stats(console(), stats, c.where)
     return 0
@@ -90,16 +111,23 @@ def cmd_tubes(args) -> int:
     tubes.sort(key=lambda t: str(t.get("name")))
     if args.json:
         emit_json(tubes)
+    elif not on_terminal():
+        from .admin_plain import tubes as plain_tubes
+
+        plain_tubes(tubes)
     else:
         views().show_tubes(console(), tubes, c.where)
     return 0
 
 
 def cmd_top(args) -> int:
-    v = views()
+    if on_terminal():
+        run = views().run_top
+    else:
+        from .admin_plain import run_top as run
     with connect(args) as c:
         try:
-            v.run_top(c, args.interval, args.sort, args.iterations)
+            run(c, args.interval, args.sort, args.iterations)
         except KeyboardInterrupt:
             pass  # Ctrl-C is how top is left: the terminal is already restored
     return 0
@@ -131,12 +159,14 @@ def cmd_kick(args) -> int:
     with connect(args) as c:
         before = tube_or_fail(c, args.tube)
         c.use(args.tube)
-        n = c.kick(args.count)
-    if n == 0:
+        n = c.kick(args.count)  # kick 0 answers KICKED 0, as beanstalkd does
+    if args.count == 0:
+        say(f"kicked 0 jobs in tube {args.tube!r}: a bound of 0 kicks nothing")
+    elif n == 0:
         say(f"kicked 0 jobs: tube {args.tube!r} has no buried or delayed jobs")
     else:
         kind = "buried" if before.get("current-jobs-buried") else "delayed"
-        say(f"kicked {n} {kind} job{'s' if n != 1 else ''} in tube {args.tube!r}")
+        say(f"kicked {jobs(n, kind + ' job')} in tube {args.tube!r}")
     return 0
 
 
@@ -192,8 +222,8 @@ def cmd_put(args) -> int:
             return 1
         if r.status == "JOB_TOO_BIG":
             limit = c.stats().get("max-job-size", "?")
-            raise AdminError(f"JOB_TOO_BIG: the body is {len(body):,} bytes, "
-                             f"the server's max-job-size is {limit:,}")
+            raise AdminError(f"JOB_TOO_BIG: the body is {jobs(len(body), 'byte')}, "
+                             f"the server's max-job-size is {limit}")
     msg = {"DRAINING": "the server is draining: it takes no new jobs",
            "OUT_OF_MEMORY": "the server is out of memory (or its binlog disk is full)"}
     raise AdminError(f"{r.status}: {msg.get(r.status, 'the job was not stored')}")
@@ -214,7 +244,14 @@ def cmd_flush(args) -> int:
     states = STATES if args.state == "all" else (args.state,)
     deleted = dict.fromkeys(states, 0)
     with connect(args) as c:
-        before = tube_or_fail(c, args.tube)
+        before = c.stats_tube(args.tube)
+        if before is None:
+            # Nothing to flush: a second flush of a tube it emptied (the server
+            # then frees the tube) succeeds as the first did.
+            say(f"deleted 0 jobs from tube {args.tube!r} ("
+                + ", ".join(f"{s} 0" for s in states) + ")")
+            say(f"note: tube {args.tube!r} does not exist on {c.where}", err=True)
+            return 0
         expected = sum(before.get(f"current-jobs-{s}", 0) for s in states)
         progress = None
         try:
@@ -229,18 +266,175 @@ def cmd_flush(args) -> int:
                     done = sum(deleted.values())
                     progress.update(task, completed=done, total=max(expected, done))
         except KeyboardInterrupt:
-            say(f"interrupted: deleted {sum(deleted.values()):,} jobs from tube {args.tube!r}", err=True)
+            say(f"interrupted: deleted {jobs(sum(deleted.values()))} from tube {args.tube!r}", err=True)
             return 130
         finally:
             if progress:
                 progress.stop()
         after = c.stats_tube(args.tube) or {}
-    detail = ", ".join(f"{s} {deleted[s]:,}" for s in states)
-    say(f"deleted {sum(deleted.values()):,} jobs from tube {args.tube!r} ({detail})")
+    detail = ", ".join(f"{s} {deleted[s]}" for s in states)
+    say(f"deleted {jobs(sum(deleted.values()))} from tube {args.tube!r} ({detail})")
     if args.state == "all" and after.get("current-jobs-reserved"):
         n = after["current-jobs-reserved"]
-        say(f"{n:,} reserved job{'s' if n != 1 else ''} left: only the connections holding "
-            "them can delete them", err=True)
+        say(f"{jobs(n, 'reserved job')} left: only the " + (
+            "connection holding it can delete it" if n == 1 else
+            "connections holding them can delete them"), err=True)
+    return 0
+
+
+def cmd_bury(args) -> int:
+    failed = 0
+    with connect(args) as c:
+        for job_id in args.ids:
+            job = c.stats_job(job_id)
+            why = None
+            if job is None:
+                why = "no such job"
+            elif job.get("state") == "buried":
+                say(f"job {job_id}: already buried")
+                continue
+            elif job.get("state") == "reserved":
+                why = ("reserved by another connection: only the connection holding it "
+                       "can bury it (or wait for its TTR)")
+            elif c.reserve_job(job_id) is None:
+                why = "reserved by another connection meanwhile, or deleted"
+            else:
+                pri = job.get("pri", 0) if args.pri is None else args.pri
+                if not c.bury(job_id, pri):
+                    why = "gone before it could be buried"
+            if why:
+                say(f"job {job_id}: NOT_FOUND: {why}", err=True)
+                failed += 1
+            else:
+                say(f"job {job_id}: buried (was {job.get('state')})")
+    return 1 if failed else 0
+
+
+def _move_one(c: Conn, src: str, dst: str, state: str) -> str:
+    """Move the head job of a state from src to dst: held (reserve-job) while
+    it is put into dst, then deleted from src; its priority, ttr and (when
+    delayed) the delay left are kept, buried jobs arrive ready, as the HTTP
+    move does. 'moved', 'none' (no job of that state left), 'skipped' (a
+    worker took it meanwhile) or, after putting it back, an AdminError."""
+    c.use(src)
+    found = c.peek_state(state)
+    if found is None:
+        return "none"
+    job_id = found[0]
+    job = c.stats_job(job_id)
+    if job is None or job.get("state") != state or job.get("tube") != src:
+        return "skipped"
+    body = c.reserve_job(job_id)
+    if body is None:
+        return "skipped"
+    delay = job.get("time-left", 0) if state == "delayed" else 0
+    c.use(dst)
+    r = c.put(body, job["pri"], delay, job["ttr"])
+    if r.status in ("INSERTED", "BURIED"):
+        c.delete(job_id)
+        return "moved"
+    if state == "buried":  # back where it was
+        c.bury(job_id, job["pri"])
+    else:
+        c.release(job_id, job["pri"], delay)
+    msg = {"DRAINING": "the server is draining: it takes no new jobs",
+           "OUT_OF_MEMORY": "the server is out of memory",
+           "JOB_TOO_BIG": "the job is bigger than max-job-size"}
+    raise AdminError(f"job {job_id} stays in {src!r}: put into {dst!r} answered "
+                     f"{r.status}: {msg.get(r.status, 'not stored')}")
+
+
+def cmd_move(args) -> int:
+    src, dst = args.tube, args.to
+    check_tube(src)
+    check_tube(dst)
+    if src == dst:
+        raise UsageError("a move needs two different tubes")
+    moved = 0
+    with connect(args) as c:
+        before = c.stats_tube(src)
+        if before is None:
+            say(f"moved 0 jobs from tube {src!r} to {dst!r}")
+            say(f"note: tube {src!r} does not exist on {c.where}", err=True)
+            return 0
+        # As kick, the bound is set at the start: a steady producer cannot keep it going.
+        bound = before.get(f"current-jobs-{args.state}", 0)
+        if args.count is not None:
+            bound = min(bound, args.count)
+        try:
+            skips = 0
+            while moved < bound and skips <= bound:
+                outcome = _move_one(c, src, dst, args.state)
+                if outcome == "none":
+                    break
+                if outcome == "moved":
+                    moved += 1
+                else:
+                    skips += 1
+        except KeyboardInterrupt:
+            say(f"interrupted: moved {jobs(moved)} from tube {src!r} to {dst!r}", err=True)
+            return 130
+        except AdminError as e:
+            if isinstance(e, UsageError) or moved == 0:
+                raise
+            raise type(e)(f"moved {jobs(moved)} from tube {src!r} to {dst!r}, then: {e}") from None
+    say(f"moved {jobs(moved, args.state + ' job')} from tube {src!r} to {dst!r}")
+    return 0
+
+
+TAIL_STATES = ("ready", "reserved", "delayed", "buried")
+
+
+def tail_changes(prev: dict | None, st: dict | None) -> list[str]:
+    """What changed in a tube between two stats-tube samples (None: the tube
+    did not exist), as lines; the first sample (prev None) says where it starts."""
+    def counts(x):
+        return " ".join(f"{s} {x.get('current-jobs-' + s, 0)}" for s in TAIL_STATES)
+
+    if prev is None:
+        if st is None:
+            return ["no such tube yet: waiting for it"]
+        return [f"following: {counts(st)}; {st.get('total-jobs', 0)} put so far"]
+    if st is None:
+        return ["gone: the server freed it (no jobs, nobody using or watching it)"] if prev else []
+    lines = []
+    if not prev:
+        lines.append(f"created: {counts(st)}")
+    puts = st.get("total-jobs", 0) - prev.get("total-jobs", 0)
+    deletes = st.get("cmd-delete", 0) - prev.get("cmd-delete", 0)
+    if puts < 0 or deletes < 0:  # freed and made again between two polls: counters restarted
+        puts, deletes = st.get("total-jobs", 0), st.get("cmd-delete", 0)
+    if puts:
+        lines.append(f"put {puts} (total {st.get('total-jobs', 0)})")
+    if deletes:
+        lines.append(f"deleted {deletes}")
+    for s in TAIL_STATES:
+        a, b = prev.get(f"current-jobs-{s}", 0), st.get(f"current-jobs-{s}", 0)
+        if a != b and prev:
+            lines.append(f"{s} {a} -> {b}")
+    if st.get("pause", 0) != prev.get("pause", 0) and prev:
+        lines.append(f"paused for {st['pause']}s" if st.get("pause") else "unpaused")
+    return lines
+
+
+def cmd_tail(args) -> int:
+    check_tube(args.tube)
+    with connect(args) as c:
+        prev, polls = None, 0
+        try:
+            while True:
+                t = time.monotonic()
+                st = c.stats_tube(args.tube)
+                stamp = time.strftime("%H:%M:%S")
+                for line in tail_changes(prev, st):
+                    say(f"{stamp} {args.tube} {line}")
+                prev = st or {}
+                polls += 1
+                if args.iterations and polls >= args.iterations:
+                    break
+                time.sleep(max(0.0, t + args.interval - time.monotonic()))
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how tail is left
     return 0
 
 
@@ -259,6 +453,11 @@ def cmd_cluster(args) -> int:
     st, where, warning = cluster_report(args.http, auth, args.timeout)
     if args.json:
         emit_json(dict(st, warning=warning) if warning else st)
+    elif not on_terminal():
+        # A report on a few nodes, for people (scripts have --json): in a pipe
+        # it is drawn as on a terminal, but at its full width, nothing cut.
+        v = views()
+        v.show_cluster(v.Console(width=UNCUT), st, where, warning)
     else:
         views().show_cluster(console(), st, where, warning)
     return 0
@@ -315,7 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Inspect and operate a beanstalkd-protocol server (pybeanstalkd or beanstalkd) "
                     "over the protocol.",
-        epilog="Exit status: 0 done, 1 refused by the server (NOT_FOUND, ...), 2 bad usage, "
+        epilog="Output: on a terminal, tables fitted to its width (never a number cut); "
+               "otherwise (a pipe, a file) stats, tubes and top print tab-separated values with a "
+               "header line and whole numbers without thousands separators, and cluster its "
+               "report at full width; --json where offered. Exit status: 0 done, 1 refused by the server (NOT_FOUND, ...), 2 bad usage, "
                "3 cannot reach the server, 130 interrupted.")
     _connection_flags(p, None)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -332,7 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("keys", nargs="*", metavar="KEY", help="print only these keys' values")
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
 
-    sp = add("tubes", cmd_tubes, "every tube's job counts, connections and pause")
+    sp = add("tubes", cmd_tubes, "every tube's job counts, connections and pause (tab-separated "
+             "when stdout is not a terminal)")
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
 
     sp = add("top", cmd_top, "live view of every tube with rates per second (q or Ctrl-C quits)")
@@ -350,12 +553,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="show at most this many body bytes (default 65536; 0: all)")
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
 
-    sp = add("kick", cmd_kick, "kick up to N buried jobs of a tube (delayed ones if none is buried)")
+    sp = add("kick", cmd_kick, "kick up to N buried jobs of a tube (delayed ones if none is "
+             "buried); N of 0 kicks nothing, as the protocol's kick 0")
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("count", metavar="N", type=_ranged("N", 0, MAX_U32))
 
     sp = add("kick-job", cmd_kick_job, "kick one buried or delayed job")
     sp.add_argument("id", type=job_id)
+
+    sp = add("bury", cmd_bury, "bury jobs by id (reserve-job, then bury: beanstalkd 1.12 or "
+             "later); not ones reserved by another connection")
+    sp.add_argument("ids", nargs="+", metavar="ID", type=job_id)
+    sp.add_argument("--pri", type=_ranged("pri", 0, MAX_U32), default=None,
+                    help="the buried job's priority (default: the one it has)")
 
     sp = add("delete", cmd_delete, "delete jobs by id (not ones reserved by another connection)")
     sp.add_argument("ids", nargs="+", metavar="ID", type=job_id)
@@ -371,10 +581,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("seconds", metavar="SECONDS", type=_ranged("SECONDS", 0, MAX_U32))
 
-    sp = add("flush", cmd_flush, "delete every job of a state in a tube (reserved ones stay)")
+    sp = add("flush", cmd_flush, "delete every job of a state in a tube (reserved ones stay); "
+             "a tube that does not exist has 0 to flush")
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("--state", choices=STATES + ("all",), default="all",
                     help="which jobs (default all: ready, delayed and buried)")
+
+    sp = add("move", cmd_move, "move the jobs of a state from TUBE to TO, one at a time over "
+             "the protocol: each is held (reserve-job) while it is put into TO with its "
+             "priority, ttr and delay left, then deleted from TUBE. Jobs get new ids; "
+             "buried ones arrive ready")
+    sp.add_argument("tube", metavar="TUBE")
+    sp.add_argument("to", metavar="TO")
+    sp.add_argument("--count", metavar="N", type=_ranged("N", 0, MAX_U64), default=None,
+                    help="at most this many (default: all there are when it starts)")
+    sp.add_argument("--state", choices=STATES, default="ready", help="which jobs (default ready)")
+
+    sp = add("tail", cmd_tail, "follow a tube: poll its stats-tube and print a line per change "
+             "(puts, deletes, each state's count, pause). Counts, not jobs: what comes and goes "
+             "between two polls is seen only in the counters")
+    sp.add_argument("tube", metavar="TUBE")
+    sp.add_argument("-i", "--interval", type=_positive_float, default=1.0,
+                    help="seconds between polls (default 1)")
+    sp.add_argument("-n", "--iterations", type=_ranged("iterations", 0, 1 << 31), default=0,
+                    help="stop after this many polls (default 0: until Ctrl-C)")
 
     sp = add("cluster", cmd_cluster, "a cluster's leader, epoch, in-sync replicas and each "
              "node's lag, from any node's HTTP side (--cluster)")

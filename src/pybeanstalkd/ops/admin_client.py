@@ -291,6 +291,29 @@ class Conn:
     def kick_job(self, job_id: int) -> bool:
         return self.cmd(b"kick-job %d\r\n" % job_id, "KICKED", "NOT_FOUND").status == "KICKED"
 
+    def reserve_job(self, job_id: int) -> bytes | None:
+        """reserve-job (beanstalkd 1.12 and later): the job's body, now held by
+        this connection; None when there is no such job or another connection
+        holds it."""
+        r = self.cmd(b"reserve-job %d\r\n" % job_id)
+        if r.status == "RESERVED":
+            return r.data
+        if r.status == "NOT_FOUND":
+            return None
+        if r.status == "UNKNOWN_COMMAND":
+            raise AdminError(f"{self.where} does not know reserve-job (beanstalkd 1.12 or later has it)")
+        raise UnexpectedReply(b"reserve-job %d" % job_id, b" ".join(r.words))
+
+    def bury(self, job_id: int, pri: int) -> bool:
+        return self.cmd(b"bury %d %d\r\n" % (job_id, pri), "BURIED", "NOT_FOUND").status == "BURIED"
+
+    def release(self, job_id: int, pri: int, delay: int) -> bool:
+        r = self.cmd(b"release %d %d %d\r\n" % (job_id, pri, delay), "RELEASED", "BURIED", "NOT_FOUND")
+        return r.status != "NOT_FOUND"
+
+    def delete(self, job_id: int) -> bool:
+        return self.cmd(b"delete %d\r\n" % job_id, "DELETED", "NOT_FOUND").status == "DELETED"
+
     def delete_many(self, ids: list[int]) -> list[str]:
         """Each id's reply status (DELETED or NOT_FOUND), pipelined."""
         cmds = [b"delete %d\r\n" % i for i in ids]

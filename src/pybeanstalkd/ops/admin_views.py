@@ -11,13 +11,14 @@ from time import monotonic
 
 from rich import box
 from rich.columns import Columns
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from .admin_client import body_text
+from .admin_plain import SORTS, Rates  # noqa: F401  (top's rates and orders, shared with the plain output)
 
 CONNECTION_KEYS = ("current-connections", "current-producers", "current-workers",
                    "current-waiting", "total-connections", "current-tubes")
@@ -130,36 +131,89 @@ def _total(tubes, key) -> str:
     return f"{sum(t.get(key, 0) for t in tubes if isinstance(t.get(key, 0), int)):,}"
 
 
-def tubes_table(tubes: list[dict], title: str | None = None, rates: dict | None = None) -> Table:
-    """The tubes as beanstool shows them; with rates ({name: (puts/s, deletes/s) or None}),
-    top's columns too."""
+def _pause_short(t: dict) -> Text:
+    if not t.get("pause"):
+        return Text("-", style="dim")
+    return Text(f"{t.get('pause-time-left', 0):,}s", style="yellow")
+
+
+# The tubes table's columns past the tube name: (name, header, short header,
+# drop rank). On a narrow terminal the headers are shortened first, then the
+# columns with a rank are left out, lowest rank first, until the table fits:
+# numbers are never cut. Only the tube name may be, last, with an ellipsis.
+TUBE_COLUMNS = (("ready", "ready", "ready", 0), ("reserved", "reserved", "resv", 0),
+                ("delayed", "delayed", "delay", 0), ("buried", "buried", "bury", 0),
+                ("urgent", "urgent", "urg", 4), ("waiting", "waiting", "wait", 3),
+                ("watching", "watching", "watch", 2), ("using", "using", "use", 1),
+                ("puts/s", "puts/s", "put/s", 0), ("deletes/s", "deletes/s", "del/s", 0),
+                ("pause", "pause", "pause", 6), ("total", "total", "total", 5))
+NAME_WIDTH = 20  # a tube name is cut (with an ellipsis) to no less than this
+DROP_ORDER = sorted({rank for *_, rank in TUBE_COLUMNS if rank})
+KEYS = dict(JOB_COLUMNS + CONN_COLUMNS)
+CONN_COLUMNS_NAMES = tuple(label for label, _ in CONN_COLUMNS)  # no totals under these
+
+
+def _tubes_table(tubes: list[dict], title, rates, short: bool, dropped: set[str],
+                 name_width: int | None = None) -> Table:
+    caption = None
+    if dropped:
+        caption = (f"not shown: {', '.join(n for n, *_ in TUBE_COLUMNS if n in dropped)} "
+                   "(widen the terminal, or pipe it or --json for every column)")
     t = Table(title=title, box=box.SIMPLE_HEAD, show_footer=len(tubes) > 1, title_justify="left",
-              header_style="bold")
-    t.add_column("tube", footer=f"{len(tubes)} tubes", style="cyan", no_wrap=True)
+              header_style="bold", caption=caption, caption_justify="left", caption_style="dim")
+    t.add_column("tube", footer=f"{len(tubes)} tube{'' if len(tubes) == 1 else 's'}", style="cyan",
+                 overflow="ellipsis", max_width=name_width)
     styles = {"ready": "green", "reserved": "blue", "buried": "red", "urgent": "magenta"}
-    for label, key in JOB_COLUMNS:
-        t.add_column(label, justify="right", footer=_total(tubes, key), no_wrap=True)
-    for label, _key in CONN_COLUMNS:
-        t.add_column(label, justify="right", no_wrap=True)
-    if rates is not None:
-        t.add_column("puts/s", justify="right", no_wrap=True)
-        t.add_column("deletes/s", justify="right", no_wrap=True)
-    t.add_column("pause", justify="right", no_wrap=True)
-    t.add_column("total", justify="right", footer=_total(tubes, "total-jobs"), no_wrap=True)
+    shown = [c for c in TUBE_COLUMNS if c[0] not in dropped
+             and (rates is not None or c[0] not in ("puts/s", "deletes/s"))]
+    for name, header, abbrev, _ in shown:
+        key = KEYS.get(name, "total-jobs" if name == "total" else None)
+        footer = _total(tubes, key) if key and name not in CONN_COLUMNS_NAMES else ""
+        t.add_column(abbrev if short else header, justify="right", footer=footer, no_wrap=True)
     for tube in tubes:
         row = [Text(str(tube.get("name", "?")))]
-        row += [_count(tube.get(key, 0), styles.get(label, "")) for label, key in JOB_COLUMNS]
-        row += [_count(tube.get(key, 0)) for _, key in CONN_COLUMNS]
-        if rates is not None:
-            r = rates.get(tube.get("name"))
-            row += [rate_text(r[0] if r else None), rate_text(r[1] if r else None)]
-        row += [_pause(tube), _count(tube.get("total-jobs", 0))]
+        r = rates.get(tube.get("name")) if rates is not None else None
+        for name, *_ in shown:
+            if name == "puts/s":
+                row.append(rate_text(r[0] if r else None))
+            elif name == "deletes/s":
+                row.append(rate_text(r[1] if r else None))
+            elif name == "pause":
+                row.append(_pause_short(tube) if short else _pause(tube))
+            elif name == "total":
+                row.append(_count(tube.get("total-jobs", 0)))
+            else:
+                row.append(_count(tube.get(KEYS[name], 0), styles.get(name, "")))
         t.add_row(*row)
     return t
 
 
+def _natural_width(table: Table) -> int:
+    measure = Console(width=100_000, file=open(os.devnull, "w"))  # noqa: SIM115
+    try:
+        return measure.measure(table).maximum
+    finally:
+        measure.file.close()
+
+
+def tubes_table(tubes: list[dict], title: str | None = None, rates: dict | None = None,
+                width: int | None = None) -> Table:
+    """The tubes as beanstool shows them; with rates ({name: (puts/s, deletes/s) or None}),
+    top's columns too. Fitted to width (when given) as TUBE_COLUMNS says."""
+    table = _tubes_table(tubes, title, rates, False, set())
+    if width is None or _natural_width(table) <= width:
+        return table
+    # Long tube names give way first, down to NAME_WIDTH; then headers and columns.
+    dropped: set[str] = set()
+    for short, rank in [(False, 0), (True, 0), *((True, r) for r in DROP_ORDER)]:
+        dropped |= {n for n, *_, r in TUBE_COLUMNS if r == rank and rank}
+        if _natural_width(_tubes_table(tubes, title, rates, short, dropped, NAME_WIDTH)) <= width:
+            break
+    return _tubes_table(tubes, title, rates, short, dropped)
+
+
 def show_tubes(console: Console, tubes: list[dict], where: str):
-    console.print(tubes_table(tubes, title=f"tubes on {where}"))
+    console.print(tubes_table(tubes, title=f"tubes on {where}", width=console.width))
 
 
 def hexdump(data: bytes) -> str:
@@ -186,7 +240,9 @@ def show_job(console: Console, job_id: int, stats: dict | None, body: bytes, lim
     console.print(Text(f"body: {len(body):,} byte{'' if len(body) == 1 else 's'} ({kind})", style="bold"))
     console.print(Text(text if text is not None else hexdump(shown)), soft_wrap=True)
     if len(shown) < len(body):
-        console.print(Text(f"... {len(body) - len(shown):,} more bytes (--limit 0 shows all)", style="dim"))
+        more = len(body) - len(shown)
+        console.print(Text(f"... {more:,} more byte{'' if more == 1 else 's'} (--limit 0 shows all)",
+                           style="dim"))
 
 
 # -- top
@@ -200,51 +256,8 @@ def rate_text(r: float | None) -> Text:
     return Text(f"{r:,.1f}" if r < 100 else f"{r:,.0f}", style="bold green")
 
 
-class Rates:
-    """Per-second rates from counter deltas between two samples. A tube absent
-    from the previous sample was created since, at 0; a counter that went down
-    (the tube was freed and made again) counts from 0 too."""
-
-    def __init__(self):
-        self.prev = None
-
-    def update(self, t: float, server: dict, tubes: list[dict]):
-        prev, self.prev = self.prev, (t, server, {x.get("name"): x for x in tubes})
-        if prev is None or t <= prev[0]:
-            return None, {x.get("name"): None for x in tubes}
-        dt = t - prev[0]
-        pserver, ptubes = prev[1], prev[2]
-
-        def delta(now: dict, before: dict, *keys):
-            a = sum(now.get(k, 0) for k in keys)
-            b = sum(before.get(k, 0) for k in keys)
-            return (a - b if a >= b else a) / dt
-
-        tube_rates = {}
-        for x in tubes:
-            before = ptubes.get(x.get("name"), {})
-            tube_rates[x.get("name")] = (delta(x, before, "total-jobs"), delta(x, before, "cmd-delete"))
-        if server.get("pid") != pserver.get("pid") or server.get("uptime", 0) < pserver.get("uptime", 0):
-            return None, tube_rates  # another server process: its counters restarted
-        server_rates = {
-            "put": delta(server, pserver, "cmd-put"),
-            "reserve": delta(server, pserver, "cmd-reserve", "cmd-reserve-with-timeout"),
-            "delete": delta(server, pserver, "cmd-delete"),
-            "timeouts": delta(server, pserver, "job-timeouts"),
-        }
-        return server_rates, tube_rates
-
-
-SORTS = {
-    "name": lambda t, r: (0, str(t.get("name"))),
-    "ready": lambda t, r: (-t.get("current-jobs-ready", 0), str(t.get("name"))),
-    "puts": lambda t, r: (-(r or (0, 0))[0], str(t.get("name"))),
-    "deletes": lambda t, r: (-(r or (0, 0))[1], str(t.get("name"))),
-}
-
-
 def top_frame(server: dict, tubes: list[dict], server_rates, tube_rates, where: str,
-              interval: float, sort: str):
+              interval: float, sort: str, width: int | None = None):
     g = server.get
     head = Text()
     head.append(f"{where}", style="bold")
@@ -269,7 +282,7 @@ def top_frame(server: dict, tubes: list[dict], server_rates, tube_rates, where: 
         rates.append(f"  {label}/s ")
         rates.append_text(rate_text(server_rates[label] if server_rates else None))
     order = sorted(tubes, key=lambda t: SORTS[sort](t, tube_rates.get(t.get("name"))))
-    table = tubes_table(order, rates=tube_rates)
+    table = tubes_table(order, rates=tube_rates, width=width)
     hint = Text("q or Ctrl-C quits", style="dim")
     return Group(head, conns, jobs, rates, table, hint)
 
@@ -324,8 +337,8 @@ def run_top(conn, interval: float, sort: str = "name", iterations: int = 0):
             t = monotonic()
             server, tubes = conn.all_tubes()
             server_rates, tube_rates = rates.update(t, server, tubes)
-            live.update(top_frame(server, tubes, server_rates, tube_rates, conn.where, interval, sort),
-                        refresh=True)
+            live.update(top_frame(server, tubes, server_rates, tube_rates, conn.where, interval, sort,
+                                  console.width), refresh=True)
             done += 1
             if iterations and done >= iterations:
                 return
@@ -347,34 +360,53 @@ def _lag(row: dict, key: str, fmt) -> Text:
     return Text(fmt(v), style="dim" if not v else "bold yellow")
 
 
-def cluster_table(st: dict, width: int = 120) -> Table:
+# The cluster table's columns: (name, justify, drop rank). On a narrow
+# terminal the ranked ones are left out, lowest first, until it fits; the
+# node name and http address may be cut (with an ellipsis), numbers never.
+CLUSTER_COLUMNS: tuple[tuple[str, JustifyMethod, int], ...] = (("node", "left", 0), ("role", "left", 0), ("ISR", "center", 0),
+                   ("link", "center", 0), ("acked", "right", 0), ("behind", "right", 0),
+                   ("bytes", "right", 3), ("age", "right", 2), ("peer", "left", 1),
+                   ("http", "left", 4))
+CUT = {"node": 12, "http": 16}  # may be cut to no less than this
+
+
+def _cluster_table(st: dict, dropped: set[str], cut: bool) -> Table:
     leads = st.get("role") == "leader"
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    wide = width >= 100  # the peer address too
-    for name, justify in (("node", "left"), ("role", "left"), ("ISR", "center"),
-                          ("link", "center"), ("acked", "right"), ("behind", "right"),
-                          ("bytes", "right"), ("age", "right"),
-                          *((("peer", "left"),) if wide else ()), ("http", "left")):
-        t.add_column(name, justify=justify, no_wrap=True)
+    shown = [c for c in CLUSTER_COLUMNS if c[0] not in dropped]
+    for name, justify, _ in shown:
+        t.add_column(name, justify=justify, no_wrap=name not in CUT, overflow="ellipsis",
+                     max_width=CUT.get(name) if cut else None)
     for row in st.get("nodes", ()):
         name = row.get("name", "?")
         role = "leader" if name == st.get("leader") else "follower"
         in_isr = name in st.get("isr", ())
         if not leads:  # a follower's view: no lag to show
-            cells = [Text("?", style="dim")] * 5
+            lag = [Text("?", style="dim")] * 5
         elif name == st.get("node"):
-            cells = [Text("self", style="dim"), Text(f"{row.get('acked_seq', 0):,}"),
-                     *(_lag(dict(row, connected=True), k, f) for k, f in LAG_FORMATS)]
+            lag = [Text("self", style="dim"), Text(f"{row.get('acked_seq', 0):,}"),
+                   *(_lag(dict(row, connected=True), k, f) for k, f in LAG_FORMATS)]
         else:
             up = row.get("connected")
-            cells = [Text("up", style="green") if up else Text("down", style="bold red"),
-                     Text(f"{row['acked_seq']:,}") if up else Text("-", style="dim"),
-                     *(_lag(row, k, f) for k, f in LAG_FORMATS)]
-        t.add_row(Text(name, style="bold" if role == "leader" else ""),
-                  Text(role, style="bold green" if role == "leader" else ""),
-                  Text("✓", style="green") if in_isr else Text("✗", style="bold red"),
-                  *cells, *((row.get("peer", ""),) if wide else ()), row.get("http", ""))
+            lag = [Text("up", style="green") if up else Text("down", style="bold red"),
+                   Text(f"{row['acked_seq']:,}") if up else Text("-", style="dim"),
+                   *(_lag(row, k, f) for k, f in LAG_FORMATS)]
+        cells = dict(zip(("link", "acked", "behind", "bytes", "age"), lag))
+        cells.update(node=Text(name, style="bold" if role == "leader" else ""),
+                     role=Text(role, style="bold green" if role == "leader" else ""),
+                     ISR=Text("✓", style="green") if in_isr else Text("✗", style="bold red"),
+                     peer=Text(row.get("peer", "")), http=Text(row.get("http", "")))
+        t.add_row(*(cells[n] for n, *_ in shown))
     return t
+
+
+def cluster_table(st: dict, width: int = 120) -> Table:
+    dropped: set[str] = set()
+    for rank in sorted({r for *_, r in CLUSTER_COLUMNS}):
+        dropped |= {n for n, _, r in CLUSTER_COLUMNS if r == rank and rank}
+        if _natural_width(_cluster_table(st, dropped, True)) <= width:
+            break
+    return _cluster_table(st, dropped, False)
 
 
 def show_cluster(console: Console, st: dict, where: str, warning: str | None):
@@ -384,7 +416,8 @@ def show_cluster(console: Console, st: dict, where: str, warning: str | None):
                  style="")
     console.print(title)
     console.print(Text(f"as {st.get('node')} at {where} sees it"
-                       + (f"; {st.get('seq', 0):,} batches shipped this epoch" if 'seq' in st else ""),
+                       + (f"; {st['seq']:,} batch{'' if st['seq'] == 1 else 'es'} shipped this epoch"
+                          if 'seq' in st else ""),
                        style="dim"))
     console.print(cluster_table(st, console.width))
     for row in st.get("nodes", ()):
