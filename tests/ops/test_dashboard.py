@@ -6,6 +6,8 @@ These tests never skip: without /usr/bin/chromium and /usr/bin/chromedriver
 they fail (.ci/run installs the `chromium` and `chromium-driver` packages)."""
 from __future__ import annotations
 
+import json
+import re
 import socket
 import threading
 import time
@@ -25,7 +27,7 @@ KPI_KEYS = {
     "kpi-ready": "current-jobs-ready", "kpi-urgent": "current-jobs-urgent",
     "kpi-reserved": "current-jobs-reserved", "kpi-delayed": "current-jobs-delayed",
     "kpi-buried": "current-jobs-buried", "kpi-connections": "current-connections",
-    "kpi-tubes": "current-tubes", "kpi-total-jobs": "total-jobs", "kpi-puts-total": "cmd-put",
+    "kpi-tubes": "current-tubes", "kpi-puts-total": "cmd-put",
     "kpi-deletes-total": "cmd-delete", "kpi-timeouts": "job-timeouts",
 }
 
@@ -487,8 +489,9 @@ def test_charts_draw_the_last_minutes(browser, server):
     t.start()
     try:
         open_page(browser, server, refresh=250)
+        # (the server samples once a second, whatever the page's refresh)
         wait_for(lambda: browser.execute_script("return window.pybeanstalkdDashboard.samples()") >= 10,
-                 what="ten refreshes")
+                 what="ten samples")
         for chart, series in (("chart-throughput", ["put", "res", "del"]),
                               ("chart-depth", ["ready", "reserved", "delayed", "buried"])):
             info = browser.execute_script(
@@ -557,3 +560,136 @@ def test_the_dashboard_works_behind_http_auth(browser):
         for c in server.clients:
             c.close()
         server.stop()
+
+
+HELD = ("current-jobs-ready", "current-jobs-reserved", "current-jobs-delayed", "current-jobs-buried")
+
+
+def kpi(driver, testid) -> tuple[str, str]:
+    """A KPI's data-value, and the text of the line it is in."""
+    return tuple(driver.execute_script(
+        "const el = document.querySelector(`[data-testid=${arguments[0]}]`);"
+        "return [el.dataset.value, el.parentElement.textContent.trim()];", testid))
+
+
+def test_counts_are_the_jobs_held_now_and_cumulative_ones_say_so(browser, server):
+    """The tubes card and the table's Held column count the jobs held now,
+    which differ from total-jobs (every job put since start) once jobs are
+    deleted; the job browser opens on the tube that holds the most; no
+    "1 jobs" anywhere."""
+    c = server.client(use="small", watch="small")
+    server.clients.append(c)
+    put_many(server.addr, "big", 40)
+    put_many(server.addr, "middle", 25)
+    for i in range(30):          # 30 put, 29 deleted: one held, total-jobs 30
+        jid = c.put(f"small {i}")
+        if i:
+            c.delete(jid)
+    c.bury(c.reserve())          # ... and that one buried
+    for jid in [c.put("gone", delay=600) for _ in range(3)][:2]:
+        c.delete(jid)            # one delayed
+    big = server.client(watch="big")
+    server.clients.append(big)
+    for _ in range(15):          # 15 of big's 40 deleted, 2 reserved
+        big.delete(big.reserve())
+    big.reserve(), big.reserve()
+
+    observer = server.client()
+    server.clients.append(observer)
+    open_page(browser, server)
+    stats = observer.stats()
+    held = sum(stats[k] for k in HELD)
+    assert held == 25 + 25 + 2 and held != stats["total-jobs"]
+    value, line = wait_for(lambda: (lambda v: v if v[0] == str(held) else None)(kpi(browser, "kpi-held-jobs")),
+                           what="the jobs held in the tubes card")
+    assert line == f"{held} jobs held"
+    assert kpi(browser, "kpi-puts-total")[1] == f"{stats['cmd-put']} since start"
+
+    table = tube_table(browser)
+    for name in ("big", "middle", "small"):
+        st = observer.stats_tube(name)
+        assert int(table[name]["held"]["value"]) == sum(st[k] for k in HELD), name
+        assert int(table[name]["total-jobs"]["value"]) == st["total-jobs"], name
+    assert (table["small"]["held"]["value"], table["small"]["total-jobs"]["value"]) == ("2", "33")
+    foot = browser.execute_script("return document.querySelector('#tubes-foot td[data-col=\"held\"]').dataset.value")
+    assert int(foot) == held
+    head = browser.execute_script(
+        "return [...document.querySelectorAll('#tubes-head th')].map(th => th.textContent.trim())")
+    assert "Held" in head and "Put since start" in head and "Total" not in head
+
+    # The busiest tube: middle holds 25 ready, big 23 ready and 2 reserved;
+    # the first by name of equals.
+    jobs_shown(browser, "big", "ready", 23)
+    info = css(browser, "[data-testid=jobs-tube-info]").text
+    assert "25 jobs held · 40 put since start" in info
+
+    # One of something is singular, wherever it is shown.
+    kpis = css(browser, "[data-testid=kpis]").text
+    assert "in 1 tube\n" in kpis + "\n" and "in 1 tubes" not in kpis, kpis
+    body = browser.execute_script("return document.body.innerText")
+    assert not re.search(r"(?<![\d,.])1 (jobs|tubes|timeouts|batches)\b", body), body
+    no_error_toasts(browser)
+
+
+def test_a_new_page_opens_with_the_servers_history(browser, server):
+    """The charts' samples are the server's (GET /api/v1/history, a sample a
+    second): a page opened later shows them from the start, and rates are
+    the server's counts over the server's clock."""
+    stop = threading.Event()
+
+    def load():
+        with server.client(use="load", watch="load") as c:
+            while not stop.is_set():
+                for _ in range(10):
+                    c.put("work")
+                for _ in range(10):
+                    c.delete(c.reserve(timeout=1))
+                time.sleep(0.05)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    try:
+        time.sleep(4.5)
+        open_page(browser, server)
+        first = browser.execute_script("return window.pybeanstalkdDashboard.span()")
+        with urllib.request.urlopen(server.base + "/api/v1/history", timeout=5) as r:
+            hist = json.load(r)["samples"]
+        assert browser.execute_script("return window.pybeanstalkdDashboard.samples()") >= 4, \
+            "a page opened now has the past seconds at once"
+        assert first["first"] == hist[0]["mono"] and first["firstWall"] == hist[0]["time"]
+
+        time.sleep(3)
+        open_page(browser, server)        # a second page, opened later
+        again = browser.execute_script("return window.pybeanstalkdDashboard.span()")
+        assert again["first"] == hist[0]["mono"], "the second page has the history from the start"
+        assert again["last"] - again["first"] >= 7000
+        n = browser.execute_script("return window.pybeanstalkdDashboard.samples()")
+        assert n >= 7
+        points = browser.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('[data-testid=chart-depth] path.series')]"
+            ".map(p => [p.dataset.series, +p.dataset.points]))")
+        assert all(v >= n - 1 for v in points.values()), (points, n)
+
+        # Reserves and deletes move together here: both lines are drawn,
+        # deletes dashed over reserves.
+        style = browser.execute_script(
+            "const svg = document.querySelector('[data-testid=chart-throughput] svg');"
+            "const ps = [...svg.querySelectorAll('path.series')];"
+            "return ps.map(p => [p.dataset.series, p.style.strokeDasharray]);")
+        assert [k for k, _ in style][-1] == "del" and style[-1][1] != ""
+        assert dict(style)["res"] == ""
+
+        # The puts rate shown is the server's: its count over its clock, across
+        # the last three seconds of samples the page holds.
+        last, shown = browser.execute_script(
+            "return [window.pybeanstalkdDashboard.span().last,"
+            " +document.querySelector('[data-testid=kpi-puts-rate]').dataset.value]")
+        with urllib.request.urlopen(server.base + "/api/v1/history", timeout=5) as r:
+            hist = [smp for smp in json.load(r)["samples"] if smp["mono"] <= last]
+        a, b = hist[-4], hist[-1]
+        assert b["mono"] == last
+        assert shown == pytest.approx((b["put"] - a["put"]) / ((b["mono"] - a["mono"]) / 1000))
+        assert shown > 0
+    finally:
+        stop.set()
+        t.join(5)

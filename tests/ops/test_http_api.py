@@ -445,6 +445,31 @@ async def test_move_and_flush(w, client):
 
 
 @http_test()
+async def test_flush_all_states(w, client):
+    s, holder = w.conn(), w.conn()
+    for i in range(4):
+        put(w, s, b"fa", pri=i)
+    for _ in range(3):
+        put(w, s, b"fa", delay=100)
+    w.send(holder, b"watch fa\r\n")
+    for _ in range(3):  # two buried, one held reserved
+        r = w.send(holder, b"reserve-with-timeout 0\r\n")
+        assert r.startswith(b"RESERVED")
+        job = int(r.split()[1])
+    w.send(holder, b"bury %d 0\r\n" % (job - 1))
+    w.send(holder, b"bury %d 0\r\n" % (job - 2))
+    put(w, s, b"other")
+    st = w.stats(s, b"stats-tube fa")
+    assert [st[f"current-jobs-{k}"] for k in ("ready", "reserved", "delayed", "buried")] == ["1", "1", "3", "2"]
+    assert await post(client, "/api/v1/tubes/fa/flush", {"state": "all"}) == {"flushed": 6}
+    st = w.stats(s, b"stats-tube fa")
+    assert [st[f"current-jobs-{k}"] for k in ("ready", "reserved", "delayed", "buried")] == ["0", "1", "0", "0"]
+    assert w.stats(s, b"stats-tube other")["current-jobs-ready"] == "1"
+    assert await post(client, "/api/v1/tubes/fa/flush", {"state": "all"}) == {"flushed": 0}
+    await post(client, "/api/v1/tubes/fa/flush", {"state": "reserved"}, 400)
+
+
+@http_test()
 async def test_flush_of_many_jobs_while_another_client_works(w, client, monkeypatch):
     from pybeanstalkd.server import transport
 
@@ -571,3 +596,70 @@ async def test_many_tubes_are_listed_in_slices_and_shared_by_requests_at_once(w,
     assert all(g == got[0] for g in got)
     assert len(made) == n + 1  # once for the five
     assert passes >= 3  # other events ran between slices
+
+
+# -- history -----------------------------------------------------------------------
+
+def test_history_keeps_the_last_samples_on_the_servers_clocks():
+    """GET /history: a sample per tick of the server's timer, in a ring of
+    fixed size, each with the server's clocks and the protocol's counts;
+    `after` gives only the newer ones; no sample while the binlog replays."""
+    from pybeanstalkd.ops.history import FIELDS, History
+
+    async def main():
+        w = World(asyncio.get_running_loop())
+        h = History(w.srv, maxlen=5, interval=0.02)
+        client = TestClient(TestServer(Http(w.srv, samples=h).app))
+        await client.start_server()
+        try:
+            s = w.conn()
+            h.start(asyncio.get_running_loop())
+            for i in range(8):  # a put and a reserve/delete between ticks
+                put(w, s, b"t%d" % (i % 3))
+                await asyncio.sleep(0.025)
+            d = await get(client, "/api/v1/history")
+            assert d["interval"] == 0.02 and d["max"] == 5
+            got = d["samples"]
+            assert len(got) == 5, "the ring holds the last `maxlen` samples"
+            assert all(list(smp) == list(FIELDS) for smp in got)
+            monos = [smp["mono"] for smp in got]
+            assert monos == sorted(set(monos)), "oldest first, on the monotonic clock"
+            assert all(15 <= b - a <= 200 for a, b in zip(monos, monos[1:])), monos
+            assert [smp["put"] for smp in got] == sorted(smp["put"] for smp in got)
+            # The newest sample is the protocol's figures (nothing moved since).
+            await asyncio.sleep(0.05)
+            last = (await get(client, "/api/v1/history"))["samples"][-1]
+            st = w.stats(s)
+            assert last["put"] == int(st["cmd-put"]) == 8
+            assert last["ready"] == int(st["current-jobs-ready"]) == 8
+            assert last["urgent"] == int(st["current-jobs-urgent"]) == 8
+            assert (last["reserved"], last["delayed"], last["buried"], last["delete"]) == (0, 0, 0, 0)
+            # (the wall clock is Unix ms)
+            import time
+            assert abs(last["time"] - time.time() * 1000) < 5000
+            # after: only the samples taken after it
+            newer = (await get(client, f"/api/v1/history?after={monos[2]}"))["samples"]
+            assert newer and all(smp["mono"] > monos[2] for smp in newer)
+            assert [smp["mono"] for smp in newer][:2] == monos[3:]
+            await get(client, "/api/v1/history?after=x", 400)
+            # While replaying, the engine is the replay's: no sample is taken.
+            w.srv.replaying = True
+            before = list(h.samples)
+            await asyncio.sleep(0.1)
+            assert list(h.samples) == before
+            w.srv.replaying = False
+            await asyncio.sleep(0.05)
+            assert list(h.samples) != before
+        finally:
+            h.stop()
+            await client.close()
+    asyncio.run(main())
+
+
+@http_test()
+async def test_tubes_carry_the_servers_clock(w, client):
+    a = (await get(client, "/api/v1/tubes"))["mono"]
+    await asyncio.sleep(0.02)
+    b = (await get(client, "/api/v1/tubes"))["mono"]
+    assert isinstance(a, int) and b - a >= 15
+    assert abs(b - monotonic_ns() // 1_000_000) < 1000

@@ -30,7 +30,7 @@ from ..core import admin
 from ..core.job import RESERVED
 from ..core.outcome import DONE, Outcome
 from ..core.protocol import NS
-from . import api, httpguard, metrics
+from . import api, history, httpguard, metrics
 
 DASHBOARD = pathlib.Path(__file__).resolve().parent / "dashboard"
 CONTENT_TYPES = {
@@ -101,8 +101,10 @@ class BodyTimeout(Exception):
 class Http:
     def __init__(self, srv, auth: tuple[str, str] | None = None, dashboard=DASHBOARD, *,
                  allowed_hosts=(), listen_host: str | None = None,
-                 body_timeout: float = httpguard.BODY_TIMEOUT_S):
+                 body_timeout: float = httpguard.BODY_TIMEOUT_S, samples=None):
         self.srv = srv
+        # The last minutes of the server's numbers (history.py), for the dashboard.
+        self.history = samples if samples is not None else history.History(srv)
         self.auth = None if auth is None else ("%s:%s" % auth).encode()
         self.dashboard = pathlib.Path(dashboard)
         self.hosts = httpguard.Hosts(allowed_hosts, listen_host)
@@ -125,6 +127,7 @@ class Http:
         r.add_get(v1 + "/tubes/{tube}/jobs", self.jobs)
         r.add_get(v1 + "/jobs/{id}", self.job)
         r.add_get(v1 + "/cluster", self.cluster)
+        r.add_get(v1 + "/history", self.get_history)
         for path, fn in (("/tubes/{tube}/kick", self.kick), ("/tubes/{tube}/pause", self.pause),
                          ("/tubes/{tube}/put", self.put), ("/tubes/{tube}/move", self.move),
                          ("/tubes/{tube}/flush", self.flush), ("/jobs/{id}/kick", self.kick_job),
@@ -271,14 +274,15 @@ class Http:
 
     async def leader(self, request):
         """200 where clients should go (HAProxy's health check): the
-        cluster's leader, or a server with no --cluster; 503 elsewhere."""
+        cluster's leader, or a server with no --cluster; 503 elsewhere.
+        With --cluster the body is the node's status, as in /api/v1/cluster
+        (`leader`: the leader's name; `is_leader`: this node leads)."""
         node = self.srv.cluster
         if node is None:
             ok = not self.srv.replaying and not self.engine.draining
-            return web.json_response({"leader": ok}, status=200 if ok else 503)
+            return web.json_response({"is_leader": ok}, status=200 if ok else 503)
         st = node.status()
-        return web.json_response(dict(st, leader=st["role"] == "leader"),
-                                 status=200 if st["role"] == "leader" else 503)
+        return web.json_response(st, status=200 if st["is_leader"] else 503)
 
     async def cluster(self, request):
         node = self.srv.cluster
@@ -327,6 +331,13 @@ class Http:
         self.now()
         return web.json_response(api.stats(self.engine))
 
+    async def get_history(self, request):
+        after = request.query.get("after")
+        after_ms = None if after is None else api.text_integer(after, "after")
+        h = self.history
+        return web.json_response({"interval": h.interval, "max": h.samples.maxlen,
+                                  "samples": h.since(after_ms)})
+
     async def tubes(self, request):
         return web.json_response(await self._shared("tubes", self._tubes))
 
@@ -341,7 +352,9 @@ class Http:
                     if t is not None]
             if i + api.TUBES_SLICE < len(names):
                 await asyncio.sleep(0)
-        return {"tubes": out}
+        # (mono: when the list was read, on the server's clock in ms: the
+        # dashboard's per-tube rates are reckoned from it)
+        return {"tubes": out, "mono": now // 1_000_000}
 
     async def tube(self, request):
         name, t = self._tube(request)
@@ -448,11 +461,21 @@ class Http:
     async def flush(self, request):
         req = await self._body(request)
         _, t = self._tube(request)
-        state = api.state(req.get("state"), MOVABLE)
+        state = api.state(req.get("state"), MOVABLE + ("all",))
         if t is None:
             return _error(404, "no such tube")
-        flushed, outcome = await self.slices(
-            admin.flush(self.engine.q, t, admin.STATES[state], self.now()))
+        states = MOVABLE if state == "all" else (state,)
+
+        def each_state():  # one state after another, as the CLI's flush --state all
+            total = 0
+            for s in states:
+                n, outcome = yield from admin.flush(self.engine.q, t, admin.STATES[s], self.now())
+                total += n
+                if outcome is not DONE:
+                    return total, outcome
+            return total, DONE
+
+        flushed, outcome = await self.slices(each_state())
         if outcome is not DONE:
             return _failed("flush", outcome, flushed=flushed)
         return web.json_response({"flushed": flushed})
@@ -494,11 +517,14 @@ class Http:
 class Serving:
     """The HTTP side, serving; the caller awaits cleanup() at shutdown."""
 
-    def __init__(self, server, runner: web.AppRunner):
+    def __init__(self, server, runner: web.AppRunner, samples: history.History | None = None):
         self.server = server  # the loop's, on the listening socket
         self.runner = runner
+        self.history = samples
 
     async def cleanup(self):
+        if self.history is not None:
+            self.history.stop()
         self.server.close()
         await self.runner.cleanup()
 
@@ -510,8 +536,9 @@ async def start(srv, sock: socket.socket, auth=None, dashboard=DASHBOARD, *, all
     `max_connections` at a time (httpguard.py)."""
     loop = asyncio.get_running_loop()
     log = srv.log if srv.verbose else None
+    samples = history.History(srv)
     app = Http(srv, auth, dashboard, allowed_hosts=allowed_hosts, listen_host=listen_host,
-               body_timeout=timeouts.body).app
+               body_timeout=timeouts.body, samples=samples).app
     # (lingering_time: how long a rejected request's body is still read
     # before the close; aiohttp's 10 s would hold a late body's connection
     # that much past its 408)
@@ -520,5 +547,6 @@ async def start(srv, sock: socket.socket, auth=None, dashboard=DASHBOARD, *, all
     await runner.setup()
     conns = httpguard.Connections(loop, runner.server, max_connections, timeouts, log)
     server = await loop.create_server(conns, sock=sock, backlog=128)
-    return Serving(server, runner)
+    samples.start(loop)
+    return Serving(server, runner, samples)
 

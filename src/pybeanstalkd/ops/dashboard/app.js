@@ -4,9 +4,9 @@
 
 (function () {
   const API = '/api/v1';
-  const WINDOW_MS = 5 * 60 * 1000;      // history kept client-side and drawn
-  const RATE_WINDOW_MS = 3000;
-  const MIN_SPAN_MS = 60 * 1000;        // the charts' shortest time axis          // rates shown as numbers: averaged over this
+  const WINDOW_MS = 5 * 60 * 1000;      // history drawn (the server keeps as much: GET /history)
+  const RATE_WINDOW_MS = 3000;          // rates shown as numbers: averaged over this
+  const MIN_SPAN_MS = 60 * 1000;        // the charts' shortest time axis
   const STATES = ['ready', 'delayed', 'buried', 'reserved'];
   const MAX_TUBE_ROWS = 500;            // rows drawn at once; the filter narrows the rest
   const MAX_TUBES_WITH_HISTORY = 300;   // above this, no per-tube sparklines
@@ -196,7 +196,10 @@
     draining: false,
     memory: null,
     lastPid: null,
-    samples: [],                 // {t, gap, c:{put,res,del}, put,res,del (per s), ready, reserved, delayed, buried, urgent}
+    // The server's samples (GET /history), one a second: t is the server's
+    // monotonic clock in ms, wall its clock (for the axis' labels).
+    samples: [],                 // {t, wall, gap, dt, c:{put,res,del}, put,res,del (per s), dput.., ready, reserved, delayed, buried, urgent}
+    wallOffset: 0,               // the server's wall clock minus its monotonic one, in ms
     tubes: new Map(),            // name -> stats-tube object
     tubeNames: [],               // API order (by name)
     tubeHist: new Map(),         // name -> [{t, gap, ready, total, del, put, dl, dt}]
@@ -217,7 +220,9 @@
   const THROUGHPUT = [
     { key: 'put', label: 'Puts', color: 'var(--c-put)' },
     { key: 'res', label: 'Reserves', color: 'var(--c-res)' },
-    { key: 'del', label: 'Deletes', color: 'var(--c-del)' },
+    // dashed, and drawn over reserves: when workers delete what they reserve
+    // the two lines coincide, and both stay visible
+    { key: 'del', label: 'Deletes', color: 'var(--c-del)', dash: '5 4' },
   ];
   const DEPTH = [
     { key: 'ready', label: 'Ready', color: 'var(--c-ready)' },
@@ -255,7 +260,7 @@
     const pw = w - m.l - m.r;
     const ph = ht - m.t - m.b;
     const samples = S.samples;
-    const now = samples.length ? samples[samples.length - 1].t : Date.now();
+    const now = samples.length ? samples[samples.length - 1].t : Date.now() - S.wallOffset;
     // The window grows from one minute to WINDOW_MS as samples come in.
     const span = Math.max(MIN_SPAN_MS, Math.min(WINDOW_MS, samples.length ? now - samples[0].t : 0));
     const x0 = now - span;
@@ -307,11 +312,13 @@
     }
     // vertical ticks: the smallest round step that leaves ~90 px per label
     const every = [10000, 15000, 30000, 60000, 120000, 300000].find((st) => (span / st) * 90 <= pw) || 300000;
-    for (let t = Math.ceil(x0 / every) * every; t <= now; t += every) {
-      const x = Math.round(X(t)) + 0.5;
+    // (at round times of the server's clock)
+    const off = S.wallOffset;
+    for (let tw = Math.ceil((x0 + off) / every) * every; tw <= now + off; tw += every) {
+      const x = Math.round(X(tw - off)) + 0.5;
       out.push('<line class="gridline v" x1="' + x + '" x2="' + x + '" y1="' + m.t + '" y2="' + (m.t + ph) + '"/>');
       out.push('<text class="tick" x="' + x + '" y="' + (ht - 6) + '" text-anchor="middle">' +
-        (t % 60000 === 0 ? fmtClock(t) : fmtClockSec(t)) + '</text>');
+        (tw % 60000 === 0 ? fmtClock(tw) : fmtClockSec(tw)) + '</text>');
     }
     out.push('<line class="axis" x1="' + (m.l + 0.5) + '" x2="' + (m.l + 0.5) + '" y1="' + m.t + '" y2="' + (m.t + ph) + '"/>');
 
@@ -344,7 +351,7 @@
       }
       if (area && !def.rate && !log) out.push('<path class="area" d="' + area + '" style="fill:url(#g-' + def.id + '-' + s.key + ')"/>');
       lines.push('<path class="series" data-series="' + s.key + '" data-points="' + points + '" d="' + (d || 'M0,0') +
-        '" style="stroke:' + s.color + '"/>');
+        '" style="stroke:' + s.color + (s.dash ? ';stroke-dasharray:' + s.dash : '') + '"/>');
       const last = segs.length ? segs[segs.length - 1] : null;
       if (last && last.length) {
         const p = last[last.length - 1];
@@ -376,7 +383,7 @@
             (def.rate ? fmtRate(v) : fmtInt(v)) + '</b></div>';
         }).join('');
         const left = x > w / 2 ? 'right:' + (w - x + 10) + 'px' : 'left:' + (x + 10) + 'px';
-        tip = '<div class="chart-tip" style="' + left + '"><div class="tip-time">' + fmtClockSec(best.t) + '</div>' + rows + '</div>';
+        tip = '<div class="chart-tip" style="' + left + '"><div class="tip-time">' + fmtClockSec(best.wall) + '</div>' + rows + '</div>';
       }
     }
     out.push('</svg>');
@@ -397,7 +404,8 @@
             renderLegend(def);
             renderChart(def);
           },
-        }, h('i', { style: 'background:' + s.color }), h('span', { class: 'lg-label', text: s.label }), h('b', { class: 'lg-value' }));
+        }, h('i', { class: s.dash ? 'dashed' : null, style: (s.dash ? 'color:' : 'background:') + s.color }),
+        h('span', { class: 'lg-label', text: s.label }), h('b', { class: 'lg-value' }));
         el.append(item);
       }
     }
@@ -444,40 +452,44 @@
     return Math.max(5000, 4 * (S.interval || 1000));
   }
 
-  function applyStats(resp, t) {
+  const GAP_MS = 5000;  // samples further apart than this (a second apart as a rule) are not joined
+
+  function applyStats(resp) {
     const st = resp.stats || {};
     S.stats = st;
     S.draining = !!resp.draining;
     S.memory = resp.memory || null;
-
-    const restarted = S.lastPid != null && st.pid !== S.lastPid;
     S.lastPid = st.pid;
-    const prev = S.samples.length ? S.samples[S.samples.length - 1] : null;
-    const c = {
-      put: st['cmd-put'] || 0,
-      res: (st['cmd-reserve'] || 0) + (st['cmd-reserve-with-timeout'] || 0),
-      del: st['cmd-delete'] || 0,
-    };
-    const smp = {
-      t, c, gap: true, dt: null, put: null, res: null, del: null, dput: null, dres: null, ddel: null,
-      ready: st['current-jobs-ready'], reserved: st['current-jobs-reserved'], delayed: st['current-jobs-delayed'],
-      buried: st['current-jobs-buried'], urgent: st['current-jobs-urgent'],
-    };
-    if (prev && !restarted && t - prev.t < gapMs() && t > prev.t) {
-      smp.gap = false;
-      const dt = (t - prev.t) / 1000;
-      if (c.put >= prev.c.put && c.res >= prev.c.res && c.del >= prev.c.del) {
-        smp.dt = dt;
-        for (const k of ['put', 'res', 'del']) {
-          smp['d' + k] = c[k] - prev.c[k];
-          smp[k] = smp['d' + k] / dt;
-        }
-      }
-    }
-    S.samples.push(smp);
-    while (S.samples.length && S.samples[0].t < t - WINDOW_MS - 5000) S.samples.shift();
     renderHeader();
     renderKpis();
+  }
+
+  // The server's samples (GET /history), appended to those already here.
+  // Rates come from the server's counters and its clock: the count moved
+  // between two samples over the time between them.
+  function applyHistory(resp) {
+    for (const r of resp.samples || []) {
+      const prev = S.samples.length ? S.samples[S.samples.length - 1] : null;
+      if (prev && r.mono <= prev.t) continue;  // (already here)
+      const c = { put: r.put, res: r.reserve, del: r.delete };
+      const smp = {
+        t: r.mono, wall: r.time, c, gap: true, dt: null, put: null, res: null, del: null, dput: null, dres: null, ddel: null,
+        ready: r.ready, reserved: r.reserved, delayed: r.delayed, buried: r.buried, urgent: r.urgent,
+      };
+      // (a gap: the server was too busy to sample, or it restarted)
+      if (prev && r.mono - prev.t < GAP_MS && c.put >= prev.c.put && c.res >= prev.c.res && c.del >= prev.c.del) {
+        smp.gap = false;
+        smp.dt = (r.mono - prev.t) / 1000;
+        for (const k of ['put', 'res', 'del']) {
+          smp['d' + k] = c[k] - prev.c[k];
+          smp[k] = smp['d' + k] / smp.dt;
+        }
+      }
+      S.samples.push(smp);
+      S.wallOffset = r.time - r.mono;
+    }
+    const last = S.samples.length ? S.samples[S.samples.length - 1].t : 0;
+    while (S.samples.length && S.samples[0].t < last - WINDOW_MS) S.samples.shift();
   }
 
   function renderHeader() {
@@ -506,6 +518,7 @@
     set('kpi-urgent', st['current-jobs-urgent'], fmtInt(st['current-jobs-urgent']), false);
     set('kpi-reserved', st['current-jobs-reserved'], fmtInt(st['current-jobs-reserved']));
     set('kpi-timeouts', st['job-timeouts'], fmtInt(st['job-timeouts']), false);
+    setWord(byTest('kpi-timeouts'), st['job-timeouts'], 'timeout since start', 'timeouts since start');
     set('kpi-delayed', st['current-jobs-delayed'], fmtInt(st['current-jobs-delayed']));
     set('kpi-buried', st['current-jobs-buried'], fmtInt(st['current-jobs-buried']));
     const rp = currentRate('put');
@@ -514,16 +527,19 @@
     set('kpi-puts-rate', rp, fmtRate(rp), false);
     set('kpi-reserves-rate', rr, fmtRate(rr), false);
     set('kpi-deletes-rate', rd, fmtRate(rd), false);
-    const last = S.samples[S.samples.length - 1];
-    set('kpi-puts-total', last.c.put, fmtInt(last.c.put), false);
-    set('kpi-reserves-total', last.c.res, fmtInt(last.c.res), false);
-    set('kpi-deletes-total', last.c.del, fmtInt(last.c.del), false);
+    const res = (st['cmd-reserve'] || 0) + (st['cmd-reserve-with-timeout'] || 0);
+    set('kpi-puts-total', st['cmd-put'], fmtInt(st['cmd-put']), false);
+    set('kpi-reserves-total', res, fmtInt(res), false);
+    set('kpi-deletes-total', st['cmd-delete'], fmtInt(st['cmd-delete']), false);
     set('kpi-connections', st['current-connections'], fmtInt(st['current-connections']));
     set('kpi-producers', st['current-producers'], fmtInt(st['current-producers']), false);
     set('kpi-workers', st['current-workers'], fmtInt(st['current-workers']), false);
     set('kpi-waiting', st['current-waiting'], fmtInt(st['current-waiting']), false);
     set('kpi-tubes', st['current-tubes'], fmtInt(st['current-tubes']));
-    set('kpi-total-jobs', st['total-jobs'], fmtInt(st['total-jobs']), false);
+    // what the server holds now (not total-jobs: every job put since start)
+    const held = heldJobs(st);
+    set('kpi-held-jobs', held, fmtInt(held), false);
+    setWord(byTest('kpi-held-jobs'), held, 'job held', 'jobs held');
 
     const mem = S.memory;
     const card = $('#kpi-memory-card');
@@ -536,7 +552,8 @@
         fill.style.width = pct + '%';
         card.dataset.level = pct >= 95 ? 'crit' : pct >= 80 ? 'warn' : 'ok';
       } else {
-        set('kpi-memory-cap', null, 'no cap (--max-memory)', false);
+        set('kpi-memory-cap', null, 'no cap', false);
+        byTest('kpi-memory-cap').title = 'no --max-memory given';
         fill.style.width = '0';
         card.dataset.level = 'none';
       }
@@ -555,7 +572,8 @@
     { key: 'current-jobs-reserved', label: 'Reserved', state: 'reserved', cls: 'st-reserved' },
     { key: 'current-jobs-delayed', label: 'Delayed', state: 'delayed', cls: 'st-delayed' },
     { key: 'current-jobs-buried', label: 'Buried', state: 'buried', cls: 'st-buried' },
-    { key: 'total-jobs', label: 'Total', title: 'jobs ever put into this tube' },
+    { key: 'held', label: 'Held', title: 'jobs in this tube now: ready + reserved + delayed + buried' },
+    { key: 'total-jobs', label: 'Put since start', cls: 'cumulative', title: 'jobs put into this tube since the server started (total-jobs)' },
     { key: 'rate-put', label: 'In/s', rate: true, title: 'jobs put into this tube per second' },
     { key: 'rate-del', label: 'Del/s', rate: true, title: 'deletes per second in this tube (cmd-delete)' },
     { key: 'current-using', label: 'Using', title: 'connections using this tube (producers)', cls: 'wide-col' },
@@ -568,9 +586,23 @@
     if (key === 'rate-put') return windowRate(S.tubeHist.get(name) || [], 'dput') || 0;
     if (key === 'rate-del') return windowRate(S.tubeHist.get(name) || [], 'ddel') || 0;
     if (key === 'pause') return (S.tubes.get(name) || {})['pause-time-left'] || 0;
+    if (key === 'held') return heldJobs(S.tubes.get(name) || {});
     return (S.tubes.get(name) || {})[key];
   }
 
+  // The jobs in a tube (or in the server) now, from its stats.
+  function heldJobs(st) {
+    return (st['current-jobs-ready'] || 0) + (st['current-jobs-reserved'] || 0) +
+      (st['current-jobs-delayed'] || 0) + (st['current-jobs-buried'] || 0);
+  }
+
+  // The word after a count's element (its next text node), singular or plural.
+  function setWord(el, n, one, many) {
+    const node = el && el.nextSibling;
+    if (node && node.nodeType === Node.TEXT_NODE) node.textContent = ' ' + (n === 1 ? one : many);
+  }
+
+  // t: the server's monotonic clock when it listed the tubes (ms).
   function applyTubes(list, t) {
     const seen = new Set();
     const keepHist = list.length <= MAX_TUBES_WITH_HISTORY;
@@ -609,6 +641,8 @@
     }
     setCell(byTest('kpi-delayed-tubes'), withDelayed, fmtInt(withDelayed), false);
     setCell(byTest('kpi-buried-tubes'), withBuried, fmtInt(withBuried), false);
+    setWord(byTest('kpi-delayed-tubes'), withDelayed, 'tube', 'tubes');
+    setWord(byTest('kpi-buried-tubes'), withBuried, 'tube', 'tubes');
     renderTubes();
     syncTubeSelect();
   }
@@ -914,8 +948,8 @@
     info.textContent = '';
     if (tb) {
       info.append(h('b', { text: J.tube }));
-      info.append(' · ' + fmtInt(tb['total-jobs']) + ' jobs ever · ' + fmtInt(tb['current-watching']) + ' watching · ' +
-        fmtInt(tb['current-waiting']) + ' waiting');
+      info.append(' · ' + plural(heldJobs(tb), 'job') + ' held · ' + fmtInt(tb['total-jobs']) + ' put since start · ' +
+        fmtInt(tb['current-watching']) + ' watching · ' + fmtInt(tb['current-waiting']) + ' waiting');
       if (tb.pause > 0) info.append(' · ', h('span', { class: 'badge paused' }, 'paused, ' + fmtDur(tb['pause-time-left']) + ' left'));
     } else if (J.tube) {
       info.append(h('b', { text: J.tube }), ' · not on the server');
@@ -1094,12 +1128,17 @@
       for (const n of names) sel.append(h('option', { value: n, text: n }));
     }
     if (!J.tube && names.length) {
-      // first tube with jobs, else "default", else the first one
-      const withJobs = S.tubeNames.find((n) => {
-        const tb = S.tubes.get(n);
-        return tb && tb['current-jobs-ready'] + tb['current-jobs-delayed'] + tb['current-jobs-buried'] + tb['current-jobs-reserved'] > 0;
-      });
-      J.tube = withJobs || (names.includes('default') ? 'default' : names[0]);
+      // the tube holding the most jobs (the first by name of equals), else "default", else the first one
+      let busiest = null;
+      let most = 0;
+      for (const n of S.tubeNames) {
+        const held = heldJobs(S.tubes.get(n) || {});
+        if (held > most) { busiest = n; most = held; }
+      }
+      J.tube = busiest || (names.includes('default') ? 'default' : names[0]);
+      // and on a state that has jobs
+      const tb = S.tubes.get(J.tube);
+      if (tb && !tb['current-jobs-' + J.state]) J.state = STATES.find((st) => tb['current-jobs-' + st] > 0) || J.state;
       saveHash();
     }
     if (J.tube) sel.value = J.tube;
@@ -1381,7 +1420,7 @@
     const leads = cl.role === 'leader';
     const parts = ['"' + cl.cluster + '"', 'leader ' + (cl.leader || 'none'), 'epoch ' + fmtInt(cl.epoch),
       'ISR ' + ((cl.isr || []).join(', ') || '—')];
-    if (leads) parts.push(fmtInt(cl.seq) + ' batches shipped this epoch');
+    if (leads) parts.push(plural(cl.seq, 'batch', 'batches') + ' shipped this epoch');
     else parts.push('seen from ' + cl.node + ', a follower: only the leader knows the lag');
     $('#cluster-sub').textContent = parts.join(' · ');
     banner.hidden = leads;
@@ -1480,11 +1519,19 @@
       // failure leaves the panel as it was rather than failing the refresh.
       const cluster = S.cluster === false ? Promise.resolve(false)
         : getJSON('/cluster').catch((e) => (e.status === 404 ? false : undefined));
-      const [st, tb, cl] = await Promise.all([getJSON('/stats'), getJSON('/tubes'), cluster]);
-      const t = Date.now();
+      // /history: the samples since the newest one here (every one at first)
+      const after = S.samples.length ? '?after=' + S.samples[S.samples.length - 1].t : '';
+      const pid = S.lastPid;
+      let [st, tb, cl, hist] = await Promise.all([getJSON('/stats'), getJSON('/tubes'), cluster, getJSON('/history' + after)]);
+      if (pid != null && st.stats && st.stats.pid !== pid) {
+        // another server process: its history, from the start
+        S.samples = [];
+        hist = await getJSON('/history');
+      }
       if (cl !== undefined) renderCluster(cl);
-      applyStats(st, t);
-      applyTubes(tb.tubes || [], t);
+      applyHistory(hist);
+      applyStats(st);
+      applyTubes(tb.tubes || [], tb.mono != null ? tb.mono : Date.now());
       renderCharts();
       setOnline(true);
       await refreshJobs();
@@ -1617,6 +1664,9 @@
   window.pybeanstalkdDashboard = {
     refresh: refreshNow,
     samples: () => S.samples.length,
+    // the oldest and newest samples drawn: the server's clocks, in ms
+    span: () => (S.samples.length ? { first: S.samples[0].t, last: S.samples[S.samples.length - 1].t,
+      firstWall: S.samples[0].wall, lastWall: S.samples[S.samples.length - 1].wall } : null),
     jobs: () => ({ tube: S.jobs.tube, state: S.jobs.state, offset: S.jobs.offset, limit: S.jobs.limit, mode: S.jobs.mode }),
   };
 
