@@ -119,3 +119,28 @@ def test_the_real_block_is_small_and_refilled_with_half_of_it_left():
     assert not ids.low()
     h.e.q.next_id += 1
     assert ids.low()
+
+
+def test_ids_never_pass_what_a_binlog_record_holds(small):
+    """etcd's counter (or a binlog) near 2**64: the range owned stops at
+    2**64 - 1, as a single server's ids do."""
+    top = (1 << 64) - 1
+    h, ids, counter, _ = leader(first=top - 1)
+    asyncio.run(ids.refill())
+    assert h.e.q.last_id == top
+    c = h.conn()
+    assert put(h, c) == b"INSERTED %d\r\n" % (top - 1)
+    assert put(h, c) == b"INSERTED %d\r\n" % top
+    assert put(h, c) == b"INTERNAL_ERROR\r\n"
+
+
+def test_metrics_of_a_node_still_becoming_leader():
+    """Between winning the election and its replicator (etcd round trips:
+    the ISR, the first ids), a node's role is leader but its report is a
+    follower's: /metrics renders it as such instead of failing."""
+    from pybeanstalkd.ops.metrics import cluster
+
+    st = {"node": "n1", "role": "leader", "is_leader": True, "leader": "n1", "epoch": 3,
+          "isr": ["n1"], "cluster": "c", "applied_seq": 0, "nodes": []}
+    names = [f.name for f in cluster(st)]
+    assert "pybeanstalkd_cluster_applied_batch" in names and "pybeanstalkd_cluster_is_leader" in names

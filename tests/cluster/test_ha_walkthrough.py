@@ -7,6 +7,7 @@ environment file README writes for a node."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -39,10 +40,18 @@ def test_the_walkthrough_runs_as_written():
         ports.add(free_port())
     env = dict(os.environ, VENV_BIN=os.path.dirname(sys.executable),
                **{name: str(port) for name, port in zip(PORTS, sorted(ports))})
-    got = subprocess.run(["sh", SCRIPT], env=env, capture_output=True, text=True, timeout=180)
-    print(got.stdout, got.stderr)
-    assert got.returncode == 0, got.stdout + got.stderr
-    out = got.stdout
+    # In its own process group: on a timeout the script's trap gets SIGTERM
+    # and stops etcd, the nodes and HAProxy (a SIGKILL of sh would leave them).
+    proc = subprocess.Popen(["sh", SCRIPT], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        pytest.fail("the walkthrough took over 180 s:\n" + out + err)
+    print(out, err)
+    assert proc.returncode == 0, out + err
     # node1 led first, with all three in sync; the job went through HAProxy
     assert re.search(r'"leader": "node1", "epoch": \d+, "isr": \["node1", "node\d", "node\d"\]', out)
     job = int(re.search(r"^put job (\d+) through HAProxy$", out, re.M).group(1))

@@ -919,3 +919,53 @@ def test_piped_cluster_report_is_whole(tmp_path):
                      r"10\.0\.0\.13:11400\s+node-c\.internal\.example\.com:8080$", out, re.M), out
     assert re.search(r"^node-a\s+leader\s+✓\s+self\s+123,456,789\s+0\s+0 B\s+0\.00 s\s", out, re.M), out
     assert "node-c-with-a-rather-long-name: no link: [Errno 111] Connection refused" in out
+
+
+def test_a_move_never_leaves_a_job_in_both_tubes_nor_holds_a_buried_one():
+    """If the original is gone when the move deletes it (a delayed job came
+    due and a worker took it), the copy is deleted again; a buried or
+    delayed job is never reserved by the move (a lost connection would make
+    a held job ready at once)."""
+    from pybeanstalkd.ops import admin as cli
+
+    class Reply:
+        status = "INSERTED"
+
+        def int(self, i):
+            return 99
+
+    class Fake:
+        def __init__(self, state, delete_ok):
+            self.state, self.delete_ok, self.calls = state, delete_ok, []
+
+        def use(self, tube):
+            self.calls.append(("use", tube))
+
+        def peek_state(self, state):
+            return (7, b"body")
+
+        def stats_job(self, job_id):
+            return {"state": self.state, "tube": "a", "pri": 5, "ttr": 60, "time-left": 30}
+
+        def reserve_job(self, job_id):
+            self.calls.append(("reserve-job", job_id))
+            return b"body"
+
+        def put(self, body, pri, delay, ttr):
+            self.calls.append(("put", body, pri, delay, ttr))
+            return Reply()
+
+        def delete(self, job_id):
+            self.calls.append(("delete", job_id))
+            return self.delete_ok if job_id == 7 else True
+
+    c = Fake("delayed", delete_ok=False)
+    assert cli._move_one(c, "a", "b", "delayed") == "skipped"
+    assert ("delete", 99) in c.calls and not any(x[0] == "reserve-job" for x in c.calls)
+    assert ("put", b"body", 5, 30, 60) in c.calls
+    c = Fake("buried", delete_ok=True)
+    assert cli._move_one(c, "a", "b", "buried") == "moved"
+    assert not any(x[0] == "reserve-job" for x in c.calls)
+    c = Fake("ready", delete_ok=True)
+    assert cli._move_one(c, "a", "b", "ready") == "moved"
+    assert ("reserve-job", 7) in c.calls

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..core.protocol import U64_MAX
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -61,7 +63,8 @@ class JobIds:
             self.ids_from = block.start
             if q.next_id < block.start:
                 q.next_id = block.start
-        q.last_id = block.stop - 1
+        # (never past what a binlog record can hold, etcd's counter however high)
+        q.last_id = min(block.stop - 1, U64_MAX)
         e = self.engine
         if e.said_ids_used_up and not q.ids_used_up():
             # (Commands._ids_used_up said when puts began to be refused)

@@ -239,7 +239,8 @@ class Node:
         got = await self.coord.isr()
         self.isr = got[1] if got else [self.name]
         self.ackers = list(self.isr)
-        await self._take_ids()
+        if not await self._take_ids():
+            return  # deposed: no replicator, no clients
         # -f0: one batch per group commit (the Syncer ships it as its fsync
         # starts: the gate's sync_starting), one group in flight. -f MS: one
         # batch a pass; a reply needs the write here, not the fsync MS later.

@@ -19,8 +19,10 @@ connection broke; 130 interrupted."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 
@@ -296,12 +298,13 @@ def cmd_bury(args) -> int:
             elif job.get("state") == "reserved":
                 why = ("reserved by another connection: only the connection holding it "
                        "can bury it (or wait for its TTR)")
-            elif c.reserve_job(job_id) is None:
-                why = "reserved by another connection meanwhile, or deleted"
             else:
                 pri = job.get("pri", 0) if args.pri is None else args.pri
-                if not c.bury(job_id, pri):
-                    why = "gone before it could be buried"
+                with _no_interrupt():  # (held between the two: Ctrl-C would make it ready)
+                    if c.reserve_job(job_id) is None:
+                        why = "reserved by another connection meanwhile, or deleted"
+                    elif not c.bury(job_id, pri):
+                        why = "gone before it could be buried"
             if why:
                 say(f"job {job_id}: NOT_FOUND: {why}", err=True)
                 failed += 1
@@ -311,37 +314,64 @@ def cmd_bury(args) -> int:
 
 
 def _move_one(c: Conn, src: str, dst: str, state: str) -> str:
-    """Move the head job of a state from src to dst: held (reserve-job) while
-    it is put into dst, then deleted from src; its priority, ttr and (when
-    delayed) the delay left are kept, buried jobs arrive ready, as the HTTP
-    move does. 'moved', 'none' (no job of that state left), 'skipped' (a
-    worker took it meanwhile) or, after putting it back, an AdminError."""
+    """Move the head job of a state from src to dst: put into dst, then
+    deleted from src; its priority, ttr and (when delayed) the delay left
+    are kept, buried jobs arrive ready, as the HTTP move does. 'moved',
+    'none' (no job of that state left), 'skipped' (a worker took it
+    meanwhile) or, the job left where it was, an AdminError.
+
+    A ready job is held (reserve-job) while it moves, so that no worker
+    takes it; a buried or delayed one is not, since a connection's close
+    would make a held job ready at once. Ctrl-C waits until the job is
+    in one tube. If the delete finds the job gone (a delayed job came due
+    and a worker took it), the copy is deleted again: a job is never left
+    in both tubes, but a connection lost between the put and the delete
+    can leave it there."""
     c.use(src)
     found = c.peek_state(state)
     if found is None:
         return "none"
-    job_id = found[0]
+    job_id, body = found
     job = c.stats_job(job_id)
     if job is None or job.get("state") != state or job.get("tube") != src:
         return "skipped"
-    body = c.reserve_job(job_id)
-    if body is None:
-        return "skipped"
+    held = state == "ready"
+    if held:
+        got = c.reserve_job(job_id)
+        if got is None:
+            return "skipped"
+        body = got
     delay = job.get("time-left", 0) if state == "delayed" else 0
-    c.use(dst)
-    r = c.put(body, job["pri"], delay, job["ttr"])
-    if r.status in ("INSERTED", "BURIED"):
-        c.delete(job_id)
-        return "moved"
-    if state == "buried":  # back where it was
-        c.bury(job_id, job["pri"])
-    else:
-        c.release(job_id, job["pri"], delay)
+    with _no_interrupt():
+        c.use(dst)
+        r = c.put(body, job["pri"], delay, job["ttr"])
+        if r.status in ("INSERTED", "BURIED"):
+            if c.delete(job_id):
+                return "moved"
+            c.delete(r.int(1))  # the original went to a worker: no second copy
+            return "skipped"
+        if held:
+            c.release(job_id, job["pri"], 0)  # back where it was
     msg = {"DRAINING": "the server is draining: it takes no new jobs",
            "OUT_OF_MEMORY": "the server is out of memory",
            "JOB_TOO_BIG": "the job is bigger than max-job-size"}
     raise AdminError(f"job {job_id} stays in {src!r}: put into {dst!r} answered "
                      f"{r.status}: {msg.get(r.status, 'not stored')}")
+
+
+@contextlib.contextmanager
+def _no_interrupt():
+    """Hold SIGINT back (Ctrl-C comes after the block): a move's put and
+    delete go together."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, ValueError):  # (no such call here, or not the main thread)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def cmd_move(args) -> int:

@@ -205,7 +205,7 @@ def cluster(st: dict):
     yield info
     yield GaugeMetricFamily("pybeanstalkd_cluster_epoch", "The epoch led (leader) or followed (follower).",
                             value=st["epoch"])
-    if st["role"] != "leader":
+    if "applied_seq" in st:  # a follower's report (or one still becoming leader)
         yield GaugeMetricFamily("pybeanstalkd_cluster_applied_batch",
                                 "The last batch of the followed epoch this follower applied.",
                                 value=st["applied_seq"])

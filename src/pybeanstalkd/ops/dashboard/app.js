@@ -196,6 +196,7 @@
     draining: false,
     memory: null,
     lastPid: null,
+    lastUptime: null,
     // The server's samples (GET /history), one a second: t is the server's
     // monotonic clock in ms, wall its clock (for the axis' labels).
     samples: [],                 // {t, wall, gap, dt, c:{put,res,del}, put,res,del (per s), dput.., ready, reserved, delayed, buried, urgent}
@@ -460,6 +461,7 @@
     S.draining = !!resp.draining;
     S.memory = resp.memory || null;
     S.lastPid = st.pid;
+    S.lastUptime = st.uptime;
     renderHeader();
     renderKpis();
   }
@@ -1521,10 +1523,12 @@
         : getJSON('/cluster').catch((e) => (e.status === 404 ? false : undefined));
       // /history: the samples since the newest one here (every one at first)
       const after = S.samples.length ? '?after=' + S.samples[S.samples.length - 1].t : '';
-      const pid = S.lastPid;
+      const pid = S.lastPid, uptime = S.lastUptime;
       let [st, tb, cl, hist] = await Promise.all([getJSON('/stats'), getJSON('/tubes'), cluster, getJSON('/history' + after)]);
-      if (pid != null && st.stats && st.stats.pid !== pid) {
-        // another server process: its history, from the start
+      if (pid != null && st.stats && (st.stats.pid !== pid || st.stats.uptime < uptime)) {
+        // another server process (its pid may be the same one, in a
+        // container; its uptime, and its clock, started again): its
+        // history, from the start
         S.samples = [];
         hist = await getJSON('/history');
       }
