@@ -94,6 +94,8 @@ class Options:
     node: str | None = None
     peer_listen: str | None = None  # HOST:PORT
     peer_advertise: str | None = None
+    # --extensions: tuber's protocol extensions (off: every reply as 1.13's)
+    extensions: bool = False
     # Loaded after the socket is bound (ssl is slow to import).
     tls: Certs | None = None
     auth_tokens: TokenFile | None = None
@@ -146,8 +148,13 @@ LONG_USAGE = (
     " --node NODE             this node's name in the cluster\n"
     " --peer-listen ADDR      host:port where the leader ships to this node\n"
     " --peer-advertise ADDR   host:port the others reach it at (default --peer-listen)\n"
+    " --extensions            tuber's protocol extensions: flush-tube, reserve-batch,\n"
+    "                         delete-batch, drain/undrain (COMPATIBILITY.md)\n"
     " --help                  this text"
 )
+
+# name -> Options field: long options that take no value
+LONG_SWITCHES = {"extensions": "extensions"}
 
 
 def _parse_bytes(text: str) -> int | None:
@@ -393,6 +400,13 @@ def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag,
     if name == "help" and not eq:
         write_line(sys.stderr, usage_text(diag.prog) + LONG_USAGE)
         raise SystemExit(0)
+    if name in LONG_SWITCHES:
+        if eq:
+            diag.warn(f"--{name} takes no value")
+            diag.usage(EXIT_USAGE)
+        setattr(opts, LONG_SWITCHES[name], True)
+        given.add(LONG_SWITCHES[name])
+        return i
     if name not in LONG_OPTIONS:
         diag.warn(f"unknown flag: {word}")
         diag.usage(EXIT_USAGE)

@@ -52,7 +52,7 @@ class Commands:
         def _cap_crossed(self, over: bool) -> None: ...
 
         def _in_slices(self, s: Session, gen: Generator[None, int, int],
-                       reply: bytes) -> Generator[None, int, None]: ...
+                       answer: Callable[[int], bytes]) -> Generator[None, int, None]: ...
 
     def c_put(self, s: Session, cmd: Command, now: int) -> None:
         _, pri, delay, ttr, size, clean = cmd
@@ -205,8 +205,7 @@ class Commands:
         s.send(R.BURY[self.q.bury(s, cmd[1], cmd[2], now)])
 
     def c_kick(self, s: Session, cmd: Command, now: int) -> None:
-        if not self.q.spawn(self._in_slices(s, self.q.kick(s.use, cmd[1], now),
-                                            b"KICKED %d\r\n")):
+        if not self.q.spawn(self._in_slices(s, self.q.kick(s.use, cmd[1], now), _kicked)):
             s.state = BUSY
 
     def c_kick_job(self, s: Session, cmd: Command, now: int) -> None:
@@ -270,3 +269,7 @@ class Commands:
         else:
             s.send(b"UNAUTHORIZED\r\n")
             s.closing = True
+
+
+def _kicked(n: int) -> bytes:
+    return b"KICKED %d\r\n" % n

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
+from . import extensions as extensions_mod
 from .commands import Commands
+from .extensions import ExtensionCommands
 from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, parse
 from .job import JOB_OVERHEAD
 from .queue import Queue
@@ -86,11 +88,12 @@ class Host:
 FIXED_HOST = Host()  # Engine's default host (one instance, shared)
 
 
-class Engine(Commands):
+class Engine(Commands, ExtensionCommands):
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
                  filesize: int = 10485760, log: Callable[[str], None] = print,
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
-                 auth: Verifier | None = None, store: Store | None = None) -> None:
+                 auth: Verifier | None = None, store: Store | None = None,
+                 extensions: bool = False) -> None:
         self.q = Queue(now, store)
         self.now = now
         self.start = now
@@ -124,6 +127,9 @@ class Engine(Commands):
         self.hold = hold
         self.auth = auth  # --auth-tokens: has verify(token); the server gates new connections
         self.host = host  # (stats reads pid, id, hostname... through it: see below)
+        self.extensions = extensions  # --extensions: tuber's commands (extensions.py)
+        # The longest command line: the reference's, or a delete-batch's.
+        self.line_max = extensions_mod.LINE_MAX if extensions else LINE_BUF_SIZE
         self.handlers: dict[str, Callable[[Session, Command, int], None]] = {
             "put": self.c_put, "peek": self.c_peek, "peek-ready": self.c_peek_ready,
             "peek-delayed": self.c_peek_delayed, "peek-buried": self.c_peek_buried,
@@ -137,6 +143,12 @@ class Engine(Commands):
             "watch": self.c_watch, "ignore": self.c_ignore, "quit": self.c_quit,
             "pause-tube": self.c_pause_tube,
         }
+        if extensions:
+            for op in ("reserve-batch", "delete-batch", "flush-tube", "drain", "undrain"):
+                self.counts[op] = 0  # (counted, never shown: tuber shows none of them)
+            self.handlers.update({
+                "reserve-batch": self.c_reserve_batch, "delete-batch": self.c_delete_batch,
+                "flush-tube": self.c_flush_tube, "drain": self.c_drain, "undrain": self.c_undrain})
 
     # -- connection lifecycle ---------------------------------------------
 
@@ -167,7 +179,8 @@ class Engine(Commands):
         # The common case, flat: nothing buffered, and the read starts with
         # a whole command line (an unpipelined command, with a put's body).
         size = len(data)
-        i = data.find(b"\r", 0, (size if size < LINE_BUF_SIZE else LINE_BUF_SIZE) - 1)
+        limit = self.line_max
+        i = data.find(b"\r", 0, (size if size < limit else limit) - 1)
         if i < 0 or data[i + 1] != 10:
             s.pending.append(data)
             s.plen = size
@@ -248,11 +261,11 @@ class Engine(Commands):
         return more
 
     def _in_slices(self, s: Session, gen: Generator[None, int, int],
-                   reply: bytes) -> Generator[None, int, None]:
-        """Run a command's slices; its reply (reply % value) goes out after
+                   answer: Callable[[int], bytes]) -> Generator[None, int, None]:
+        """Run a command's slices; its reply (answer(value)) goes out after
         the last one, and only then is the session's later input read."""
         n = yield from gen
-        s.send(reply % n)
+        s.send(answer(n))
         if s.state == BUSY:
             s.state = LINE
             now = self.now
@@ -301,7 +314,7 @@ class Engine(Commands):
             if state == BODY or state == BITBUCKET:
                 end = pos + s.need
             else:
-                n = P.find_line_end(buf, pos, min(size, pos + LINE_BUF_SIZE))
+                n = P.find_line_end(buf, pos, min(size, pos + self.line_max))
                 end = pos + n if n else size
             new = self._process_commands(s, buf[:end], now, pos)
             if new == pos:
@@ -385,6 +398,7 @@ class Engine(Commands):
         # before it, as the reference's do, whose clock moves between them:
         # jobs given the same delay in one read come due in command order.
         t = now
+        limit = self.line_max  # (LINE_BUF_SIZE, or a delete-batch's with --extensions)
         while pos < size and not s.waiting and not s.closing:
             state = s.state
             if state <= SKIP:
@@ -399,16 +413,16 @@ class Engine(Commands):
                     check = k + (OUT_LIMIT - out) * k // (2 * out + 1) + 1
                     if check > budget:
                         check = budget
-                end = pos + LINE_BUF_SIZE if size - pos > LINE_BUF_SIZE else size
+                end = pos + limit if size - pos > limit else size
                 # (protocol.find_line_end, inline)
                 i = buf.find(b"\r", pos, end - 1)
                 if i < 0 or buf[i + 1] != 10:
-                    if end - pos == LINE_BUF_SIZE:
+                    if end - pos == limit:
                         # Over-long: discard a buffer's worth, and at once
                         # each further one with no CR at all (what the
                         # reference's buffer-by-buffer reads would discard).
                         j = buf.find(b"\r", end)
-                        pos = end + ((size if j < 0 else j) - end) // LINE_BUF_SIZE * LINE_BUF_SIZE
+                        pos = end + ((size if j < 0 else j) - end) // limit * limit
                         s.state = SKIP
                         continue
                     break
@@ -527,7 +541,7 @@ class Engine(Commands):
             prefix = P.match_prefix(line)[2]
             self.log("<%d command %s" % (s.fd, prefix.decode() if prefix else "<unknown>"))
         try:
-            cmd = parse(line)
+            cmd = (self.extensions and extensions_mod.parse(line)) or parse(line)
         except Bad:
             if self.auth is not None and line[:5] == b"auth ":
                 return self.reauth(s, line[5:])

@@ -470,19 +470,21 @@ class Queue(Reserving):
         h[d.bit_length()] += 1
         h[SUM] += d
 
-    def delete(self, c: Conn | None, id_: int, now: int, count: bool = True) -> Outcome:
+    def delete(self, c: Conn | None, id_: int, now: int, count: bool = True,
+               any_holder: bool = False) -> Outcome:
         """DONE; NOT_FOUND (no such job, or reserved by another); or
         NOT_LOGGED: deleted, as the reference does, but the binlog has no
         record of it, so a restart brings the job back.
 
         count: False for a delete that is not a delete command (ops/; the
-        job is not reserved, so c is not consulted)."""
+        job is not reserved, so c is not consulted). any_holder: a reserved
+        job is deleted whoever holds it (flush-tube)."""
         b: dict[int, Job] = self.blocks.get(id_ >> BITS, EMPTY)
         j = b.get(id_)
         if j is None:
             return NOT_FOUND
         if j.state == RESERVED:
-            if self.owners[id_ >> BITS][id_].conn is not c:
+            if self.owners[id_ >> BITS][id_].conn is not c and not any_holder:
                 return NOT_FOUND
             # _worked(j, WORK_DELETE, now), inline: this is every job's path
             d = now - j.deadline + j.times[1]

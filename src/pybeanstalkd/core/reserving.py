@@ -242,14 +242,12 @@ class Reserving(Timers):
             c.no_job(DEADLINE_SOON)
             return
         watch = c.watch.items
-        if len(watch) == 1:  # the common case, inline
+        if len(watch) == 1:  # the common case, inline (_ready_for)
             t = watch[0]
             j = (self.ready_top(t) if t.nready and not t.waiting
                  and not (t.pause and t.unpause_at > now) else None)
         else:
-            j = self._best_ready(c, now)
-            if j is not None and j.tube.waiting:
-                j = self._best_ready_unclaimed(c, now)
+            j = self._ready_for(c, now)
         if j is not None:
             t = j.tube
             run = t.run
@@ -282,6 +280,28 @@ class Reserving(Timers):
             else:
                 heappush(self.wait_heap, c.wait_key)
                 self._timer(due)
+
+    def _ready_for(self, c: Conn, now: int) -> Job | None:
+        """The job a reserve of c's would get at once: the best ready one in
+        the tubes it watches, unpaused, past the other reservers that wait
+        for those tubes (they come first)."""
+        watch = c.watch.items
+        if len(watch) == 1:
+            t = watch[0]
+            return self.ready_top(t) if t.nready and not t.waiting and not self.paused(t, now) else None
+        j = self._best_ready(c, now)
+        if j is not None and j.tube.waiting:
+            j = self._best_ready_unclaimed(c, now)
+        return j
+
+    def reserve_now(self, c: Conn, now: int) -> bool:
+        """Reserve what a reserve would get at once, if anything (True);
+        never waits (reserve-batch)."""
+        j = self._ready_for(c, now)
+        if j is None:
+            return False
+        self._reserve(c, self._pop_ready(j.tube), now)
+        return True
 
     def _unwait(self, c: Conn) -> None:
         c.waiting = False

@@ -191,7 +191,8 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
     engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log, host=ProcessHost(), hold=hold_for(opts),
-                    max_memory=opts.max_memory, auth=opts.auth_tokens, store=wal)
+                    max_memory=opts.max_memory, auth=opts.auth_tokens, store=wal,
+                    extensions=opts.extensions)
     # With --http, the HTTP side answers while a long replay runs (in a
     # thread: nothing else touches the engine until it is done), so that
     # /healthz says the process is alive and /readyz says why it is not

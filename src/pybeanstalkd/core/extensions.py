@@ -1,0 +1,192 @@
+"""tuber's protocol extensions (--extensions): batches, and tube and server
+control. Each parses and answers byte for byte as tuber 0.6.4's
+(src/protocol.rs and src/server.rs there), so that a client written for
+tuber works here. Without --extensions none of this is reached: every
+line is answered as beanstalkd 1.13 answers it (COMPATIBILITY.md).
+
+    reserve-batch N      N in 1..1000; never blocks: RESERVED_BATCH n, then
+                         n RESERVED entries (n may be 0)
+    delete-batch ID...   1..1000 ids: DELETED_BATCH <deleted> <not found>
+    flush-tube TUBE      every job of the tube, reserved ones included:
+                         FLUSHED n (NOT_FOUND: no such tube)
+    drain, undrain       DRAINING, NOT_DRAINING (puts answer DRAINING meanwhile)
+
+A word with no argument after it (`reserve-batch`) is UNKNOWN_COMMAND, as
+tuber's exact-prefix matching makes it; a bad argument is BAD_FORMAT.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import protocol as P
+from .job import BURIED, DELAYED, READY
+from .outcome import DONE, NOT_LOGGED
+from .protocol import U32_MAX, U64_MAX, Bad, name_ok
+from .session import BUSY
+from .slices import SLICE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator
+
+    from .protocol import Command
+    from .queue import Queue
+    from .session import Session
+    from .tube import Tube
+
+MAX_BATCH = 1000  # ids a delete-batch, jobs a reserve-batch may name
+# The longest line with --extensions: a delete-batch of MAX_BATCH ids of 20
+# digits (tuber's MAX_LINE_LEN); without it, the reference's LINE_BUF_SIZE.
+LINE_MAX = 13 + MAX_BATCH * 21 + 2
+# Whitespace as Rust's trim and split_whitespace see it, in ASCII.
+_SPACE = b" \t\n\v\f\r"
+
+
+def _uint(word: bytes, limit: int) -> int:
+    """A number as Rust's str::parse::<uN> reads it: digits, an optional
+    leading '+', no more than `limit`; Bad otherwise."""
+    digits = word[1:] if word[:1] == b"+" else word
+    if not digits or not digits.isdigit():
+        raise Bad
+    value = int(digits)
+    if value > limit:
+        raise Bad
+    return value
+
+
+def parse(line: bytes) -> Command | None:
+    """An extension command's parsed form; None if the line is none of
+    them (UNKNOWN_COMMAND); Bad for BAD_FORMAT."""
+    if line == b"drain":
+        return ("drain",)
+    if line == b"undrain":
+        return ("undrain",)
+    if line.startswith(b"reserve-batch "):
+        n = _uint(line[14:].strip(_SPACE), U32_MAX)
+        if not 1 <= n <= MAX_BATCH:
+            raise Bad
+        return ("reserve-batch", n)
+    if line.startswith(b"delete-batch "):
+        words = line[13:].split()
+        if not 1 <= len(words) <= MAX_BATCH:
+            raise Bad
+        return ("delete-batch", tuple(_uint(w, U64_MAX) for w in words))
+    if line.startswith(b"flush-tube "):
+        name = line[11:]
+        if not name_ok(name):
+            raise Bad
+        return ("flush-tube", name)
+    if line in _BARE:
+        return ("unknown",)  # (tuber matches "word " only)
+    return None
+
+
+_BARE = frozenset((b"reserve-batch", b"delete-batch", b"flush-tube"))
+
+
+class ExtensionCommands:
+    """Engine's handlers of the extension commands (a base class of Engine)."""
+
+    # Engine's, set in its constructor (declared only).
+    q: Queue
+    counts: dict[str, int]
+    draining: bool
+    worker_ct: int
+
+    if TYPE_CHECKING:
+        def _in_slices(self, s: Session, gen: Generator[None, int, int],
+                       answer: Callable[[int], bytes]) -> Generator[None, int, None]: ...
+
+    def c_reserve_batch(self, s: Session, cmd: Command, now: int) -> None:
+        """Reserve up to N ready jobs at once, as reserve would one by one,
+        never waiting; counted as one reserve (tuber's cmd-reserve)."""
+        if not s.worker:
+            s.worker = True
+            self.worker_ct += 1
+        self.counts["reserve"] += 1
+        out = s.out
+        at = len(out)
+        n = 0
+        take = self.q.reserve_now
+        while n < cmd[1] and take(s, now):
+            n += 1
+        if not out:
+            s.sink.append(s)
+        out.insert(at, b"RESERVED_BATCH %d\r\n" % n)  # (before the entries reserve wrote)
+
+    def c_delete_batch(self, s: Session, cmd: Command, now: int) -> None:
+        """Delete each id in turn, as delete would; counted as that many
+        deletes. A delete the binlog could not record answers
+        INTERNAL_ERROR, as a single delete does (tuber has no such case)."""
+        ids = cmd[1]
+        self.counts["delete"] += len(ids)
+        deleted = lost = 0
+        delete = self.q.delete
+        for id_ in ids:
+            outcome = delete(s, id_, now)
+            if outcome is DONE:
+                deleted += 1
+            elif outcome is NOT_LOGGED:
+                lost += 1
+        if lost:
+            s.send(P.INTERNAL_ERROR)
+        else:
+            s.send(b"DELETED_BATCH %d %d\r\n" % (deleted, len(ids) - deleted))
+
+    def c_flush_tube(self, s: Session, cmd: Command, now: int) -> None:
+        t = self.q.tubes.get(cmd[1])
+        if t is None:
+            s.send(P.NOT_FOUND)
+            return
+        if not self.q.spawn(self._in_slices(s, flush_tube(self.q, t, now), _flushed)):
+            s.state = BUSY
+
+    def c_drain(self, s: Session, cmd: Command, now: int) -> None:
+        self.draining = True
+        s.send(P.DRAINING)
+
+    def c_undrain(self, s: Session, cmd: Command, now: int) -> None:
+        self.draining = False
+        s.send(b"NOT_DRAINING\r\n")
+
+
+def _flushed(n: int) -> bytes:
+    return b"FLUSHED %d\r\n" % n if n >= 0 else P.INTERNAL_ERROR
+
+
+def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
+    """Slices deleting every job t holds when it starts: ready, delayed,
+    buried, and reserved ones whoever holds them (their holders then get
+    NOT_FOUND for them). Counted as t's deletes (its cmd-delete), not as
+    delete commands. The value is how many, or -1 if the binlog could not
+    record one (that job is gone from memory; a restart brings it back)."""
+    last = q.next_id  # (a job put meanwhile and reserved is not flushed)
+    n, k = 0, SLICE
+    for state in (READY, DELAYED, BURIED):
+        bound = t.nready if state == READY else t.ndelayed if state == DELAYED else len(t.buried)
+        for _ in range(bound):
+            if not k:
+                now = yield
+                k = SLICE
+            k -= 1
+            j = (q.ready_top(t) if state == READY else q.delayed_top(t) if state == DELAYED
+                 else q.buried_top(t))
+            if j is None:
+                break
+            outcome = q.delete(None, j.id, now)
+            if outcome is not DONE:
+                return -1
+            n += 1
+    # Its reserved jobs: found by walking every reservation, a slice at a time.
+    for block in list(q.owners.values()) if t.nreserved else ():
+        for id_, held in list(block.items()):
+            if not k:
+                now = yield
+                k = SLICE
+            k -= 1
+            if id_ < last and held.jobs.get(id_) is not None and held.jobs[id_].tube is t:
+                outcome = q.delete(None, id_, now, any_holder=True)
+                if outcome is NOT_LOGGED:
+                    return -1
+                n += outcome is DONE  # (else deleted meanwhile)
+    return n
+

@@ -1,0 +1,167 @@
+"""--extensions: tuber's batches and tube/server control, answered byte for
+byte as tuber 0.6.4 answers them (the cases of its src/protocol.rs tests
+and tests/integration.rs), and nothing of it without the flag."""
+import pytest
+
+from fakeclock import Harness
+from pybeanstalkd.core.slices import SLICE
+
+EXT_LINES = [b"reserve-batch 2", b"delete-batch 1 2", b"flush-tube default", b"drain",
+             b"undrain", b"reserve-batch", b"delete-batch", b"flush-tube"]
+
+
+@pytest.fixture
+def h():
+    return Harness(extensions=True)
+
+
+def put(h, s, body=b"x", pri=0, delay=0, tube=None):
+    if tube is not None:
+        h.send(s, b"use %s\r\n" % tube)
+    out = h.send(s, b"put %d %d 60 %d\r\n%s\r\n" % (pri, delay, len(body), body))
+    assert out.startswith(b"INSERTED ")
+    return int(out.split()[1])
+
+
+def test_without_the_flag_the_lines_are_answered_as_the_reference_does():
+    h = Harness()
+    s = h.conn()
+    got = [h.send(s, line + b"\r\n") for line in EXT_LINES]
+    # (the reference reads "reserve-batch" as a reserve with junk after it)
+    assert got == [b"BAD_FORMAT\r\n", b"UNKNOWN_COMMAND\r\n", b"UNKNOWN_COMMAND\r\n",
+                   b"UNKNOWN_COMMAND\r\n", b"UNKNOWN_COMMAND\r\n", b"BAD_FORMAT\r\n",
+                   b"UNKNOWN_COMMAND\r\n", b"UNKNOWN_COMMAND\r\n"]
+
+
+def test_reserve_batch_takes_jobs_in_priority_order_and_never_waits(h):
+    s, w = h.conn(), h.conn()
+    put(h, s, b"hello", pri=1)
+    put(h, s, b"world", pri=2)
+    assert h.send(w, b"reserve-batch 10\r\n") == (
+        b"RESERVED_BATCH 2\r\nRESERVED 1 5\r\nhello\r\nRESERVED 2 5\r\nworld\r\n")
+    assert h.send(w, b"reserve-batch 1\r\n") == b"RESERVED_BATCH 0\r\n"
+    for pri in (4, 3, 2, 1, 0):
+        put(h, s, pri=pri)
+    got = h.send(w, b"reserve-batch 3\r\n").split(b"\r\n")
+    assert got[0] == b"RESERVED_BATCH 3" and [g.split()[1] for g in got[1:6:2]] == [b"7", b"6", b"5"]
+    stats = h.send(w, b"stats\r\n")
+    assert b"cmd-reserve: 3\n" in stats and b"current-jobs-reserved: 5\n" in stats
+    assert b"current-workers: 1\n" in stats
+
+
+@pytest.mark.parametrize("line", [b"reserve-batch 0", b"reserve-batch 1001", b"reserve-batch abc",
+                                  b"reserve-batch -1", b"reserve-batch ",
+                                  b"reserve-batch 99999999999"])
+def test_reserve_batch_bad_counts(h, line):
+    assert h.send(h.conn(), line + b"\r\n") == b"BAD_FORMAT\r\n"
+
+
+def test_reserve_batch_takes_tubers_number_forms(h):
+    s = h.conn()
+    put(h, s)
+    assert h.send(s, b"reserve-batch  +5 \r\n").startswith(b"RESERVED_BATCH 1\r\n")
+    assert h.send(s, b"reserve-batch 1000\r\n") == b"RESERVED_BATCH 0\r\n"
+
+
+def test_reserve_batch_leaves_jobs_to_reservers_already_waiting(h):
+    p, waiting, batch = h.conn(), h.conn(), h.conn()
+    h.send(waiting, b"watch a\r\nwatch b\r\n")
+    assert h.send(waiting, b"reserve\r\n") == b""  # blocked
+    h.send(batch, b"watch a\r\n")
+    jid = put(h, p, tube=b"a")
+    assert h.take(waiting) == b"RESERVED %d 1\r\nx\r\n" % jid
+    assert h.send(batch, b"reserve-batch 5\r\n") == b"RESERVED_BATCH 0\r\n"
+
+
+def test_delete_batch(h):
+    s, other = h.conn(), h.conn()
+    a, b, c = put(h, s), put(h, s), put(h, s)
+    h.send(s, b"reserve-batch 3\r\n")
+    assert h.send(s, b"delete-batch %d %d %d\r\n" % (a, b, c)) == b"DELETED_BATCH 3 0\r\n"
+    d = put(h, s)
+    assert h.send(s, b"delete-batch %d 99999 88888\r\n" % d) == b"DELETED_BATCH 1 2\r\n"
+    assert h.send(s, b"delete-batch 1 2 3\r\n") == b"DELETED_BATCH 0 3\r\n"
+    e, f = put(h, s), put(h, s)
+    assert h.send(s, b"delete-batch %d\t%d \r\n" % (e, e)) == b"DELETED_BATCH 1 1\r\n"
+    h.send(other, b"reserve\r\n")  # f, held by another connection
+    assert h.send(s, b"delete-batch %d\r\n" % f) == b"DELETED_BATCH 0 1\r\n"
+    assert b"cmd-delete: 12\n" in h.send(s, b"stats\r\n")  # one per id
+
+
+@pytest.mark.parametrize("line", [b"delete-batch ", b"delete-batch   ", b"delete-batch abc",
+                                  b"delete-batch -1", b"delete-batch 1 x",
+                                  b"delete-batch 18446744073709551616"])
+def test_delete_batch_bad_ids_delete_nothing(h, line):
+    s = h.conn()
+    put(h, s)
+    assert h.send(s, line + b"\r\n") == b"BAD_FORMAT\r\n"
+    assert h.send(s, b"peek 1\r\n").startswith(b"FOUND 1")
+
+
+def test_a_delete_batch_of_a_thousand_ids_fits_its_line_and_1001_does_not(h):
+    s = h.conn()
+    ids = b" ".join(b"%d" % (10**19 + i) for i in range(1000))
+    assert h.send(s, b"delete-batch " + ids + b"\r\n") == b"DELETED_BATCH 0 1000\r\n"
+    assert h.send(s, b"delete-batch" + b" 1" * 1001 + b"\r\n") == b"BAD_FORMAT\r\n"
+    # Longer than the longest delete-batch: skipped as the reference skips
+    # a line over its 224 bytes (up to the next line end, then BAD_FORMAT).
+    assert h.send(s, b"delete-batch " + ids + b" 1\r\n") == b""
+    assert h.send(s, b"list-tube-used\r\n") == b"BAD_FORMAT\r\n"
+    assert h.send(s, b"list-tube-used\r\n") == b"USING default\r\n"
+
+
+def test_flush_tube_deletes_every_state_reserved_included(h):
+    s, w = h.conn(), h.conn()
+    put(h, s, tube=b"t")
+    put(h, s, tube=b"t", delay=3600)
+    put(h, s, tube=b"t")
+    h.send(w, b"watch t\r\nignore default\r\n")
+    h.send(w, b"reserve\r\n")
+    r = put(h, s, tube=b"t")
+    jid = int(h.send(w, b"reserve\r\n").split()[1])
+    assert h.send(w, b"bury %d 0\r\n" % jid) == b"BURIED\r\n"
+    keep = put(h, s, tube=b"other")
+    assert h.send(s, b"flush-tube t\r\n") == b"FLUSHED 4\r\n"
+    st = h.send(s, b"stats-tube t\r\n")
+    for state in (b"ready", b"reserved", b"delayed", b"buried"):
+        assert b"current-jobs-%s: 0\n" % state in st
+    assert b"cmd-delete: 4\n" in st  # the tube's; not the server's
+    assert b"cmd-delete: 0\n" in h.send(s, b"stats\r\n")
+    assert h.send(w, b"delete 1\r\n") == b"NOT_FOUND\r\n"  # its holder lost it
+    assert h.send(s, b"peek %d\r\n" % keep).startswith(b"FOUND")
+    assert r  # (put ids used)
+
+
+def test_flush_tube_replies(h):
+    s = h.conn()
+    assert h.send(s, b"flush-tube nonexistent\r\n") == b"NOT_FOUND\r\n"
+    assert h.send(s, b"flush-tube default\r\n") == b"FLUSHED 0\r\n"
+    for line in (b"flush-tube -bad", b"flush-tube default ", b"flush-tube "):
+        assert h.send(s, line + b"\r\n") == b"BAD_FORMAT\r\n"
+
+
+def test_a_big_flush_runs_in_slices_with_others_served_between():
+    h = Harness(extensions=True, auto=False)
+    s, other = h.conn(), h.conn()
+    n = 5 * SLICE + 3
+    h.send(s, b"use big\r\n" + b"put 0 0 60 1\r\nx\r\n" * n)
+    h.take(s)
+    assert h.send(s, b"flush-tube big\r\nlist-tube-used\r\n") == b""  # busy: no reply yet
+    assert h.send(other, b"stats-tube big\r\n").startswith(b"OK")  # served meanwhile
+    steps = 0
+    while h.step():
+        steps += 1
+    assert steps >= 4
+    assert h.take(s) == b"FLUSHED %d\r\nUSING big\r\n" % n
+
+
+def test_drain_and_undrain(h):
+    s = h.conn()
+    assert h.send(s, b"drain\r\n") == b"DRAINING\r\n"
+    assert h.send(s, b"put 0 0 60 1\r\na\r\n") == b"DRAINING\r\n"
+    assert b"draining: true\n" in h.send(s, b"stats\r\n")
+    assert h.send(s, b"undrain\r\n") == b"NOT_DRAINING\r\n"
+    assert h.send(s, b"put 0 0 60 1\r\na\r\n") == b"INSERTED 2\r\n"
+    assert b"draining: false\n" in h.send(s, b"stats\r\n")
+    for line in (b"drain ", b"undrain ", b"reserve-batch", b"delete-batch", b"flush-tube"):
+        assert h.send(s, line + b"\r\n") == b"UNKNOWN_COMMAND\r\n"
