@@ -290,3 +290,24 @@ def test_describe_says_which_reference_and_which_python():
     assert describe("ours", [sys.executable, "-m", "pybeanstalkd"]).endswith(
         "(CPython %d.%d.%d)" % sys.version_info[:3])
     assert "(beanstalkd 1." in describe("reference", [require_reference()])
+
+
+def test_batch_drains_with_and_without_reserve_batch():
+    """--batch: a server with --extensions drains in batches; one without
+    (ours without the flag, as the reference) has only the plain drain."""
+    from pybeanstalkd.bench import batch as batch_mod
+    from pybeanstalkd.bench.workloads import fill
+
+    o = small(conns=2, jobs=300)
+    for extra, batched in ((["--extensions"], True), ([], False)):
+        srv = Server(ours_argv(), extra)
+        try:
+            fill(srv.address, o, 300)
+            assert batch_mod.drain_plain(srv.address, o.tube, 300) > 0
+            fill(srv.address, o, 300)
+            rate = batch_mod.drain_batches(srv.address, o.tube, 300, 64)
+            assert (rate is not None and rate > 0) is batched
+            if batched:
+                assert stats(srv.address)["current-jobs-ready"] == "0"
+        finally:
+            srv.stop()

@@ -33,7 +33,7 @@ from dataclasses import asdict, replace
 from time import monotonic
 
 from . import hostile as hostile_mod, httpcost, memcap as memcap_mod, micro as micro_mod, modes
-from . import stalls as stalls_mod
+from . import batch as batch_mod, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference, describe
@@ -219,6 +219,8 @@ def stalls_table(rows, names) -> str:
             extra = f"{r['fill_rate']:,.0f} puts/s"
         elif "delay_s" in r:
             extra = f"delay {r['delay_s']} s"
+        elif "skipped" in r:
+            extra = f"skipped: {r['skipped']}"
         out.append([r["jobs"], r["case"], r["server"], r["work_s"], r["samples"], r["p50_ms"],
                     r["p99_ms"], r["p999_ms"], r["max_ms"], r.get("machine_max_ms"),
                     r.get("steal_pct"), extra])
@@ -302,6 +304,9 @@ def parse_args(argv):
     a("--micro", type=int, nargs="?", const=200_000, metavar="N",
       help="no server: each hot command's Python path in-process, N times (default "
            "200,000), in microseconds by layer (framing, dispatch, queue, reply)")
+    a("--batch", type=int, metavar="K", default=None,
+      help="with --compare: drain -n jobs one reserve+delete at a time, then (a server "
+           "with --extensions) with reserve-batch K + delete-batch, one connection; jobs/s")
     a("--cases", default=",".join(stalls_mod.CASES),
       help=f"--stalls cases (default {','.join(stalls_mod.CASES)})")
     args = p.parse_args(argv)
@@ -322,9 +327,11 @@ def parse_args(argv):
         p.error("--floor needs --compare (it starts the floor server beside the others)")
     if args.hostile and not args.compare:
         p.error("--hostile needs --compare (it starts the servers with its own flags)")
+    if args.batch is not None and not (args.compare and 1 <= args.batch <= 1000):
+        p.error("--batch K needs --compare and K in 1..1000")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
-    bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES)
+    bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES) - set(stalls_mod.OPTIONAL)
     if bad_cases:
         p.error(f"unknown case {', '.join(sorted(bad_cases))}; known: {', '.join(stalls_mod.CASES)}")
     if bad:
@@ -368,7 +375,7 @@ def main(argv=None) -> int:
         names = ["server"]
     if not args.floor:
         load_servers, load_names = servers, names
-    special = (args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
+    special = (args.batch or args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
                or args.memcap or args.http_cost or args.micro or args.hostile)
     out = {"options": vars(args), "servers": load_names if args.workloads or not special
            else names}
@@ -421,12 +428,23 @@ def main(argv=None) -> int:
                 f"(-F), exec to the first stats reply, {args.rounds} round(s)")
             say(pair_table(rows, names, ["median_s", "min_s", "max_s"],
                            ["median s", "min s", "max s"], ["median_s", "min_s", "max_s"]))
+        if args.batch:
+            rows = out["batch"] = batch_mod.batch(servers, args.batch, o, args.rounds, progress)
+            progress.clear()
+            say(f"\ndraining {o.jobs:,} jobs of {o.size} bytes on one connection, jobs/s: one "
+                f"reserve + delete at a time, and reserve-batch {args.batch} + delete-batch")
+            say(table(["server", "round", "one at a time", f"batches of {args.batch}",
+                       "batch / one"],
+                      [[r["server"], r["round"] + 1, r["plain_jobs_s"], r["batch_jobs_s"],
+                        _ratio(r["batch_jobs_s"], r["plain_jobs_s"])] for r in rows]))
         if args.stalls:
             rows = out["stalls"] = stalls_mod.stalls(
                 servers, tube_counts(args.stalls) if "," in args.stalls else [int(args.stalls)],
                 args.cases.split(","), o, progress,
-                on_row=lambda r: progress.line(f"{r['server']} {r['case']} {r['jobs']:,}: "
-                                               f"worst {r['max_ms']:.1f} ms"))
+                on_row=lambda r: progress.line(
+                    f"{r['server']} {r['case']} {r['jobs']:,}: "
+                    + (f"skipped ({r['skipped']})" if r.get("skipped")
+                       else f"worst {r['max_ms']:.1f} ms")))
             progress.clear()
             say(f"\nstalls: a probe sends one command a millisecond during big work on N jobs "
                 f"of {o.size} bytes; its round trips in ms")

@@ -8,6 +8,9 @@ makes the server do one of these (N jobs of --size bytes each):
   kick   `kick N` on N delayed jobs
   due    N delayed jobs all coming due at once
   close  a connection holding N reservations closes
+  flush  `flush-tube` of a tube of N jobs (a server started with
+         --extensions; one that does not know it, as the reference, is
+         skipped: its row says so)
 
 "due": the jobs are put with a delay longer than the fill takes, then the
 server is stopped (SIGSTOP) before the first one is due and continued
@@ -35,6 +38,7 @@ from .spawn import exchange, stats
 from .workloads import Options, fill, percentile
 
 CASES = ["fill", "kick", "due", "close"]
+OPTIONAL = ["flush"]  # only when asked for: --cases flush
 PROBE = b"list-tube-used\r\n"
 PROBE_REPLY = b"USING default\r\n"
 INTERVAL_NS = 1_000_000
@@ -295,7 +299,31 @@ def case_close(s, o, n, progress, fill_s):
         probe.kill()
 
 
-RUN = {"fill": case_fill, "kick": case_kick, "due": case_due, "close": case_close}
+def case_flush(s, o, n, progress, fill_s):
+    with connect(s.addr) as c:
+        exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
+        if exchange(c, b"flush-tube %s\r\n" % o.tube.encode(), 1) == b"UNKNOWN_COMMAND\r\n":
+            return [], 0.0, {"skipped": "no flush-tube"}
+    _fill(s, o, n, progress, "fill")
+    probe = Probe(s.addr)
+    try:
+        with connect(s.addr) as c:
+            c.settimeout(WORK_TIMEOUT)  # the reply comes after the last slice
+            probe.go()
+            time.sleep(0.05)
+            t0 = time.monotonic()
+            got = exchange(c, b"flush-tube %s\r\n" % o.tube.encode(), 1)
+            took = time.monotonic() - t0
+            if got != b"FLUSHED %d\r\n" % n:
+                raise BenchError(f"flush-tube: {got[:80]!r}")
+        time.sleep(0.05)
+        return _stopped(probe, took, {})
+    finally:
+        probe.kill()
+
+
+RUN = {"fill": case_fill, "kick": case_kick, "due": case_due, "close": case_close,
+       "flush": case_flush}
 
 
 def stalls(servers, sizes: list[int], cases: list[str], o: Options, progress=None,
