@@ -96,6 +96,7 @@ class Options:
     peer_advertise: str | None = None
     # --extensions: tuber's protocol extensions (off: every reply as 1.13's)
     extensions: bool = False
+    max_tries: int | None = None  # --max-tries N: bury a job at its Nth release or TTR expiry
     # Loaded after the socket is bound (ssl is slow to import).
     tls: Certs | None = None
     auth_tokens: TokenFile | None = None
@@ -148,6 +149,8 @@ LONG_USAGE = (
     " --node NODE             this node's name in the cluster\n"
     " --peer-listen ADDR      host:port where the leader ships to this node\n"
     " --peer-advertise ADDR   host:port the others reach it at (default --peer-listen)\n"
+    " --max-tries N           a job released or timed out for the Nth time is\n"
+    "                         buried instead (stats-job: tries, max-tries)\n"
     " --extensions            tuber's protocol extensions: flush-tube, reserve-batch,\n"
     "                         delete-batch, drain/undrain (COMPATIBILITY.md)\n"
     " --help                  this text"
@@ -238,6 +241,7 @@ LONG_OPTIONS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "node": ("node", str, "a name"),
     "peer-listen": ("peer_listen", _checked_addr, "host:port"),
     "peer-advertise": ("peer_advertise", _checked_addr, "host:port"),
+    "max-tries": ("max_tries", _parse_count, "a positive count"),
 }
 
 

@@ -67,7 +67,8 @@ def drain_batches(addr, tube: str, n: int, k: int) -> float | None:
     with connect(addr) as c:
         exchange(c, b"watch %s\r\nignore default\r\n" % tube.encode(), 2)
         c.sendall(b"reserve-batch 1\r\n")
-        ids, buf = [], b""
+        ids: list[int] = []
+        buf = b""
         try:
             ids, buf = _read_batch(c, buf)
         except BenchError:

@@ -220,7 +220,7 @@ class Commands:
 
     def c_stats_job(self, s: Session, cmd: Command, now: int) -> None:
         j = self.q.jobs.get(cmd[1])
-        s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now)))
+        s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now, self.q.max_tries)))
 
     def c_stats_tube(self, s: Session, cmd: Command, now: int) -> None:
         t = self.q.tubes.get(cmd[1])

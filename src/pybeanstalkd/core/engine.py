@@ -93,8 +93,8 @@ class Engine(Commands, ExtensionCommands):
                  filesize: int = 10485760, log: Callable[[str], None] = print,
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
                  auth: Verifier | None = None, store: Store | None = None,
-                 extensions: bool = False) -> None:
-        self.q = Queue(now, store)
+                 extensions: bool = False, max_tries: int = 0) -> None:
+        self.q = Queue(now, store, max_tries)
         self.now = now
         self.start = now
         self.max_job_size = max_job_size

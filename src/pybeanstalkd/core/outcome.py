@@ -26,6 +26,8 @@ class Outcome(IntEnum):
     IDS_USED_UP = 8  # every job id a binlog can hold has been used
     OVER_CAP = 9  # --max-memory would be passed
     DRAINING = 10  # the server takes no new jobs (SIGUSR1)
+    # A release that used up the job's tries (--max-tries): buried instead.
+    TRIES_USED_UP = 12
 
 
 # The names the hot paths load as globals (an enum's attribute is a lookup more).
@@ -41,3 +43,4 @@ TOO_BIG = Outcome.TOO_BIG
 IDS_USED_UP = Outcome.IDS_USED_UP
 OVER_CAP = Outcome.OVER_CAP
 DRAINING = Outcome.DRAINING
+TRIES_USED_UP = Outcome.TRIES_USED_UP

@@ -45,8 +45,7 @@ from .job import (
     bump,
     times,
 )
-from .outcome import (
-    DONE, NO_ROOM, NOT_FOUND, NOT_LOGGED, WRONG_STATE, Outcome)
+from .outcome import DONE, NO_ROOM, NOT_FOUND, NOT_LOGGED, TRIES_USED_UP, WRONG_STATE, Outcome
 from .protocol import NS, U64_MAX
 from .jobmap import BITS, EMPTY, THIN, JobMap, drop
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
@@ -67,9 +66,10 @@ WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
 
 
 class Queue(Reserving):
-    def __init__(self, now: int, store: Store | None = None) -> None:
+    def __init__(self, now: int, store: Store | None = None, max_tries: int = 0) -> None:
         """store: where records go (the binlog with -b; written to only
-        once recovery has loaded the queue, which writes nothing)."""
+        once recovery has loaded the queue, which writes nothing).
+        max_tries: --max-tries (0: none), see tries_used_up."""
         super().__init__()
         self.jobs = JobMap(self)
         self.blocks = self.jobs.blocks  # what the hot paths index
@@ -79,6 +79,7 @@ class Queue(Reserving):
         # The last id this queue may hand out: a binlog holds ids up to
         # 2**64 - 1; a cluster's leader, the end of the ids etcd gave it.
         self.last_id = U64_MAX
+        self.max_tries = max_tries
         self.delay_heap = StaleHeap(SHARED_SLACK)  # every tube's delayed jobs
         self.ttr_heap = StaleHeap(SHARED_SLACK)  # every reserved job
         self.owners: dict[int, dict[int, Held]] = {}  # id >> BITS -> {id: Held}
@@ -99,7 +100,6 @@ class Queue(Reserving):
         self.tick_slice = SLICE
         self.store: Store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
-        self.matching: set[Tube] = set()  # tubes whose waiters are served in slices
         self.default = self.tube(b"default")
 
     # -- tubes -------------------------------------------------------------
@@ -518,12 +518,27 @@ class Queue(Reserving):
             return None
         return held.jobs[id_]
 
+    def tries_used_up(self, j: Job) -> bool:
+        """--max-tries N: a job's tries are its releases and TTR expiries;
+        the one that makes N buries it instead of putting it back, so that
+        a job that keeps failing waits in the buried list (where every
+        beanstalkd tool looks) instead of coming back for ever. A kick
+        gives it one more try."""
+        c = j.counts
+        return (c >> 32 & M32) + (c >> 64 & M32) + 1 >= self.max_tries
+
     def release(self, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outcome:
-        """DONE, NOT_FOUND (not c's), or NO_ROOM (a delayed release that
-        the binlog has no room for: the job stays reserved)."""
+        """DONE, NOT_FOUND (not c's), NO_ROOM (a delayed release that the
+        binlog has no room for: the job stays reserved), or TRIES_USED_UP
+        (--max-tries: buried instead)."""
         j = self._held_by(c, id_)
         if j is None:
             return NOT_FOUND
+        if self.max_tries and self.tries_used_up(j) and self.store.reserve_update(j):
+            self._worked(j, WORK_RELEASE, now)
+            j.counts = bump(j.counts, RELEASES)
+            self.bury_held(j, pri)
+            return TRIES_USED_UP
         if delay and not self.store.reserve_update(j):
             return NO_ROOM
         self._worked(j, WORK_RELEASE, now)
@@ -545,6 +560,11 @@ class Queue(Reserving):
         if not self.store.reserve_update(j):
             return NO_ROOM
         self._worked(j, WORK_BURY, now)
+        self.bury_held(j, pri)
+        return DONE
+
+    def bury_held(self, j: Job, pri: int) -> None:
+        """Bury a reserved job whose record the binlog has room for."""
         j.tube.buries += 1
         self._unreserve(j)
         j.pri = pri
@@ -552,7 +572,6 @@ class Queue(Reserving):
         j.deadline = UNPLACED  # the binlog records where, for the buried order
         self.place_buried(j)
         self.store.write(j)
-        return DONE
 
     def touch(self, c: Conn, id_: int, now: int) -> Outcome:
         j = self._held_by(c, id_)

@@ -12,11 +12,14 @@ from __future__ import annotations
 from . import protocol as P
 from .outcome import (
     DEADLINE_SOON, DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, NOT_FOUND, NOT_LOGGED,
-    OVER_CAP, TIMED_OUT, TOO_BIG, WRONG_STATE, Outcome)
+    OVER_CAP, TIMED_OUT, TOO_BIG, TRIES_USED_UP, WRONG_STATE, Outcome)
 
 REPLIES: dict[str, dict[Outcome, bytes]] = {
     "delete": {DONE: P.DELETED, NOT_FOUND: P.NOT_FOUND, NOT_LOGGED: P.INTERNAL_ERROR},
-    "release": {DONE: P.RELEASED, NOT_FOUND: P.NOT_FOUND, NO_ROOM: P.OUT_OF_MEMORY},
+    # (BURIED: a reply the reference's release has too, when it cannot put
+    # the job back; here, with --max-tries, when the job's tries are used up)
+    "release": {DONE: P.RELEASED, NOT_FOUND: P.NOT_FOUND, NO_ROOM: P.OUT_OF_MEMORY,
+                TRIES_USED_UP: P.BURIED},
     "bury": {DONE: P.BURIED, NOT_FOUND: P.NOT_FOUND, NO_ROOM: P.INTERNAL_ERROR},
     "touch": {DONE: P.TOUCHED, NOT_FOUND: P.NOT_FOUND},
     "kick-job": {DONE: P.KICKED, NOT_FOUND: P.NOT_FOUND, WRONG_STATE: P.NOT_FOUND,

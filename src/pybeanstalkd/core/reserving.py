@@ -37,7 +37,6 @@ class Reserving(Timers):
     tubes: dict[bytes, Tube]
     default: Tube
     index: list[tuple[int, int, Tube]]
-    matching: set[Tube]
     owners_new: int
     reserved_ct: int
     ready_ct: int
@@ -146,12 +145,12 @@ class Reserving(Timers):
         Returns what is left of n.
 
         Invariant: no unpaused tube has both ready jobs and waiters, except
-        while t is in self.matching; so the best job in t is the best job for
+        while t.matching; so the best job in t is the best job for
         each of its waiters."""
         while t.waiting and t.nready:
             if not n:
-                if t not in self.matching:
-                    self.matching.add(t)
+                if not t.matching:
+                    t.matching = True
                     self.spawn(self._match_later(t))
                 return 0
             n -= 1
@@ -162,7 +161,7 @@ class Reserving(Timers):
 
     def _match_later(self, t: Tube) -> Generator[None, int, None]:
         now = yield
-        self.matching.discard(t)
+        t.matching = False
         if t.alive and not self.paused(t, now):
             self._match(t, now)  # queues another slice if needed
 

@@ -123,9 +123,13 @@ def tube_stats(t: Tube, now: int) -> bytes:
     return yaml(tube_fields(t, now))
 
 
-def job_fields(j: Job, now: int) -> list[tuple[bytes, object]]:
+def job_fields(j: Job, now: int, max_tries: int = 0) -> list[tuple[bytes, object]]:
+    """stats-job's fields; with --max-tries (max_tries), two more at the end:
+    the tries used (releases and TTR expiries) and the most it may use."""
     left = _secs(j.deadline - now) if j.state in (RESERVED, DELAYED) else 0
     reserves, timeouts, releases, buries, kicks = counters(j)
+    tries: list[tuple[bytes, object]] = (
+        [(b"tries", timeouts + releases), (b"max-tries", max_tries)] if max_tries else [])
     return [
         (b"id", j.id),
         (b"tube", Quoted(j.tube.name)),
@@ -141,8 +145,8 @@ def job_fields(j: Job, now: int) -> list[tuple[bytes, object]]:
         (b"releases", releases),
         (b"buries", buries),
         (b"kicks", kicks),
-    ]
+    ] + tries
 
 
-def job_stats(j: Job, now: int) -> bytes:
-    return yaml(job_fields(j, now))
+def job_stats(j: Job, now: int, max_tries: int = 0) -> bytes:
+    return yaml(job_fields(j, now, max_tries))

@@ -18,6 +18,7 @@ from .jobmap import BITS
 if TYPE_CHECKING:
     from .held import Held
     from .job import Job
+    from .store import Store
     from .tube import Conn, Tube
 
 
@@ -34,6 +35,8 @@ class Timers(StaleHeaps):
     tick_slice: int
     seq: int
     timeouts_ct: int
+    max_tries: int
+    store: Store
 
     if TYPE_CHECKING:
         # Queue's and Reserving's methods that the timers call.
@@ -44,6 +47,8 @@ class Timers(StaleHeaps):
         def _unreserve(self, j: Job) -> None: ...
         def _match(self, t: Tube, now: int, n: int = ...) -> int: ...
         def _wait_expired(self, c: Conn, now: int) -> None: ...
+        def tries_used_up(self, j: Job) -> bool: ...
+        def bury_held(self, j: Job, pri: int) -> None: ...
 
     @staticmethod
     def paused(t: Tube, now: int) -> bool:
@@ -124,9 +129,14 @@ class Timers(StaleHeaps):
                 j = blocks[id_ >> BITS][id_]
                 if owners[id_ >> BITS][id_].conn.gone:
                     continue  # closed: detach's slices return it, as at close
+                used_up = (self.max_tries and self.tries_used_up(j)
+                           and self.store.reserve_update(j))  # (a full disk: back to ready)
                 j.counts = bump(j.counts, TIMEOUTS)
                 self.timeouts_ct += 1
                 j.tube.timeouts += 1
+                if used_up:
+                    self.bury_held(j, j.pri)
+                    continue
                 self._unreserve(j)
                 self.place_ready(j, now)
         waits = self.wait_heap

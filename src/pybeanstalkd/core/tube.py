@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class Tube:
-    __slots__ = ("name", "ready", "run", "run_pri", "run_draining", "delayed", "buried", "waiting",
+    __slots__ = ("name", "ready", "run", "run_pri", "run_draining", "matching", "delayed", "buried", "waiting",
                  "using", "watching",
                  "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
                  "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq",
@@ -28,6 +28,7 @@ class Tube:
         self.run: deque[int] | None = None  # ids of fresh jobs of priority run_pri
         self.run_pri = 0
         self.run_draining = False  # its stale entries are being dropped in slices
+        self.matching = False  # its waiters are being served in slices (Queue._match)
         self.delayed = StaleHeap(TUBE_SLACK)  # deadline << 64 | id
         self.buried: OrderedDict[int, Job] = OrderedDict()  # FIFO, O(1) removal by id
         self.waiting: OrderedDict[Conn, None] = OrderedDict()  # FIFO of reservers

@@ -192,7 +192,7 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log, host=ProcessHost(), hold=hold_for(opts),
                     max_memory=opts.max_memory, auth=opts.auth_tokens, store=wal,
-                    extensions=opts.extensions)
+                    extensions=opts.extensions, max_tries=opts.max_tries or 0)
     # With --http, the HTTP side answers while a long replay runs (in a
     # thread: nothing else touches the engine until it is done), so that
     # /healthz says the process is alive and /readyz says why it is not
