@@ -152,7 +152,8 @@ LONG_USAGE = (
     " --max-tries N           a job released or timed out for the Nth time is\n"
     "                         buried instead (stats-job: tries, max-tries)\n"
     " --extensions            tuber's protocol extensions: flush-tube, reserve-batch,\n"
-    "                         delete-batch, drain/undrain (COMPATIBILITY.md)\n"
+    "                         delete-batch, drain/undrain, watch TUBE WEIGHT,\n"
+    "                         reserve-mode (COMPATIBILITY.md)\n"
     " --help                  this text"
 )
 

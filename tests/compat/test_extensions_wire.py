@@ -70,3 +70,16 @@ def test_tubers_flush_and_drain_transcripts(ext):
     assert c.cmd(b"undrain\r\n") == b"NOT_DRAINING\r\n"
     assert c.cmd(b"put 0 0 60 1\r\na\r\n").startswith(b"INSERTED ")
     c.close()
+
+
+def test_tubers_watch_weight_and_reserve_mode_transcripts(ext):
+    c = Client(ext.connect())
+    assert c.cmd(b"watch foo 4\r\n") == b"WATCHING 2\r\n"
+    assert c.cmd(b"watch foo 2\r\n") == b"WATCHING 2\r\n"
+    assert c.cmd(b"watch foo 0\r\n") == b"BAD_FORMAT\r\n"
+    assert c.cmd(b"reserve-mode weighted-fair\r\n") == b"USING weighted-fair\r\n"
+    assert c.cmd(b"reserve-mode default\r\n") == b"BAD_FORMAT\r\n"
+    c.cmd(b"use foo\r\n")
+    jid = int(c.cmd(b"put 0 0 60 1\r\nx\r\n").split()[1])
+    assert c.cmd(b"reserve-with-timeout 0\r\n") == b"RESERVED %d 1\r\nx\r\n" % jid
+    c.close()

@@ -165,3 +165,86 @@ def test_drain_and_undrain(h):
     assert b"draining: false\n" in h.send(s, b"stats\r\n")
     for line in (b"drain ", b"undrain ", b"reserve-batch", b"delete-batch", b"flush-tube"):
         assert h.send(s, line + b"\r\n") == b"UNKNOWN_COMMAND\r\n"
+
+
+def test_watch_with_a_weight(h):
+    s = h.conn()
+    assert h.send(s, b"watch foo 4\r\n") == b"WATCHING 2\r\n"
+    assert h.send(s, b"watch foo 2\r\n") == b"WATCHING 2\r\n"
+    t = h.e.q.tubes[b"foo"]
+    assert s.weights == {t: 2}
+    assert h.send(s, b"watch foo\r\n") == b"WATCHING 2\r\n"  # back to 1
+    assert not s.weights
+    assert h.send(s, b"watch foo +9999\r\n") == b"WATCHING 2\r\n"
+    for line in (b"watch foo 0", b"watch foo 10000", b"watch foo  5", b"watch foo ",
+                 b"watch  foo", b"watch foo 5 6", b"watch -foo 5", b"watch foo x"):
+        assert h.send(s, line + b"\r\n") == b"BAD_FORMAT\r\n", line
+    assert h.send(s, b"ignore foo\r\n") == b"WATCHING 1\r\n"
+    assert not s.weights
+    assert b"cmd-watch: 4\n" in h.send(s, b"stats\r\n")
+
+
+def test_reserve_mode_replies(h):
+    s = h.conn()
+    for mode in (b"weighted", b"weighted-fair", b"fifo"):
+        assert h.send(s, b"reserve-mode %s\r\n" % mode) == b"USING %s\r\n" % mode
+    for line in (b"reserve-mode FIFO", b"reserve-mode default", b"reserve-mode weighted ",
+                 b"reserve-mode "):
+        assert h.send(s, line + b"\r\n") == b"BAD_FORMAT\r\n", line
+    assert h.send(s, b"reserve-mode\r\n") == b"UNKNOWN_COMMAND\r\n"
+
+
+def drawn(h, s, n):
+    """The tubes of n reserves, each job released at once (pri 0, no delay)."""
+    got = []
+    for _ in range(n):
+        jid = int(h.send(s, b"reserve-with-timeout 0\r\n").split()[1])
+        got.append(h.e.q.jobs[jid].tube.name)
+        h.send(s, b"release %d 0 0\r\n" % jid)
+    return got
+
+
+def test_weighted_reserves_follow_the_weights_not_the_priorities(h):
+    p, w = h.conn(), h.conn()
+    for _ in range(5):
+        put(h, p, tube=b"a", pri=100)
+        put(h, p, tube=b"b", pri=0)  # better priorities: fifo would take only b
+    h.send(w, b"watch a 9\r\nwatch b 1\r\nignore default\r\n")
+    assert set(drawn(h, w, 50)) == {b"b"}  # fifo
+    assert h.send(w, b"reserve-mode weighted\r\n") == b"USING weighted\r\n"
+    got = drawn(h, w, 1000)
+    assert 850 <= got.count(b"a") <= 950, got.count(b"a")  # weight 9 of 10
+
+
+def test_weighted_fair_divides_by_the_processing_time(h):
+    p, w = h.conn(), h.conn()
+    h.send(w, b"watch slow\r\nwatch fast\r\nignore default\r\n")
+    for tube, seconds in ((b"slow", 10), (b"fast", 0.1)):
+        for _ in range(10):  # 10 samples each: the moving average counts from then on
+            put(h, p, tube=tube)
+            jid = int(h.send(w, b"reserve-with-timeout 0\r\n").split()[1])
+            h.advance(seconds)
+            assert h.send(w, b"delete %d\r\n" % jid) == b"DELETED\r\n"
+    slow, fast = h.e.q.tubes[b"slow"], h.e.q.tubes[b"fast"]
+    assert (slow.ewma_n, fast.ewma_n) == (10, 10)
+    assert abs(slow.ewma / 1e9 - 10) < 0.01 and abs(fast.ewma / 1e9 - 0.1) < 0.01
+    for _ in range(5):
+        put(h, p, tube=b"slow")
+        put(h, p, tube=b"fast")
+    h.send(w, b"reserve-mode weighted\r\n")
+    plain = drawn(h, w, 400).count(b"fast")
+    assert 150 <= plain <= 250  # equal weights: about half
+    h.send(w, b"reserve-mode weighted-fair\r\n")
+    fair = drawn(h, w, 400).count(b"fast")
+    assert fair >= 390  # 1/0.1 against 1/10: 99 in 100
+
+
+def test_reserve_batch_follows_the_reserve_mode(h):
+    p, w = h.conn(), h.conn()
+    for _ in range(20):
+        put(h, p, tube=b"a", pri=5)
+        put(h, p, tube=b"b", pri=0)
+    h.send(w, b"watch a 9999\r\nwatch b\r\nignore default\r\nreserve-mode weighted\r\n")
+    got = h.send(w, b"reserve-batch 10\r\n").split(b"\r\n")
+    tubes = [h.e.q.jobs[int(line.split()[1])].tube.name for line in got[1:-1:2]]
+    assert len(tubes) == 10 and tubes.count(b"a") >= 9

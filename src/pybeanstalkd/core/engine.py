@@ -10,6 +10,7 @@ and a connection's state in session.py.
 """
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING
 
 from .. import BEANSTALKD_VERSION
@@ -20,6 +21,7 @@ from .extensions import ExtensionCommands
 from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, parse
 from .job import JOB_OVERHEAD
 from .queue import Queue
+from .slices import SLICE
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
     BITBUCKET, BODY, BUSY, LINE, SKIP, UNLIMITED, Session, VerboseSession)
@@ -93,8 +95,9 @@ class Engine(Commands, ExtensionCommands):
                  filesize: int = 10485760, log: Callable[[str], None] = print,
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
                  auth: Verifier | None = None, store: Store | None = None,
-                 extensions: bool = False, max_tries: int = 0) -> None:
-        self.q = Queue(now, store, max_tries)
+                 extensions: bool = False, max_tries: int = 0,
+                 rand: Callable[[], float] | None = None) -> None:
+        self.q = Queue(now, store, max_tries, track_ewma=extensions)
         self.now = now
         self.start = now
         self.max_job_size = max_job_size
@@ -144,11 +147,16 @@ class Engine(Commands, ExtensionCommands):
             "pause-tube": self.c_pause_tube,
         }
         if extensions:
-            for op in ("reserve-batch", "delete-batch", "flush-tube", "drain", "undrain"):
+            # (draws for weighted reserves: the server's are seeded from the OS;
+            # here a fixed seed, so that the pure layer gives the same answers)
+            self.rand = rand or random.Random(0).random
+            for op in ("reserve-batch", "delete-batch", "flush-tube", "drain", "undrain",
+                       "watch-weight", "reserve-mode"):
                 self.counts[op] = 0  # (counted, never shown: tuber shows none of them)
             self.handlers.update({
                 "reserve-batch": self.c_reserve_batch, "delete-batch": self.c_delete_batch,
-                "flush-tube": self.c_flush_tube, "drain": self.c_drain, "undrain": self.c_undrain})
+                "flush-tube": self.c_flush_tube, "drain": self.c_drain, "undrain": self.c_undrain,
+                "watch-weight": self.c_watch_weight, "reserve-mode": self.c_reserve_mode})
 
     # -- connection lifecycle ---------------------------------------------
 
@@ -243,10 +251,10 @@ class Engine(Commands, ExtensionCommands):
         self.worker_ct -= s.worker
         self._resume(now)
 
-    def tick(self, now: int) -> bool:
-        """Run what is due (at most q.tick_slice entries); True if more is."""
+    def tick(self, now: int, n: int = SLICE) -> bool:
+        """Run what is due (at most n timer entries); True if more is."""
         self.now = now
-        more = self.q.tick(now)
+        more = self.q.tick(now, n)
         self._resume(now)
         return more
 

@@ -10,6 +10,9 @@ line is answered as beanstalkd 1.13 answers it (COMPATIBILITY.md).
     flush-tube TUBE      every job of the tube, reserved ones included:
                          FLUSHED n (NOT_FOUND: no such tube)
     drain, undrain       DRAINING, NOT_DRAINING (puts answer DRAINING meanwhile)
+    watch TUBE [W]       W in 1..9999 (default 1): the tube's weight for this
+                         connection's weighted reserves; WATCHING n
+    reserve-mode MODE    fifo, weighted or weighted-fair: USING MODE
 
 A word with no argument after it (`reserve-batch`) is UNKNOWN_COMMAND, as
 tuber's exact-prefix matching makes it; a bad argument is BAD_FORMAT.
@@ -24,6 +27,7 @@ from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok
 from .session import BUSY
 from .slices import SLICE
+from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
     from .tube import Tube
 
 MAX_BATCH = 1000  # ids a delete-batch, jobs a reserve-batch may name
+MAX_WEIGHT = 9999  # a watched tube's weight (tuber's MAX_TUBE_WEIGHT)
+MODES = {b"fifo": FIFO, b"weighted": WEIGHTED, b"weighted-fair": WEIGHTED_FAIR}
+MODE_NAMES = {v: k for k, v in MODES.items()}
 # The longest line with --extensions: a delete-batch of MAX_BATCH ids of 20
 # digits (tuber's MAX_LINE_LEN); without it, the reference's LINE_BUF_SIZE.
 LINE_MAX = 13 + MAX_BATCH * 21 + 2
@@ -75,12 +82,26 @@ def parse(line: bytes) -> Command | None:
         if not name_ok(name):
             raise Bad
         return ("flush-tube", name)
+    if line.startswith(b"watch "):
+        rest = line[6:]
+        parts = rest.split(b" ")
+        if rest != rest.strip(_SPACE) or len(parts) > 2 or not name_ok(parts[0]):
+            raise Bad
+        weight = _uint(parts[1], U32_MAX) if len(parts) == 2 else 1
+        if not 1 <= weight <= MAX_WEIGHT:
+            raise Bad
+        return ("watch-weight", parts[0], weight)
+    if line.startswith(b"reserve-mode "):
+        mode = MODES.get(line[13:])
+        if mode is None:
+            raise Bad
+        return ("reserve-mode", mode)
     if line in _BARE:
         return ("unknown",)  # (tuber matches "word " only)
     return None
 
 
-_BARE = frozenset((b"reserve-batch", b"delete-batch", b"flush-tube"))
+_BARE = frozenset((b"reserve-batch", b"delete-batch", b"flush-tube", b"reserve-mode"))
 
 
 class ExtensionCommands:
@@ -91,6 +112,7 @@ class ExtensionCommands:
     counts: dict[str, int]
     draining: bool
     worker_ct: int
+    rand: Callable[[], float]  # uniform in [0, 1): the weighted reserves' draws
 
     if TYPE_CHECKING:
         def _in_slices(self, s: Session, gen: Generator[None, int, int],
@@ -139,6 +161,26 @@ class ExtensionCommands:
             return
         if not self.q.spawn(self._in_slices(s, flush_tube(self.q, t, now), _flushed)):
             s.state = BUSY
+
+    def c_watch_weight(self, s: Session, cmd: Command, now: int) -> None:
+        """watch, with a weight (1 if none is given: a watch again sets it
+        back to 1, as in tuber); counted as a watch."""
+        _, name, weight = cmd
+        self.counts["watch"] += 1
+        n = self.q.watch(s, name)
+        t = self.q.tubes[name]
+        if weight != 1:
+            if s.weights is None:
+                s.weights = {}
+            s.weights[t] = weight
+        elif s.weights:
+            s.weights.pop(t, None)
+        s.send(b"WATCHING %d\r\n" % n)
+
+    def c_reserve_mode(self, s: Session, cmd: Command, now: int) -> None:
+        s.mode = cmd[1]
+        s.rand = self.rand
+        s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
 
     def c_drain(self, s: Session, cmd: Command, now: int) -> None:
         self.draining = True

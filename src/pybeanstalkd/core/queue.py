@@ -66,7 +66,8 @@ WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
 
 
 class Queue(Reserving):
-    def __init__(self, now: int, store: Store | None = None, max_tries: int = 0) -> None:
+    def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
+                 track_ewma: bool = False) -> None:
         """store: where records go (the binlog with -b; written to only
         once recovery has loaded the queue, which writes nothing).
         max_tries: --max-tries (0: none), see tries_used_up."""
@@ -95,9 +96,9 @@ class Queue(Reserving):
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.due: int | None = None  # earliest timer pushed since the engine last looked
-        # Timer entries a tick may run. The I/O layer, which has a clock,
-        # ticks a few at a time up to a time budget (transport.run_timers).
-        self.tick_slice = SLICE
+        # Whether deletes keep each tube's processing-time average (for
+        # --extensions' weighted-fair reserves; it costs every delete).
+        self.track_ewma = track_ewma
         self.store: Store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
         self.default = self.tube(b"default")
@@ -488,12 +489,19 @@ class Queue(Reserving):
                 return NOT_FOUND
             # _worked(j, WORK_DELETE, now), inline: this is every job's path
             d = now - j.deadline + j.times[1]
-            w = j.tube.work_hist
+            t = j.tube
+            w = t.work_hist
             if w is None:
-                w = j.tube.work_hist = (new_hist(), new_hist(), new_hist())
+                w = t.work_hist = (new_hist(), new_hist(), new_hist())
             h = w[WORK_DELETE]
             h[d.bit_length()] += 1
             h[SUM] += d
+            if self.track_ewma:
+                # The processing time's moving average, alpha 1/10 (tuber's,
+                # for reserve-mode weighted-fair); -1 until the first sample.
+                e = t.ewma
+                t.ewma = d if e < 0 else e + (d - e) // 10
+                t.ewma_n += 1
             self._unreserve(j)
         else:
             was = j.state

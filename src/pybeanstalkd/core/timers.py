@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .heaps import MASK, SHIFT, StaleHeap, StaleHeaps
 from .job import TIMEOUTS, bump
 from .jobmap import BITS
+from .slices import SLICE
 
 if TYPE_CHECKING:
     from .held import Held
@@ -32,7 +33,6 @@ class Timers(StaleHeaps):
     pause_heap: list[tuple[int, int, Tube]]
     owners: dict[int, dict[int, Held]]
     due: int | None
-    tick_slice: int
     seq: int
     timeouts_ct: int
     max_tries: int
@@ -87,13 +87,14 @@ class Timers(StaleHeaps):
             cands.append(self.pause_heap[0][0])
         return min(cands) if cands else None
 
-    def tick(self, now: int) -> bool:
+    def tick(self, now: int, n: int = SLICE) -> bool:
         """Run the timers that are due, in the reference's order: delays,
         pauses, then reservations' TTRs and blocked reserves' timeouts.
 
-        At most tick_slice entries a call: True if it stopped there with
+        At most n entries a call (the I/O layer, which has a clock, ticks a
+        few at a time up to a time budget: transport.run_timers): True if
+        it stopped there with
         more due (next_due() <= now: the caller ticks again soon)."""
-        n = self.tick_slice
         blocks = self.blocks
         heap = self.delay_heap
         while heap and heap[0] >> SHIFT <= now:

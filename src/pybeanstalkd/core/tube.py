@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
 
+FIFO, WEIGHTED, WEIGHTED_FAIR = 0, 1, 2  # Conn.mode: how a reserve picks among its tubes
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from .held import Held
     from .job import Job
@@ -20,7 +22,7 @@ class Tube:
                  "using", "watching",
                  "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
                  "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq",
-                 "wait_hist", "work_hist", "timeouts", "buries")
+                 "wait_hist", "work_hist", "timeouts", "buries", "ewma", "ewma_n")
 
     def __init__(self, name: bytes) -> None:
         self.name = name
@@ -47,6 +49,10 @@ class Tube:
         self.wait_hist: list[int] | None = None
         self.work_hist: tuple[list[int], ...] | None = None
         self.timeouts = self.buries = 0
+        # Reserved to deleted, ns: a moving average (Queue.delete), -1 before
+        # the first, and how many deletes it has seen.
+        self.ewma = -1
+        self.ewma_n = 0
 
     def njobs(self) -> int:
         return self.nready + self.ndelayed + self.nreserved + len(self.buried)
@@ -91,7 +97,8 @@ class Conn:
     on the wire is the subclass's (session.py)."""
 
     __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "waiting",
-                 "timeout", "wait_key", "producer", "worker", "gone")
+                 "timeout", "wait_key", "producer", "worker", "gone", "mode", "weights",
+                 "rand")
 
     def __init__(self) -> None:
         # A Tube from Queue.attach on, which the engine calls as it makes the
@@ -107,6 +114,12 @@ class Conn:
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
         self.producer = self.worker = False
         self.gone = False  # closed; its reservations are being returned in slices
+        # --extensions' reserve-mode (FIFO, WEIGHTED, WEIGHTED_FAIR), the
+        # weights of its watched tubes (None: all 1) and the random draws
+        # weighted modes make (uniform in [0, 1): the engine's).
+        self.mode = FIFO
+        self.weights: dict[Tube, int] | None = None
+        self.rand: Callable[[], float] | None = None
 
     def reserved(self, job: Job) -> None:
         """A reserve of this connection's got `job` (at once, or after waiting)."""

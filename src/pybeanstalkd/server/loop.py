@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import random
 import resource
 import signal
 import socket
@@ -192,7 +193,8 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
                     verbose=opts.verbose, filesize=opts.filesize,
                     log=Server.log, host=ProcessHost(), hold=hold_for(opts),
                     max_memory=opts.max_memory, auth=opts.auth_tokens, store=wal,
-                    extensions=opts.extensions, max_tries=opts.max_tries or 0)
+                    extensions=opts.extensions, max_tries=opts.max_tries or 0,
+                    rand=random.Random().random)  # (seeded from the OS)
     # With --http, the HTTP side answers while a long replay runs (in a
     # thread: nothing else touches the engine until it is done), so that
     # /healthz says the process is alive and /readyz says why it is not

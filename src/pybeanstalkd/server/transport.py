@@ -78,9 +78,8 @@ STEP_BUDGET_NS = 1_000_000
 def run_timers(engine: Engine, now: int, clock=monotonic_ns) -> bool:
     """Tick until nothing is due at now or the budget is spent; True if
     something due is left for the next pass."""
-    engine.q.tick_slice = TICK_CHUNK
     end = clock() + TICK_BUDGET_NS
-    while engine.tick(now):
+    while engine.tick(now, TICK_CHUNK):
         if clock() >= end:
             return True
     return False
