@@ -545,6 +545,7 @@ class Queue(Reserving):
         if self.max_tries and self.tries_used_up(j) and self.store.reserve_update(j):
             self._worked(j, WORK_RELEASE, now)
             j.counts = bump(j.counts, RELEASES)
+            j.tube.tries_used_up += 1
             self.bury_held(j, pri)
             return TRIES_USED_UP
         if delay and not self.store.reserve_update(j):

@@ -136,6 +136,7 @@ class Timers(StaleHeaps):
                 self.timeouts_ct += 1
                 j.tube.timeouts += 1
                 if used_up:
+                    j.tube.tries_used_up += 1
                     self.bury_held(j, j.pri)
                     continue
                 self._unreserve(j)

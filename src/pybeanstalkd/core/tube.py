@@ -22,7 +22,8 @@ class Tube:
                  "using", "watching",
                  "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
                  "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq",
-                 "wait_hist", "work_hist", "timeouts", "buries", "ewma", "ewma_n")
+                 "wait_hist", "work_hist", "timeouts", "buries", "tries_used_up", "ewma",
+                 "ewma_n")
 
     def __init__(self, name: bytes) -> None:
         self.name = name
@@ -49,6 +50,7 @@ class Tube:
         self.wait_hist: list[int] | None = None
         self.work_hist: tuple[list[int], ...] | None = None
         self.timeouts = self.buries = 0
+        self.tries_used_up = 0  # jobs buried by --max-tries (of buries)
         # Reserved to deleted, ns: a moving average (Queue.delete), -1 before
         # the first, and how many deletes it has seen.
         self.ewma = -1

@@ -161,6 +161,9 @@ class Scrape:
                                      labels=["tube", "outcome"])
         timeouts = CounterMetricFamily("pybeanstalkd_tube_timeouts", "TTR expiries.", labels=["tube"])
         buries = CounterMetricFamily("pybeanstalkd_tube_buries", "Buries.", labels=["tube"])
+        used_up = CounterMetricFamily("pybeanstalkd_tube_tries_used_up",
+                                      "Jobs buried because their tries were used up (--max-tries).",
+                                      labels=["tube"])
         # A histogram with no observations is left out (it appears with its
         # first one): most of a scrape's text and time went to idle tubes' series.
         for t, label in zip(tubes, names):
@@ -171,7 +174,8 @@ class Scrape:
                     work.add_metric([label, outcome], *_hist_buckets(h, hist.JOB_LE))
             timeouts.add_metric([label], t.timeouts)
             buries.add_metric([label], t.buries)
-        out = [*fams.values(), wait, work, timeouts, buries]
+            used_up.add_metric([label], t.tries_used_up)
+        out = [*fams.values(), wait, work, timeouts, buries, used_up]
         return out if first else [f for f in out if f.samples]
 
     def _rest(self, e):
