@@ -10,7 +10,6 @@ and a connection's state in session.py.
 """
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING
 
 from .. import BEANSTALKD_VERSION
@@ -149,7 +148,7 @@ class Engine(Commands, ExtensionCommands):
         if extensions:
             # (draws for weighted reserves: the server's are seeded from the OS;
             # here a fixed seed, so that the pure layer gives the same answers)
-            self.rand = rand or random.Random(0).random
+            self.rand = rand or extensions_mod.XorShift().random
             for op in ("reserve-batch", "delete-batch", "flush-tube", "drain", "undrain",
                        "watch-weight", "reserve-mode"):
                 self.counts[op] = 0  # (counted, never shown: tuber shows none of them)

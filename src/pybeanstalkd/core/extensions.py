@@ -48,6 +48,26 @@ LINE_MAX = 13 + MAX_BATCH * 21 + 2
 _SPACE = b" \t\n\v\f\r"
 
 
+class XorShift:
+    """A small uniform source of draws in [0, 1) (xorshift64, the kind
+    tuber draws with), for the pure layer, which reads no OS entropy: the
+    server passes one seeded from the OS instead."""
+
+    def __init__(self, seed: int = 0x9E3779B97F4A7C15) -> None:
+        self.x = seed & _M64 or 1
+
+    def random(self) -> float:
+        x = self.x
+        x ^= (x << 13) & _M64
+        x ^= x >> 7
+        x ^= (x << 17) & _M64
+        self.x = x
+        return x / 18446744073709551616.0
+
+
+_M64 = (1 << 64) - 1
+
+
 def _uint(word: bytes, limit: int) -> int:
     """A number as Rust's str::parse::<uN> reads it: digits, an optional
     leading '+', no more than `limit`; Bad otherwise."""
@@ -113,6 +133,8 @@ class ExtensionCommands:
     draining: bool
     worker_ct: int
     rand: Callable[[], float]  # uniform in [0, 1): the weighted reserves' draws
+    verbose: int
+    log: Callable[[str], None]
 
     if TYPE_CHECKING:
         def _in_slices(self, s: Session, gen: Generator[None, int, int],
@@ -134,6 +156,8 @@ class ExtensionCommands:
         if not out:
             s.sink.append(s)
         out.insert(at, b"RESERVED_BATCH %d\r\n" % n)  # (before the entries reserve wrote)
+        if self.verbose >= 2:  # (-V -V logs each reply; this one bypassed send)
+            self.log(">%d reply RESERVED_BATCH %d" % (s.fd, n))
 
     def c_delete_batch(self, s: Session, cmd: Command, now: int) -> None:
         """Delete each id in turn, as delete would; counted as that many
