@@ -248,3 +248,82 @@ def test_reserve_batch_follows_the_reserve_mode(h):
     got = h.send(w, b"reserve-batch 10\r\n").split(b"\r\n")
     tubes = [h.e.q.jobs[int(line.split()[1])].tube.name for line in got[1:-1:2]]
     assert len(tubes) == 10 and tubes.count(b"a") >= 9
+
+
+def flush_in_slices(h, s, tube, between):
+    """flush-tube, with between() run after its first slice; its reply."""
+    assert h.send(s, b"flush-tube %s\r\n" % tube) == b""
+    between()
+    while h.step():
+        pass
+    return h.take(s)
+
+
+def test_a_flush_and_a_close_with_reservations_in_slices_lose_nothing():
+    """A connection holding reservations in the flushed tube and another
+    closes while the flush runs: its jobs of the flushed tube are deleted,
+    the others come back ready, and no slice fails."""
+    h = Harness(extensions=True, auto=False)
+    p, a, f = h.conn(), h.conn(), h.conn()
+    for tube in (b"t", b"u"):
+        h.send(p, b"use %s\r\n" % tube + b"put 0 0 60 1\r\nx\r\n" * 100)
+    h.send(a, b"watch t\r\nwatch u\r\nignore default\r\n")
+    for _ in range(4):
+        h.send(a, b"reserve-batch 100\r\n")
+    h.send(p, b"use t\r\n" + b"put 0 0 60 1\r\nx\r\n" * 100)
+    while h.step():
+        pass
+    h.take(p)
+    h.take(a)
+    got = flush_in_slices(h, f, b"t", lambda: h.close(a))
+    assert got == b"FLUSHED 200\r\n"
+    u = h.send(f, b"stats-tube u\r\n")
+    assert b"current-jobs-ready: 100\n" in u and b"current-jobs-reserved: 0\n" in u
+    t = h.send(f, b"stats-tube t\r\n")
+    assert b"current-jobs-ready: 0\n" in t and b"current-jobs-reserved: 0\n" in t
+
+
+def test_a_flush_deletes_what_the_tube_held_when_it_started():
+    h = Harness(extensions=True, auto=False)
+    p, w, f = h.conn(), h.conn(), h.conn()
+    h.send(p, b"use t\r\n" + b"put 100 0 1 1\r\nx\r\n" * 150)
+    h.send(w, b"watch t\r\n")
+    held = [int(h.send(w, b"reserve-with-timeout 0\r\n").split()[1]) for _ in range(3)]
+    while h.step():
+        pass
+    h.take(p)
+
+    def meanwhile():
+        h.send(p, b"put 1 0 60 1\r\nn\r\n")  # put after the start: stays
+        h.send(w, b"release %d 0 0\r\n" % held[0])  # back to ready: still flushed
+        h.advance(2)  # the other two time out: still flushed
+
+    got = flush_in_slices(h, f, b"t", meanwhile)
+    assert got == b"FLUSHED 150\r\n"
+    st = h.send(f, b"stats-tube t\r\n")
+    assert b"current-jobs-ready: 1\n" in st and b"total-jobs: 151\n" in st
+    assert h.send(f, b"use t\r\npeek-ready\r\n").endswith(b"FOUND 151 1\r\nn\r\n")
+
+
+def test_a_flushed_reservation_is_no_work_sample(h):
+    p, w = h.conn(), h.conn()
+    put(h, p, tube=b"t")
+    h.send(w, b"watch t\r\n")
+    h.send(w, b"reserve\r\n")
+    assert h.send(p, b"flush-tube t\r\n") == b"FLUSHED 1\r\n"
+    assert h.e.q.tubes[b"t"].ewma_n == 0 and h.e.q.tubes[b"t"].work_hist is None
+
+
+def test_a_reserve_batch_watching_many_tubes_is_cut_to_one_reads_budget(h):
+    from pybeanstalkd.core.session import CALL_UNITS, WIDE
+
+    p, w = h.conn(), h.conn()
+    h.send(p, b"use t\r\n" + b"put 0 0 60 1\r\nx\r\n" * 50)
+    for i in range(0, 5000, 500):
+        h.send(w, b"".join(b"watch w%d\r\n" % k for k in range(i, i + 500)))
+        while h.e.backlog:  # (a read stops at its budget; the rest runs next pass)
+            h.e.more(h.e.backlog.pop(), h.now)
+    h.send(w, b"watch t\r\n")
+    h.take(w)
+    want = CALL_UNITS // (5002 // WIDE)
+    assert h.send(w, b"reserve-batch 50\r\n").startswith(b"RESERVED_BATCH %d\r\n" % want)

@@ -74,3 +74,21 @@ def test_a_job_buried_for_its_tries_stays_buried_after_a_restart(tmp_path):
     for jid in (a, b):
         st = h2.send(c, b"stats-job %d\r\n" % jid)
         assert b"state: buried\n" in st and b"tries: 1\n" in st
+
+
+def test_the_tries_outlive_a_restart(tmp_path):
+    """Releases and TTR expiries are logged with --max-tries (the reference
+    logs neither), so a restart does not give a failing job fresh tries."""
+    h, wal = with_binlog(tmp_path, max_tries=3)
+    s = h.conn()
+    jid = int(h.send(s, b"put 0 0 1 1\r\nx\r\n").split()[1])
+    reserve(h, s)
+    assert h.send(s, b"release %d 0 0\r\n" % jid) == b"RELEASED\r\n"
+    reserve(h, s)
+    h.advance(2)  # an expiry: the second try
+    wal.flush()
+    h2, _ = with_binlog(tmp_path, max_tries=3)
+    c = h2.conn()
+    assert b"tries: 2\n" in h2.send(c, b"stats-job %d\r\n" % jid)
+    reserve(h2, c)
+    assert h2.send(c, b"release %d 0 0\r\n" % jid) == b"BURIED\r\n"

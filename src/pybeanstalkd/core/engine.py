@@ -23,7 +23,7 @@ from .queue import Queue
 from .slices import SLICE
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
-    BITBUCKET, BODY, BUSY, LINE, SKIP, UNLIMITED, Session, VerboseSession)
+    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, Session, VerboseSession)
 from .stats import CMD_KEYS
 
 if TYPE_CHECKING:
@@ -41,13 +41,6 @@ BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 # read waits until they are written (engine.backlog), so a client that
 # pipelines and never reads holds a bounded buffer.
 OUT_LIMIT = 64 << 10
-# A client watching many tubes pays for each in its reserves (waiting in
-# each tube's queue, and leaving them): past WIDE tubes, each of its
-# commands counts as len(watch) // WIDE of CALL_UNITS, the most one call
-# runs of cheap commands. 340 `reserve-with-timeout 0` from one client
-# watching 20,000 tubes held everyone else for 0.8 s when run at once.
-WIDE = 16
-CALL_UNITS = 4096
 
 
 # The u32 arguments of put and release, by their bytes: most clients send a

@@ -22,10 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import protocol as P
-from .job import BURIED, DELAYED, READY
 from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok
-from .session import BUSY
+from .session import BUSY, CALL_UNITS, WIDE
 from .slices import SLICE
 from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 
@@ -150,8 +149,15 @@ class ExtensionCommands:
         out = s.out
         at = len(out)
         n = 0
+        limit = cmd[1]
+        wide = len(s.watch)
+        if wide > WIDE:
+            # Each reserve costs its watched tubes (as for the budget of a
+            # read's commands, engine.py): a batch gets as many as one read
+            # could run, never fewer than one.
+            limit = min(limit, CALL_UNITS // (wide // WIDE) or 1)
         take = self.q.reserve_now
-        while n < cmd[1] and take(s, now):
+        while n < limit and take(s, now):
             n += 1
         if not out:
             s.sink.append(s)
@@ -220,39 +226,61 @@ def _flushed(n: int) -> bytes:
 
 
 def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
-    """Slices deleting every job t holds when it starts: ready, delayed,
+    """Slices deleting the jobs t holds when it starts: ready, delayed,
     buried, and reserved ones whoever holds them (their holders then get
-    NOT_FOUND for them). Counted as t's deletes (its cmd-delete), not as
-    delete commands. The value is how many, or -1 if the binlog could not
-    record one (that job is gone from memory; a restart brings it back)."""
-    last = q.next_id  # (a job put meanwhile and reserved is not flushed)
-    n, k = 0, SLICE
-    for state in (READY, DELAYED, BURIED):
-        bound = t.nready if state == READY else t.ndelayed if state == DELAYED else len(t.buried)
-        for _ in range(bound):
+    NOT_FOUND for them; no work time is sampled). Counted as t's deletes
+    (its cmd-delete), not as delete commands. The value is how many, or -1
+    if the binlog could not record one (that job is gone from memory; a
+    restart brings it back).
+
+    Which jobs: those with an id below the next one at the start (a job put
+    meanwhile stays) found in t's ready, delayed and buried sets at the
+    start (copies of the lists, in C), among the reservations (a walk over
+    every reservation, in slices, until it has found as many of t's as t
+    had), and in those sets again after the walk (a job released or timed
+    out before the walk came to it). Each is deleted if it is still in
+    the queue, whatever its state by then. Only a job that changes state
+    twice while the walk runs (reserved, then released and reserved
+    again) can be missed."""
+    last = q.next_id
+    keys = _set_keys(t)
+    want = t.nreserved
+    held: list[int] = []
+    k = SLICE
+    for block in list(q.owners.values()) if want else ():
+        for id_, h in list(block.items()):
             if not k:
                 now = yield
                 k = SLICE
             k -= 1
-            j = (q.ready_top(t) if state == READY else q.delayed_top(t) if state == DELAYED
-                 else q.buried_top(t))
-            if j is None:
-                break
-            outcome = q.delete(None, j.id, now)
-            if outcome is not DONE:
+            j = h.jobs.get(id_)
+            if j is not None and j.tube is t:
+                held.append(id_)
+        if len(held) >= want:
+            break
+    if want:
+        keys += _set_keys(t)
+    n = 0
+    for group in (held, keys):
+        for x in group:
+            if not k:
+                now = yield
+                k = SLICE
+            k -= 1
+            id_ = x & _M64
+            if id_ >= last:
+                continue
+            j = q.jobs.get(id_)
+            if j is None or j.tube is not t:
+                continue  # deleted meanwhile (or a stale entry of a deleted job)
+            outcome = q.delete(None, id_, now, count=True, any_holder=True)
+            if outcome is NOT_LOGGED:
                 return -1
-            n += 1
-    # Its reserved jobs: found by walking every reservation, a slice at a time.
-    for block in list(q.owners.values()) if t.nreserved else ():
-        for id_, held in list(block.items()):
-            if not k:
-                now = yield
-                k = SLICE
-            k -= 1
-            if id_ < last and held.jobs.get(id_) is not None and held.jobs[id_].tube is t:
-                outcome = q.delete(None, id_, now, any_holder=True)
-                if outcome is NOT_LOGGED:
-                    return -1
-                n += outcome is DONE  # (else deleted meanwhile)
+            n += outcome is DONE
     return n
 
+
+def _set_keys(t: Tube) -> list[int]:
+    """The keys (or ids) of t's ready, delayed and buried jobs: copies made
+    in C (stale heap entries included: a job found twice is deleted once)."""
+    return [*t.ready, *(t.run or ()), *t.delayed, *t.buried]

@@ -485,24 +485,27 @@ class Queue(Reserving):
         if j is None:
             return NOT_FOUND
         if j.state == RESERVED:
-            if self.owners[id_ >> BITS][id_].conn is not c and not any_holder:
-                return NOT_FOUND
-            # _worked(j, WORK_DELETE, now), inline: this is every job's path
-            d = now - j.deadline + j.times[1]
-            t = j.tube
-            w = t.work_hist
-            if w is None:
-                w = t.work_hist = (new_hist(), new_hist(), new_hist())
-            h = w[WORK_DELETE]
-            h[d.bit_length()] += 1
-            h[SUM] += d
-            if self.track_ewma:
-                # The processing time's moving average, alpha 1/10 (tuber's,
-                # for reserve-mode weighted-fair); -1 until the first sample.
-                e = t.ewma
-                t.ewma = d if e < 0 else e + (d - e) // 10
-                t.ewma_n += 1
-            self._unreserve(j)
+            if self.owners[id_ >> BITS][id_].conn is not c:
+                if not any_holder:
+                    return NOT_FOUND
+                self._unreserve(j)  # (flushed: no work was done, nothing is sampled)
+            else:
+                # _worked(j, WORK_DELETE, now), inline: this is every job's path
+                d = now - j.deadline + j.times[1]
+                t = j.tube
+                w = t.work_hist
+                if w is None:
+                    w = t.work_hist = (new_hist(), new_hist(), new_hist())
+                h = w[WORK_DELETE]
+                h[d.bit_length()] += 1
+                h[SUM] += d
+                if self.track_ewma:
+                    # The processing time's moving average, alpha 1/10 (tuber's,
+                    # for reserve-mode weighted-fair); -1 until the first sample.
+                    e = t.ewma
+                    t.ewma = d if e < 0 else e + (d - e) // 10
+                    t.ewma_n += 1
+                self._unreserve(j)
         else:
             was = j.state
             self.remove(j)
@@ -558,7 +561,10 @@ class Queue(Reserving):
         if delay:
             self.place_delayed(j, delay, now, log=True)
         else:
-            self.place_ready(j, now)
+            # With --max-tries the tries must outlive a restart, so a release
+            # is logged (the reference logs only a delayed one); with no room
+            # in the binlog the count may go back at a restart.
+            self.place_ready(j, now, log=self.max_tries > 0 and self.store.reserve_update(j))
         return DONE
 
     def bury(self, c: Conn, id_: int, pri: int, now: int) -> Outcome:

@@ -112,16 +112,18 @@ class Reserving(Timers):
             self.maybe_free(t)
 
     def _return_reserved(self, c: Conn, now: int) -> Generator[None, int, None]:
-        # Nothing else changes c's blocks meanwhile (tick leaves a gone
-        # connection's jobs to this), so one iterator serves every slice.
+        # Tick leaves a gone connection's jobs to this; only a flush-tube
+        # may delete one between slices (then it is no longer RESERVED).
         owners = self.owners
         left = SLICE
         for h in list(c.held.values()):
-            for j in h.jobs.values():
+            for j in list(h.jobs.values()):
                 if not left:
                     now = yield
                     left = SLICE
                 left -= 1
+                if j.state != RESERVED:
+                    continue  # deleted meanwhile
                 id_ = j.id
                 k = id_ >> BITS
                 b = owners[k]
@@ -132,7 +134,7 @@ class Reserving(Timers):
                 self.reserved_ct -= 1
                 j.state = INVALID
                 self.place_ready(j, now)
-            del c.held[h.key]
+            c.held.pop(h.key, None)  # (gone already if a flush emptied it)
             h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
         c.nreserved = 0
         c.open_held = None

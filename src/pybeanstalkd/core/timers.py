@@ -140,7 +140,9 @@ class Timers(StaleHeaps):
                     self.bury_held(j, j.pri)
                     continue
                 self._unreserve(j)
-                self.place_ready(j, now)
+                # (--max-tries: the expiry is logged, so that the tries
+                # outlive a restart; the reference logs none)
+                self.place_ready(j, now, log=self.max_tries > 0 and self.store.reserve_update(j))
         waits = self.wait_heap
         while waits and waits[0][0] <= now:
             if not n:
