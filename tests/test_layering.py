@@ -7,6 +7,7 @@
   outside bench/, except bench/micro.py (--micro), which times core/'s own
   code in-process and so imports core/, and only core/.
 - nothing but cli.py and server/ imports server/; nothing imports bench/ from outside.
+- client.py (the typed client) imports nothing of ours.
 - ops/admin*.py (pybeanstalkd-admin) speaks the protocol only: it imports
   nothing of ours outside ops/admin*.
 - the rest of ops/ (the HTTP side) imports core/ and binlog/ of ours: the
@@ -108,6 +109,8 @@ def violations(modname: str, source: str, is_package: bool = False) -> list[str]
         if (here == "bench" and ours(name) and room(name) != "bench" and name != "pybeanstalkd"
                 and not (modname == "pybeanstalkd.bench.micro" and room(name) == "core")):
             bad.append(f"{where}: bench/ imports nothing of the server's packages")
+        if modname == "pybeanstalkd.client" and ours(name):
+            bad.append(f"{where}: the client imports nothing of ours")
         if is_admin(modname) and ours(name) and not is_admin(name):
             bad.append(f"{where}: ops/admin*.py imports nothing of ours outside ops/admin*")
         if here != "bench" and ours(name) and room(name) == "bench":
