@@ -969,3 +969,34 @@ def test_a_move_never_leaves_a_job_in_both_tubes_nor_holds_a_buried_one():
     c = Fake("ready", delete_ok=True)
     assert cli._move_one(c, "a", "b", "ready") == "moved"
     assert ("reserve-job", 7) in c.calls
+
+
+def test_flush_with_flush_tube():
+    """--flush-tube: one command, every state, reserved jobs included, on a
+    server with --extensions; the reference (and ours without the flag)
+    does not know it, and the CLI says so."""
+    ext = Server(ours_argv(), ["--extensions"])
+    try:
+        r = Raw(ext)
+        for _ in range(3):
+            r.put("ft")
+        r.cmd("watch ft")
+        r.cmd("reserve-with-timeout 0")
+        rc, out, _ = run(["flush", "ft", "--flush-tube"], ext)
+        assert (rc, out) == (0, "deleted 3 jobs from tube 'ft' (flush-tube: every state)\n")
+        assert r.counts("ft") == (0, 0, 0, 0)
+        rc, out, err = run(["flush", "nope", "--flush-tube"], ext)
+        assert (rc, out) == (0, "deleted 0 jobs from tube 'nope' (flush-tube: every state)\n")
+        assert "does not exist" in err
+        rc, _, err = run(["flush", "ft", "--flush-tube", "--state", "ready"], ext)
+        assert rc == 2 and "leave --state out" in err
+        r.close()
+    finally:
+        ext.stop()
+    for argv in (ours_argv(), [require_reference()]):
+        plain = Server(argv)
+        try:
+            rc, _, err = run(["flush", "ft", "--flush-tube"], plain)
+            assert rc == 1 and "does not know it" in err
+        finally:
+            plain.stop()

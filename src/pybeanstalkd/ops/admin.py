@@ -241,8 +241,28 @@ def cmd_pause(args) -> int:
     return 0
 
 
+def _flush_tube(args) -> int:
+    """flush --flush-tube: the server deletes every job of the tube in one
+    command (in slices on its side), reserved ones included."""
+    with connect(args) as c:
+        r = c.cmd(b"flush-tube %s\r\n" % args.tube.encode())
+    if r.status == "FLUSHED":
+        say(f"deleted {jobs(r.int(1))} from tube {args.tube!r} (flush-tube: every state)")
+        return 0
+    if r.status == "NOT_FOUND":
+        say(f"deleted 0 jobs from tube {args.tube!r} (flush-tube: every state)")
+        say(f"note: tube {args.tube!r} does not exist on {c.where}", err=True)
+        return 0
+    raise AdminError(f"flush-tube answered {' '.join(w.decode('latin-1') for w in r.words)}: "
+                     "the server does not know it (pybeanstalkd needs --extensions)")
+
+
 def cmd_flush(args) -> int:
     check_tube(args.tube)
+    if args.flush_tube:
+        if args.state != "all":
+            raise UsageError("--flush-tube flushes every state: leave --state out")
+        return _flush_tube(args)
     states = STATES if args.state == "all" else (args.state,)
     deleted = dict.fromkeys(states, 0)
     with connect(args) as c:
@@ -616,11 +636,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("--state", choices=STATES + ("all",), default="all",
                     help="which jobs (default all: ready, delayed and buried)")
+    sp.add_argument("--flush-tube", action="store_true",
+                    help="one flush-tube command instead (a server with --extensions, or "
+                         "tuber): every job of the tube, reserved ones included")
 
     sp = add("move", cmd_move, "move the jobs of a state from TUBE to TO, one at a time over "
-             "the protocol: each is held (reserve-job) while it is put into TO with its "
-             "priority, ttr and delay left, then deleted from TUBE. Jobs get new ids; "
-             "buried ones arrive ready")
+             "the protocol: each is put into TO with its priority, ttr and delay left, then "
+             "deleted from TUBE (a ready one is held with reserve-job meanwhile). Jobs get "
+             "new ids; buried ones arrive ready")
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("to", metavar="TO")
     sp.add_argument("--count", metavar="N", type=_ranged("N", 0, MAX_U64), default=None,
