@@ -23,7 +23,8 @@ from .queue import Queue
 from .slices import SLICE
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
-    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, Session, VerboseSession)
+    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, Session, VerboseSession,
+    wide_budget)
 from .stats import CMD_KEYS
 
 if TYPE_CHECKING:
@@ -393,7 +394,7 @@ class Engine(Commands, ExtensionCommands):
         budget = s.budget
         wide = len(s.watch)
         if wide > WIDE:
-            budget = (budget if budget < CALL_UNITS else CALL_UNITS) // (wide // WIDE) or 1
+            budget = wide_budget(budget, wide)
         # Each command (and put's body) runs a nanosecond after the one
         # before it, as the reference's do, whose clock moves between them:
         # jobs given the same delay in one read come due in command order.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from . import protocol as P
 from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok
-from .session import BUSY, CALL_UNITS, WIDE
+from .session import BUSY, CALL_UNITS, WIDE, wide_budget
 from .slices import SLICE
 from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 
@@ -130,7 +130,6 @@ class ExtensionCommands:
     q: Queue
     counts: dict[str, int]
     draining: bool
-    worker_ct: int
     rand: Callable[[], float]  # uniform in [0, 1): the weighted reserves' draws
     verbose: int
     log: Callable[[str], None]
@@ -138,13 +137,12 @@ class ExtensionCommands:
     if TYPE_CHECKING:
         def _in_slices(self, s: Session, gen: Generator[None, int, int],
                        answer: Callable[[int], bytes]) -> Generator[None, int, None]: ...
+        def _worker(self, s: Session) -> None: ...
 
     def c_reserve_batch(self, s: Session, cmd: Command, now: int) -> None:
         """Reserve up to N ready jobs at once, as reserve would one by one,
         never waiting; counted as one reserve (tuber's cmd-reserve)."""
-        if not s.worker:
-            s.worker = True
-            self.worker_ct += 1
+        self._worker(s)
         self.counts["reserve"] += 1
         out = s.out
         at = len(out)
@@ -152,10 +150,9 @@ class ExtensionCommands:
         limit = cmd[1]
         wide = len(s.watch)
         if wide > WIDE:
-            # Each reserve costs its watched tubes (as for the budget of a
-            # read's commands, engine.py): a batch gets as many as one read
-            # could run, never fewer than one.
-            limit = min(limit, CALL_UNITS // (wide // WIDE) or 1)
+            # Each reserve costs its watched tubes: a batch gets as many as
+            # one call of a read's commands could run (engine.py).
+            limit = min(limit, wide_budget(CALL_UNITS, wide))
         take = self.q.reserve_now
         while n < limit and take(s, now):
             n += 1

@@ -41,6 +41,13 @@ WIDE = 16
 CALL_UNITS = 4096
 
 
+def wide_budget(budget: int, watched: int) -> int:
+    """How many commands one call may run for a connection watching
+    `watched` tubes (more than WIDE), given its budget: never more than
+    CALL_UNITS shared among its tubes, never fewer than one."""
+    return (budget if budget < CALL_UNITS else CALL_UNITS) // (watched // WIDE) or 1
+
+
 class Session(Conn):
     """One client connection: framing state plus what the queue tracks, and
     its replies (out) until the I/O layer writes them."""
