@@ -260,3 +260,26 @@ def test_with_f_ms_a_reply_does_not_wait_for_the_fsync(tmp_path, etcd):
         assert max(took) < 0.3, took
     finally:
         a.stop()
+
+
+def test_a_failover_keeps_an_idp_key_and_a_held_aft_job(tmp_path, etcd):
+    with pair(tmp_path, etcd, "x1", extra=("--extensions",)) as (a, b):
+        with a.connect() as sock:
+            c = Client(sock)
+            assert c.cmd(b"put 0 0 60 1 idp:k grp:g\r\nm\r\n") == b"INSERTED 1\r\n"
+            assert c.cmd(b"put 0 0 60 1 aft:g\r\nh\r\n") == b"INSERTED 2\r\n"
+            assert c.cmd(b"put 0 0 60 1 idp:gone:3600\r\nx\r\n") == b"INSERTED 3\r\n"
+            assert c.cmd(b"delete 3\r\n") == b"DELETED\r\n"
+            assert c.cmd(b"put 5 0 60 1 idp:k\r\nm\r\n") == b"INSERTED 1 READY\r\n"
+        a.proc.kill()
+        a.proc.wait()
+        wait_for(lambda: ask(b, b"list-tube-used\r\n"))  # b leads
+        with b.connect() as sock:
+            c = Client(sock)
+            assert c.cmd(b"put 0 0 60 1 idp:k\r\nm\r\n") == b"INSERTED 1 READY\r\n"
+            assert c.cmd(b"put 0 0 60 1 idp:gone\r\nm\r\n") == b"INSERTED 3 DELETED\r\n"
+            assert c.cmd(b"reserve-with-timeout 0\r\n") == b"RESERVED 1 1\r\nm\r\n"
+            assert c.cmd(b"reserve-with-timeout 0\r\n") == b"TIMED_OUT\r\n"  # 2: held
+            assert b"waiting-jobs: 1\n" in c.cmd(b"stats-group g\r\n")
+            assert c.cmd(b"delete 1\r\n") == b"DELETED\r\n"
+            assert c.cmd(b"reserve-with-timeout 0\r\n") == b"RESERVED 2 1\r\nh\r\n"

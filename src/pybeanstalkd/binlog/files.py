@@ -28,9 +28,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from . import format as F
+from ..core.tags import EXT_ID, Cooldown
 
 if TYPE_CHECKING:
     from ..core.job import Job
+    from ..core.store import Record
+    from .ext import Codec
 
 SHORT = F.SHORT_SIZE
 BLOCK = 4096
@@ -118,6 +121,8 @@ class Wal:
         # --cluster: called with each batch of records written (tap())
         self.tapped: Callable[[bytes], object] | None = None
         self.zero_ahead = zero_ahead  # -f0 (Options.fsync_each_write): see ZERO_AHEAD
+        # --extensions: the put tags' records (ext.py), set by recovery
+        self.ext: Codec | None = None
 
     def tap(self, fn: Callable[[bytes], object]) -> None:
         """Have fn called with each batch of records as it is written: a
@@ -268,8 +273,12 @@ class Wal:
         return n
 
     def reserve_put(self, j: Job) -> bool:
-        # its full record, and the short record of its future delete
-        return self.reserve(F.full_size(j.tube.name, len(j.body)) + SHORT) != 0
+        # its full record (its tags' before it), and the short record of its
+        # future delete
+        n = F.full_size(j.tube.name, len(j.body)) + SHORT
+        if self.ext is not None:
+            n += self.ext.extra(j)
+        return self.reserve(n) != 0
 
     def reserve_update(self, j: Job) -> bool:
         return self.reserve(SHORT) != 0
@@ -297,6 +306,8 @@ class Wal:
             j.deadline = (f.seq << 32) | self.used(f)
         if rec is None:
             rec = F.encode(j, full, self.wall_offset)
+        if full and self.ext is not None:
+            rec = self.ext.prefix(j) + rec
         n = len(rec)
         self.buf.append(rec)
         self.lsn += n
@@ -324,8 +335,56 @@ class Wal:
         if f is None:
             return
         j.file = None
-        self.alive -= F.full_size(j.tube.name, len(j.body))
+        self.alive -= (F.full_size(j.tube.name, len(j.body)) if self.ext is None
+                       else self.size_of(j))
         self.decref(f)
+
+    def size_of(self, j: Job) -> int:
+        """The bytes of j's full record (a record of ours: its own)."""
+        ext = self.ext
+        if ext is None:
+            return F.full_size(j.tube.name, len(j.body))
+        if j.id >= EXT_ID:
+            return len(ext.note(j, 0))  # type: ignore[arg-type]  # (a Cooldown)
+        return F.full_size(j.tube.name, len(j.body)) + ext.extra(j)
+
+    def note(self, rec: Record) -> bool:
+        """Reserve room for a record of ours (ext.py) and write it: a
+        cooldown keeps its file, as a job's full record does."""
+        if not self.use:
+            return True
+        assert self.ext is not None  # (records of ours come with --extensions)
+        if not self.reserve(len(self.ext.note(rec, 0))):
+            return False
+        ok = self._note(rec)
+        if self.nfile * self.filesize >= 3 * (self.alive + self.resv):
+            self._compact()
+        return ok
+
+    def _note(self, rec: Record) -> bool:
+        """Write a record of ours whose room is reserved."""
+        assert self.ext is not None
+        data = self.ext.note(rec, self.wall_offset)
+        n = len(data)
+        if self.cur.resv <= 0 and not self._usenext():
+            self.fail("no reserved space left")
+            return False
+        f = self.cur
+        self.buf.append(data)
+        self.lsn += n
+        f.resv -= n
+        self.resv -= n
+        f.unsynced = True
+        self.nrec += 1
+        if isinstance(rec, Cooldown):
+            rec.file = f
+            f.ids.append(rec.id)
+            f.refs += 1
+            self.alive += n
+        return True
+
+    def forget(self, rec: Record) -> None:
+        self.drop(rec)  # type: ignore[arg-type]
 
     def _ratio(self) -> int:
         d = self.alive + self.resv
@@ -339,12 +398,15 @@ class Wal:
             j = self._live_in(head)  # any job will do
             if j is None:
                 return
-            n = self.reserve(F.full_size(j.tube.name, len(j.body)))
+            n = self.reserve(self.size_of(j))
             if not n:
                 return
             self.drop(j)
             self.nmig += 1
-            self._write(j)
+            if j.id >= EXT_ID:
+                self._note(j)  # type: ignore[arg-type]  # (a cooldown: copied on)
+            else:
+                self._write(j)
 
     def _live_in(self, f: File) -> Job | None:
         """A job whose latest full record is in f, or None. Stale ids at the

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import format as F
+from .ext import Codec, Recovered, is_ours
 from ..core.job import Job, pack_counters, times
 from .files import SHORT, File, Wal
 
@@ -71,6 +72,10 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     q.loading = loading
     err = False
     wall_offset = time.time_ns() - now
+    reader = None
+    if q.ext is not None:  # --extensions: the put tags' records too (ext.py)
+        reader = Recovered(wal, q.ext, warn)
+        wal.ext = Codec(q.ext)
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
     if seqs:
         wal.next_seq = seqs[-1] + 1
@@ -98,7 +103,8 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
             wal.add_file(f)
             st[1] = True
             records = F.read_records(data, version, max_job_size, path, warn, st)
-            if not _load_file(records, f, jobs, q, loading, wal, wall_offset, warn) or not st[1]:
+            if (not _load_file(records, f, jobs, q, loading, wal, wall_offset, warn, reader)
+                    or not st[1]):
                 err = True
             wal.decref(f)
     if err:
@@ -110,13 +116,16 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     q.next_id = max(q.next_id, st[0] + 1)
     _reserve_deletes(jobs, wal)
     q.loading = None
+    if reader is not None:
+        reader.install(q, jobs.__contains__, wall_offset, now)  # type: ignore[arg-type]
     q.load(jobs.values(), now, wall_offset)
-    wal.find = q.jobs.get
+    wal.find = q.jobs.get if reader is None else q.find_record  # type: ignore[attr-defined]
     return len(jobs)
 
 
 def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Queue,
-               loading: dict[Tube, int], wal: Wal, wall_offset: int, warn: F.Warn) -> bool:
+               loading: dict[Tube, int], wal: Wal, wall_offset: int, warn: F.Warn,
+               reader: Recovered | None = None) -> bool:
     """Load one file's records; False if one was bad. loading is q.loading."""
     tubes, fids, new_job = q.tubes, f.ids, Job.__new__
     alive = 0
@@ -143,6 +152,8 @@ def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Qu
             fids.append(id_)
             f.refs += 1
             loading[t] = loading.get(t, 0) + 1
+        elif j is None and reader is not None and is_ours(r):
+            reader.take(r, f, lambda i: (jobs[i].tube.name if i in jobs else None))
         elif not _apply(off, name, r, body, j, f, jobs, q, wal, wall_offset, warn):
             wal.alive += alive
             return False

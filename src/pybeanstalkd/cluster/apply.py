@@ -5,7 +5,7 @@ turned into the follower's monotonic clock with its own wall offset.
 """
 from __future__ import annotations
 
-from ..binlog import format as F
+from ..binlog import ext as X, format as F
 from ..core import replica
 from ..core.job import BURIED, READY, pack_counters
 
@@ -27,10 +27,19 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
     n = 0
     data = _HEAD + records
     jobs, store, mark = q.jobs, q.store, F.MARK
+    reader = None
     for rec in F.read_records(data, F.VERSION, max_job_size, "frame", problems.append, st):
         if rec is None:
             break
         start, name, r, body = rec
+        if r[0] >= X.EXT_ID and q.ext is not None and X.is_ours(r):
+            # The put tags' records (binlog/ext.py): a job's tags come just
+            # before its full record; a message is never split across frames.
+            reader = reader or X.Reader()
+            msg = reader.chunk(r)
+            if msg is not None:
+                _ours(q, msg, wall_offset)
+            continue
         if seen is not None:
             seen.add(r[0])
         if (r[14] == READY and r[15] == mark and r[8:14] == _NONE and name
@@ -55,6 +64,22 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
     return n
 
 
+def _ours(q, msg: bytes, wall_offset: int) -> None:
+    try:
+        kind, fields = X.decode(msg)
+    except ValueError as e:
+        raise ApplyError(str(e)) from None
+    if kind == X.TAGS:
+        id_, tags = fields
+        q.ext.jobs[id_] = tags  # (the job's full record follows)
+    elif kind == X.COOL:
+        orig, end, tube, key = fields
+        q.apply_cool(tube, key, orig, end - wall_offset)
+    else:
+        last, tube = fields
+        q.clear_tube(tube, last)
+
+
 PART_BYTES = 1 << 18  # a snapshot goes out in parts of about this size
 
 
@@ -70,11 +95,17 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     ids += [j.id for t in q.tubes.values() for j in t.buried.values()]
     jobs = q.jobs
     out, size = [], 0
+    codec = None
+    if q.ext is not None:  # the put tags: cooldowns first, tags before each job
+        codec = X.Codec(q.ext)
+        out = [codec.note(cd, wall_offset) for cd in list(q.ext.cools.values())]
     for id_ in ids:
         j = jobs.get(id_)
         if j is None:
             continue  # deleted meanwhile
         rec = F.encode(j, True, wall_offset)
+        if codec is not None:
+            rec = codec.prefix(j) + rec
         out.append(rec)
         size += len(rec)
         if size >= part_bytes:

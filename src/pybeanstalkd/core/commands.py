@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import protocol as P, replies as R
-from .job import JOB_OVERHEAD
+from .job import JOB_OVERHEAD, Job
 from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
 from .protocol import NS, name_ok
 from .session import BITBUCKET, BODY, BUSY
@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator
     from typing import Literal, Protocol
 
-    from .job import Job
+    from .extqueue import ExtQueue
     from .protocol import Command
     from .queue import Queue
+    from .tags import Tags
     from .tube import Tube
     from .session import Session
 
@@ -59,10 +60,11 @@ class Commands:
         self.put(s, pri, delay, ttr, size, clean, now)
 
     def put(self, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
-            now: int) -> None:
+            now: int, tags: Tags | None = None) -> None:
         """put's command line; its body comes next (finish_put). The checks
         go in the reference's order: the size, the line's tail, then the rest
-        of the admission."""
+        of the admission. With tags (--extensions), the job's id waits for
+        its body: a duplicate uses none (finish_tagged)."""
         outcome = self.admit(size, clean)
         if outcome is TOO_BIG:
             self._skip_body(s, size, outcome)
@@ -78,8 +80,12 @@ class Commands:
             return
         if self.max_memory is not None:
             self.inflight += size + 2 + JOB_OVERHEAD
-        # (ids come from the queue alone: one place hands them out)
-        s.in_job = self.q.new_job(s.use, pri, delay, ttr, now)
+        if tags is None:
+            # (ids come from the queue alone: one place hands them out)
+            s.in_job = self.q.new_job(s.use, pri, delay, ttr, now)
+        else:
+            s.in_job = Job(0, s.use, pri, delay, ttr if ttr > NS else NS, b"", now)
+            s.in_tags = tags
         s.state = BODY
         s.need = size + 2
 
@@ -151,9 +157,41 @@ class Commands:
         if body[-2:] != b"\r\n":
             s.send(P.EXPECTED_CRLF)
             return
+        if not j.id:
+            self.finish_tagged(s, j, body, now)
+            return
         if self.verbose >= 2:
             self.log("<%d job %d" % (s.fd, j.id))
         outcome = self.store_put(j, body, now)
+        s.send(b"INSERTED %d\r\n" % j.id if outcome is DONE else R.PUT[outcome])
+
+    def finish_tagged(self, s: Session, j: Job, body: bytes, now: int) -> None:
+        """A tagged put's body is in: DRAINING; a duplicate's answer (no
+        job, no id used); or a new job with its tags, in tuber's order."""
+        tags: Tags
+        tags, s.in_tags = s.in_tags, None  # type: ignore[assignment]  # (put set it)
+        if self.draining:
+            s.send(P.DRAINING)
+            return
+        q: ExtQueue = self.q  # type: ignore[assignment]  # (tags come with --extensions)
+        dup = q.duplicate(j.tube, tags, j.pri, now)
+        if dup is not None:
+            id_, word, lowered = dup
+            s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
+                   else b"INSERTED %d %s %d\r\n" % (id_, word, lowered))
+            return
+        if q.ids_used_up():
+            self._ids_used_up()
+            s.send(R.PUT[IDS_USED_UP])
+            return
+        j.id = q.next_id
+        q.next_id += 1
+        q.ext.jobs[j.id] = tags  # (before the binlog's room is asked: it holds them too)
+        if self.verbose >= 2:
+            self.log("<%d job %d" % (s.fd, j.id))
+        outcome = self.store_put(j, body, now)
+        if outcome is not DONE:
+            del q.ext.jobs[j.id]
         s.send(b"INSERTED %d\r\n" % j.id if outcome is DONE else R.PUT[outcome])
 
     def _found(self, s: Session, j: Job | None) -> None:
@@ -166,7 +204,7 @@ class Commands:
         self._found(s, self.q.jobs.get(cmd[1]))
 
     def c_peek_ready(self, s: Session, cmd: Command, now: int) -> None:
-        self._found(s, self.q.ready_top(s.use))
+        self._found(s, self.q.peek_ready(s.use))
 
     def c_peek_delayed(self, s: Session, cmd: Command, now: int) -> None:
         self._found(s, self.q.delayed_top(s.use))
@@ -220,7 +258,7 @@ class Commands:
 
     def c_stats_job(self, s: Session, cmd: Command, now: int) -> None:
         j = self.q.jobs.get(cmd[1])
-        s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now, self.q.max_tries)))
+        s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now, self.q.job_extra(j))))
 
     def c_stats_tube(self, s: Session, cmd: Command, now: int) -> None:
         t = self.q.tubes.get(cmd[1])

@@ -19,6 +19,7 @@ from .commands import Commands
 from .extensions import ExtensionCommands
 from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, parse
 from .job import JOB_OVERHEAD
+from .extqueue import ExtQueue
 from .queue import Queue
 from .slices import SLICE
 from .replies import DELETE, RELEASE, TOUCH
@@ -90,7 +91,8 @@ class Engine(Commands, ExtensionCommands):
                  auth: Verifier | None = None, store: Store | None = None,
                  extensions: bool = False, max_tries: int = 0,
                  rand: Callable[[], float] | None = None) -> None:
-        self.q = Queue(now, store, max_tries, track_ewma=extensions)
+        self.q = (ExtQueue(now, store, max_tries) if extensions
+                  else Queue(now, store, max_tries))
         self.now = now
         self.start = now
         self.max_job_size = max_job_size
@@ -144,12 +146,15 @@ class Engine(Commands, ExtensionCommands):
             # here a fixed seed, so that the pure layer gives the same answers)
             self.rand = rand or extensions_mod.XorShift().random
             for op in ("reserve-batch", "delete-batch", "flush-tube", "drain", "undrain",
-                       "watch-weight", "reserve-mode"):
+                       "watch-weight", "reserve-mode", "put-tagged", "stats-group",
+                       "peek-reserved"):
                 self.counts[op] = 0  # (counted, never shown: tuber shows none of them)
             self.handlers.update({
                 "reserve-batch": self.c_reserve_batch, "delete-batch": self.c_delete_batch,
                 "flush-tube": self.c_flush_tube, "drain": self.c_drain, "undrain": self.c_undrain,
-                "watch-weight": self.c_watch_weight, "reserve-mode": self.c_reserve_mode})
+                "watch-weight": self.c_watch_weight, "reserve-mode": self.c_reserve_mode,
+                "put-tagged": self.c_put_tagged, "stats-group": self.c_stats_group,
+                "peek-reserved": self.c_peek_reserved})
 
     # -- connection lifecycle ---------------------------------------------
 

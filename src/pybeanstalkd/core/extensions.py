@@ -13,6 +13,9 @@ line is answered as beanstalkd 1.13 answers it (COMPATIBILITY.md).
     watch TUBE [W]       W in 1..9999 (default 1): the tube's weight for this
                          connection's weighted reserves; WATCHING n
     reserve-mode MODE    fifo, weighted or weighted-fair: USING MODE
+    put ... TAGS         a put with tags (tags.py): idp:, con:, grp:, aft:, try:
+    stats-group NAME     a group's jobs by state, and the aft: jobs it holds
+    peek-reserved        the lowest-id reserved job of the used tube
 
 A word with no argument after it (`reserve-batch`) is UNKNOWN_COMMAND, as
 tuber's exact-prefix matching makes it; a bad argument is BAD_FORMAT.
@@ -23,17 +26,22 @@ from typing import TYPE_CHECKING
 
 from . import protocol as P
 from .outcome import DONE, NOT_LOGGED
-from .protocol import U32_MAX, U64_MAX, Bad, name_ok
+from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, WIDE, wide_budget
 from .slices import SLICE
+from .stats import Quoted, yaml
+from .tags import parse_tags
 from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
     from .protocol import Command
+    from .extqueue import ExtQueue
+    from .job import Job
     from .queue import Queue
     from .session import Session
+    from .tags import Tags
     from .tube import Tube
 
 MAX_BATCH = 1000  # ids a delete-batch, jobs a reserve-batch may name
@@ -82,6 +90,14 @@ def _uint(word: bytes, limit: int) -> int:
 def parse(line: bytes) -> Command | None:
     """An extension command's parsed form; None if the line is none of
     them (UNKNOWN_COMMAND); Bad for BAD_FORMAT."""
+    if line.startswith(b"put "):
+        words = line[4:].split()
+        if len(words) <= 4:
+            return None  # the reference's put, and its parse
+        if b"\0" in line:
+            raise Bad
+        pri, delay, ttr, size = (_uint(w, U32_MAX) for w in words[:4])
+        return ("put-tagged", pri, seconds(delay), seconds(ttr), size, parse_tags(words[4:]))
     if line == b"drain":
         return ("drain",)
     if line == b"undrain":
@@ -110,6 +126,13 @@ def parse(line: bytes) -> Command | None:
         if not 1 <= weight <= MAX_WEIGHT:
             raise Bad
         return ("watch-weight", parts[0], weight)
+    if line.startswith(b"stats-group "):
+        name = line[12:]
+        if not name_ok(name):
+            raise Bad
+        return ("stats-group", name)
+    if line == b"peek-reserved":
+        return ("peek-reserved",)
     if line.startswith(b"reserve-mode "):
         mode = MODES.get(line[13:])
         if mode is None:
@@ -120,13 +143,15 @@ def parse(line: bytes) -> Command | None:
     return None
 
 
-_BARE = frozenset((b"reserve-batch", b"delete-batch", b"flush-tube", b"reserve-mode"))
+_BARE = frozenset((b"reserve-batch", b"delete-batch", b"flush-tube", b"reserve-mode",
+                   b"stats-group"))
 
 
 class ExtensionCommands:
     """Engine's handlers of the extension commands (a base class of Engine)."""
 
-    # Engine's, set in its constructor (declared only).
+    # Engine's, set in its constructor (declared only): an ExtQueue when
+    # these handlers are reachable (see xq).
     q: Queue
     counts: dict[str, int]
     draining: bool
@@ -138,6 +163,8 @@ class ExtensionCommands:
         def _in_slices(self, s: Session, gen: Generator[None, int, int],
                        answer: Callable[[int], bytes]) -> Generator[None, int, None]: ...
         def _worker(self, s: Session) -> None: ...
+        def put(self, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
+                now: int, tags: Tags | None = None) -> None: ...
 
     def c_reserve_batch(self, s: Session, cmd: Command, now: int) -> None:
         """Reserve up to N ready jobs at once, as reserve would one by one,
@@ -209,6 +236,81 @@ class ExtensionCommands:
         s.rand = self.rand
         s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
 
+    @property
+    def xq(self) -> ExtQueue:
+        """The queue, as the ExtQueue --extensions makes it."""
+        return self.q  # type: ignore[return-value]
+
+    def c_put_tagged(self, s: Session, cmd: Command, now: int) -> None:
+        """A put with tags: its job gets an id once its body is in and it
+        is no duplicate (Commands.finish_tagged), as in tuber."""
+        _, pri, delay, ttr, size, tags = cmd
+        self.counts["put"] += 1
+        self.put(s, pri, delay, ttr, size, True, now, tags)
+
+    def c_stats_group(self, s: Session, cmd: Command, now: int) -> None:
+        """tuber's stats-group (counted as a stats): a group's members by
+        state (held ones are delayed), and the aft: jobs it holds. The
+        members are counted in slices."""
+        self.counts["stats"] += 1
+        name = cmd[1]
+        g = self.xq.ext.groups.get(name)
+        if g is None:
+            s.send(P.NOT_FOUND)
+            return
+        counts = [0, 0, 0, 0, 0]  # by state: invalid, ready, reserved, buried, delayed
+        waiting = len(g.waiting)
+
+        def count() -> Generator[None, int, int]:
+            jobs = self.q.jobs
+            for i, id_ in enumerate(list(g.members)):
+                if i and not i % SLICE:
+                    yield
+                j = jobs.get(id_)
+                if j is not None:
+                    counts[j.state] += 1
+            return 0
+
+        def answer(_: int) -> bytes:
+            return yaml_reply(yaml([
+                (b"name", Quoted(name)), (b"ready", counts[1]), (b"reserved", counts[2]),
+                (b"delayed", counts[4]), (b"buried", counts[3]), (b"waiting-jobs", waiting)]))
+
+        if not self.q.spawn(self._in_slices(s, count(), answer)):
+            s.state = BUSY
+
+    def c_peek_reserved(self, s: Session, cmd: Command, now: int) -> None:
+        """tuber's peek-reserved: the reserved job of the used tube with
+        the lowest id (whoever holds it), looked for in slices."""
+        t = s.use
+        found: list[Job] = []
+
+        def look() -> Generator[None, int, int]:
+            best = None
+            if t.nreserved:
+                k = SLICE
+                for block in list(self.q.owners.values()):
+                    for id_, h in list(block.items()):
+                        if not k:
+                            yield
+                            k = SLICE
+                        k -= 1
+                        j = h.jobs.get(id_)
+                        if j is not None and j.tube is t and (best is None or id_ < best.id):
+                            best = j
+            if best is not None and best.id in self.q.jobs:
+                found.append(best)
+            return 0
+
+        def answer(_: int) -> bytes:
+            if not found:
+                return P.NOT_FOUND
+            j = found[0]
+            return b"FOUND %d %d\r\n%s" % (j.id, len(j.body) - 2, j.body)
+
+        if not self.q.spawn(self._in_slices(s, look(), answer)):
+            s.state = BUSY
+
     def c_drain(self, s: Session, cmd: Command, now: int) -> None:
         self.draining = True
         s.send(P.DRAINING)
@@ -240,7 +342,7 @@ def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
     twice while the walk runs (reserved, then released and reserved
     again) can be missed."""
     last = q.next_id
-    keys = _set_keys(t)
+    keys = _set_keys(t) + q.hidden(t)
     want = t.nreserved
     held: list[int] = []
     k = SLICE
@@ -256,7 +358,7 @@ def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
         if len(held) >= want:
             break
     if want:
-        keys += _set_keys(t)
+        keys += _set_keys(t) + q.hidden(t)
     n = 0
     for group in (held, keys):
         for x in group:
@@ -274,6 +376,8 @@ def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
             if outcome is NOT_LOGGED:
                 return -1
             n += outcome is DONE
+    if q.ext is not None:
+        q.clear_tube(t.name, last)  # type: ignore[attr-defined]  # (an ExtQueue)
     return n
 
 

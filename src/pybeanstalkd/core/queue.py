@@ -61,16 +61,18 @@ if TYPE_CHECKING:
     from collections.abc import Generator, Iterable
 
     from .store import Store
+    from .tags import ExtState
 
 WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
 
 
 class Queue(Reserving):
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
-                 track_ewma: bool = False) -> None:
+                 ext: ExtState | None = None) -> None:
         """store: where records go (the binlog with -b; written to only
         once recovery has loaded the queue, which writes nothing).
-        max_tries: --max-tries (0: none), see tries_used_up."""
+        max_tries: --max-tries (0: none), see tries_used_up. ext: the put
+        tags' state, with --extensions (extqueue.py)."""
         super().__init__()
         self.jobs = JobMap(self)
         self.blocks = self.jobs.blocks  # what the hot paths index
@@ -96,9 +98,9 @@ class Queue(Reserving):
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.due: int | None = None  # earliest timer pushed since the engine last looked
-        # Whether deletes keep each tube's processing-time average (for
-        # --extensions' weighted-fair reserves; it costs every delete).
-        self.track_ewma = track_ewma
+        # With --extensions (ExtQueue): the tags' state; and deletes keep each
+        # tube's processing-time average (for weighted-fair reserves).
+        self.ext = ext
         self.store: Store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
         self.default = self.tube(b"default")
@@ -234,6 +236,14 @@ class Queue(Reserving):
             self._match(t, now)
         elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + t.ready.slack:
             self._tidy_ready(t)
+
+    def come_due(self, j: Job, now: int) -> None:
+        """A delayed job's time came (timers.py); ExtQueue may hold it instead."""
+        self.place_ready(j, now)
+
+    def _returned(self, j: Job) -> None:
+        """A closed connection's reservation of j went back (ExtQueue frees
+        its concurrency slot)."""
 
     def _tidy_ready(self, t: Tube) -> None:
         # One of the two holds more than its share of stale entries.
@@ -425,9 +435,12 @@ class Queue(Reserving):
             heappop(ready)
         return j
 
-    def _pop_ready(self, t: Tube) -> Job:
-        """Take the tube's best ready job (it has one) out of its run or heap."""
-        j: Job = self.ready_top(t)  # type: ignore[assignment]  # (not None: t has one)
+    def _pop_ready(self, t: Tube) -> Job | None:
+        """Take the tube's best ready job out of its run or heap (None: all
+        of its ready jobs are hidden by their concurrency keys)."""
+        j = self.ready_top(t)
+        if j is None:
+            return None
         run = t.run
         if run and run[0] == j.id:
             run.popleft()
@@ -435,6 +448,14 @@ class Queue(Reserving):
             heappop(t.ready)
         self._leave_ready(j)
         return j
+
+    def peek_ready(self, t: Tube) -> Job | None:
+        """peek-ready's job (ExtQueue: hidden ones included)."""
+        return self.ready_top(t)
+
+    def hidden(self, t: Tube) -> list[int]:
+        """Ready jobs of t kept out of its heap (ExtQueue: their keys)."""
+        return []
 
     def delayed_top(self, t: Tube) -> Job | None:
         return self._top(t.delayed, self.delayed_live)
@@ -499,7 +520,7 @@ class Queue(Reserving):
                 h = w[WORK_DELETE]
                 h[d.bit_length()] += 1
                 h[SUM] += d
-                if self.track_ewma:
+                if self.ext is not None:
                     # The processing time's moving average, alpha 1/10 (tuber's,
                     # for reserve-mode weighted-fair); -1 until the first sample.
                     e = t.ewma
@@ -538,6 +559,19 @@ class Queue(Reserving):
         c = j.counts
         return (c >> 32 & M32) + (c >> 64 & M32) + 1 >= self.max_tries
 
+    def logs_tries(self, j: Job) -> bool:
+        """Must j's releases and expiries be logged (its tries counted)?
+        Asked only when max_tries is set."""
+        return True
+
+    def job_extra(self, j: Job) -> list[tuple[bytes, object]]:
+        """stats-job's fields past the reference's: with --max-tries, the
+        tries used (releases and TTR expiries) and the most it may use."""
+        if not self.max_tries:
+            return []
+        c = j.counts
+        return [(b"tries", (c >> 32 & M32) + (c >> 64 & M32)), (b"max-tries", self.max_tries)]
+
     def release(self, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outcome:
         """DONE, NOT_FOUND (not c's), NO_ROOM (a delayed release that the
         binlog has no room for: the job stays reserved), or TRIES_USED_UP
@@ -564,7 +598,8 @@ class Queue(Reserving):
             # With --max-tries the tries must outlive a restart, so a release
             # is logged (the reference logs only a delayed one); with no room
             # in the binlog the count may go back at a restart.
-            self.place_ready(j, now, log=self.max_tries > 0 and self.store.reserve_update(j))
+            self.place_ready(j, now, log=self.max_tries > 0 and self.logs_tries(j)
+                             and self.store.reserve_update(j))
         return DONE
 
     def bury(self, c: Conn, id_: int, pri: int, now: int) -> Outcome:

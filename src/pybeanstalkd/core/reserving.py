@@ -51,7 +51,8 @@ class Reserving(Timers):
         def tube(self, name: bytes) -> Tube: ...
         def maybe_free(self, t: Tube) -> None: ...
         def ready_top(self, t: Tube) -> Job | None: ...
-        def _pop_ready(self, t: Tube) -> Job: ...
+        def _pop_ready(self, t: Tube) -> Job | None: ...
+        def _returned(self, j: Job) -> None: ...
         def _reserve(self, c: Conn, j: Job, now: int) -> None: ...
 
     # -- connections -------------------------------------------------------
@@ -133,6 +134,7 @@ class Reserving(Timers):
                 j.tube.nreserved -= 1
                 self.reserved_ct -= 1
                 j.state = INVALID
+                self._returned(j)
                 self.place_ready(j, now)
             c.held.pop(h.key, None)  # (gone already if a flush emptied it)
             h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
@@ -160,8 +162,10 @@ class Reserving(Timers):
                     t.matching = True
                     self.spawn(self._match_later(t))
                 return 0
-            n -= 1
             j = self._pop_ready(t)
+            if j is None:
+                break  # (hidden by their concurrency keys: extqueue.py)
+            n -= 1
             c = next(iter(t.waiting))
             self._reserve(c, j, now)
         return n
@@ -211,8 +215,8 @@ class Reserving(Timers):
         best = None
         for t in c.watch:
             if t.nready and not self.paused(t, now):
-                j: Job = self.ready_top(t)  # type: ignore[assignment]  # (not None: t.nready)
-                if best is None or (j.pri, j.id) < (best.pri, best.id):
+                j = self.ready_top(t)  # (None only if extqueue.py hides them all)
+                if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
                     best = j
         return best
 
@@ -222,8 +226,8 @@ class Reserving(Timers):
         best = None
         for t in c.watch:
             if t.nready and not t.waiting and not self.paused(t, now):
-                j: Job = self.ready_top(t)  # type: ignore[assignment]  # (not None: t.nready)
-                if best is None or (j.pri, j.id) < (best.pri, best.id):
+                j = self.ready_top(t)
+                if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
                     best = j
         return best
 
@@ -314,7 +318,8 @@ class Reserving(Timers):
         cands: list[tuple[Tube, float]] = []
         total = 0.0
         for t in c.watch:
-            if t.nready and not t.waiting and not self.paused(t, now):
+            if (t.nready and not t.waiting and not self.paused(t, now)
+                    and self.ready_top(t) is not None):
                 w = float(weights.get(t, 1))
                 if fair and t.ewma_n >= FAIR_MIN_SAMPLES and t.ewma > 0:
                     w /= max(t.ewma / NS, FAIR_FLOOR_S)
@@ -338,7 +343,7 @@ class Reserving(Timers):
         j = self._ready_for(c, now)
         if j is None:
             return False
-        self._reserve(c, self._pop_ready(j.tube), now)
+        self._reserve(c, self._pop_ready(j.tube), now)  # type: ignore[arg-type]  # (j: its top)
         return True
 
     def _unwait(self, c: Conn) -> None:

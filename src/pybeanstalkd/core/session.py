@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .job import Job
     from .outcome import Outcome
+    from .tags import Tags
 
     class Transport(Protocol):
         """What the engine's callers write replies through: the I/O layer's
@@ -53,7 +54,7 @@ class Session(Conn):
     its replies (out) until the I/O layer writes them."""
 
     __slots__ = ("out", "sink", "engine", "state", "need", "pending", "skip", "plen", "in_job",
-                 "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran")
+                 "in_tags", "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran")
 
     def __init__(self, engine: Engine) -> None:
         super().__init__()
@@ -67,6 +68,7 @@ class Session(Conn):
         self.skip = 0
         self.plen = 0  # bytes not yet parsed
         self.in_job: Job | None = None  # a put's job while its body is received
+        self.in_tags: Tags | None = None  # ... and its tags (--extensions; tags.py)
         self.skip_reply = b""
         self.closing = False  # quit: close once the replies are written
         self.hup = False  # the peer half-closed: blocking reserves time out at once

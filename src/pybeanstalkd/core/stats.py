@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .protocol import NS
 from .job import DELAYED, RESERVED, STATE_NAMES, counters
+from .tags import HELD_MIN
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -86,6 +87,7 @@ def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[byt
         (b"binlog-records-migrated", wal[2]),
         (b"binlog-records-written", wal[3]),
         (b"binlog-max-size", wal[4]),
+        *([(b"current-concurrency-keys", q.ext.concurrency_keys())] if q.ext is not None else []),
         (b"draining", bool(s.draining)),
         (b"id", s.host.instance_id),
         (b"hostname", Quoted(s.host.hostname)),
@@ -123,13 +125,13 @@ def tube_stats(t: Tube, now: int) -> bytes:
     return yaml(tube_fields(t, now))
 
 
-def job_fields(j: Job, now: int, max_tries: int = 0) -> list[tuple[bytes, object]]:
-    """stats-job's fields; with --max-tries (max_tries), two more at the end:
-    the tries used (releases and TTR expiries) and the most it may use."""
-    left = _secs(j.deadline - now) if j.state in (RESERVED, DELAYED) else 0
+def job_fields(j: Job, now: int, extra: Iterable[tuple[bytes, object]] = ()
+               ) -> list[tuple[bytes, object]]:
+    """stats-job's fields, then `extra` (Queue.job_extra: --max-tries's,
+    --extensions' tags). A held aft: job (tags.py) has no time left."""
+    left = (_secs(j.deadline - now) if j.state in (RESERVED, DELAYED) and j.deadline < HELD_MIN
+            else 0)
     reserves, timeouts, releases, buries, kicks = counters(j)
-    tries: list[tuple[bytes, object]] = (
-        [(b"tries", timeouts + releases), (b"max-tries", max_tries)] if max_tries else [])
     return [
         (b"id", j.id),
         (b"tube", Quoted(j.tube.name)),
@@ -145,8 +147,9 @@ def job_fields(j: Job, now: int, max_tries: int = 0) -> list[tuple[bytes, object
         (b"releases", releases),
         (b"buries", buries),
         (b"kicks", kicks),
-    ] + tries
+        *extra,
+    ]
 
 
-def job_stats(j: Job, now: int, max_tries: int = 0) -> bytes:
-    return yaml(job_fields(j, now, max_tries))
+def job_stats(j: Job, now: int, extra: Iterable[tuple[bytes, object]] = ()) -> bytes:
+    return yaml(job_fields(j, now, extra))

@@ -8,6 +8,10 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .job import Job
+    from .tags import Clear, Cooldown
+
+    # A record of the put tags' state that is not a job's (binlog/ext.py)
+    Record = Cooldown | Clear
 
 
 class Store(Protocol):
@@ -20,6 +24,8 @@ class Store(Protocol):
     def reserve_put(self, j: Job) -> bool: ...
     def reserve_update(self, j: Job) -> bool: ...
     def write(self, j: Job, rec: bytes | None = None) -> bool: ...
+    def note(self, rec: Record) -> bool: ...
+    def forget(self, rec: Record) -> None: ...
 
 
 class NullStore:
@@ -40,3 +46,11 @@ class NullStore:
 
     def write(self, j: Job, rec: bytes | None = None) -> bool:
         return True
+
+    def note(self, rec: Record) -> bool:
+        """Reserve room for a record of ours and write it (False: no room,
+        or the binlog failed)."""
+        return True
+
+    def forget(self, rec: Record) -> None:
+        """A record written by note() no longer matters (its file may go)."""

@@ -48,6 +48,8 @@ class Timers(StaleHeaps):
         def _match(self, t: Tube, now: int, n: int = ...) -> int: ...
         def _wait_expired(self, c: Conn, now: int) -> None: ...
         def tries_used_up(self, j: Job) -> bool: ...
+        def logs_tries(self, j: Job) -> bool: ...
+        def come_due(self, j: Job, now: int) -> None: ...
         def bury_held(self, j: Job, pri: int) -> None: ...
 
     @staticmethod
@@ -107,7 +109,7 @@ class Timers(StaleHeaps):
                 j = blocks[id_ >> BITS][id_]
                 self._leave_delayed(j)
                 self.delayed_top(j.tube)  # drop the tube's now-stale top entries
-                self.place_ready(j, now)
+                self.come_due(j, now)
         pauses = self.pause_heap
         while pauses and pauses[0][0] <= now:
             if not n:
@@ -142,7 +144,8 @@ class Timers(StaleHeaps):
                 self._unreserve(j)
                 # (--max-tries: the expiry is logged, so that the tries
                 # outlive a restart; the reference logs none)
-                self.place_ready(j, now, log=self.max_tries > 0 and self.store.reserve_update(j))
+                self.place_ready(j, now, log=self.max_tries > 0 and self.logs_tries(j)
+                                 and self.store.reserve_update(j))
         waits = self.wait_heap
         while waits and waits[0][0] <= now:
             if not n:

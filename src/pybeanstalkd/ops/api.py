@@ -67,8 +67,8 @@ def preview(body: bytes) -> dict:
     return {"text": text, "hex": data.hex(), "truncated": truncated}
 
 
-def job(j, now: int, max_tries: int = 0) -> dict:
-    d = as_dict(job_fields(j, now, max_tries))
+def job(j, now: int, extra=()) -> dict:
+    d = as_dict(job_fields(j, now, extra))
     body = j.body[:-2]  # without the CRLF
     d["size"] = len(body)
     d["preview"] = preview(body)

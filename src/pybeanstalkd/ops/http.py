@@ -376,13 +376,13 @@ class Http:
         jobs = [j for j in jobs if q.jobs.get(j.id) is j]  # (any deleted since)
         return web.json_response({"tube": name.decode(), "state": state, "total": total,
                                   "offset": offset, "limit": limit,
-                                  "jobs": [api.job(j, now, q.max_tries) for j in jobs]})
+                                  "jobs": [api.job(j, now, q.job_extra(j)) for j in jobs]})
 
     async def job(self, request):
         j = self.engine.q.jobs.get(self._job_id(request))
         if j is None:
             return _error(404, "no such job")
-        return web.json_response({"job": api.job(j, self.now(), self.engine.q.max_tries)})
+        return web.json_response({"job": api.job(j, self.now(), self.engine.q.job_extra(j))})
 
     # -- actions --------------------------------------------------------------
 

@@ -1,0 +1,234 @@
+"""The put tags' records in the binlog (--extensions; core/tags.py).
+
+They are short records that beanstalkd skips: a short record whose id it
+has not seen a full record for is ignored (file.c, readrec: "the full
+record was in an earlier file that has been deleted"). Our ids for them
+start at 2**63 (tags.EXT_ID), which no job reaches, so the reference reads
+a directory we wrote, serves its plain jobs and passes over the rest; and
+a follower gets them in the shipped bytes like any other record.
+
+A message is cut into chunks of 68 bytes, each an 84-byte short record:
+
+    int32 0 | u64 EXT_ID | index << 32 | length | 68 bytes | state 0 | "pyx"
+
+(the state byte stays a valid one; "pyx" in the padding marks it ours).
+A message's chunks are written in one piece; a torn or partial message is
+dropped. Messages:
+
+    TAGS   1 | u64 job id | u32 ttl | u32 limit | u32 tries | idp grp aft con
+           written just before the job's every full record, so the tags
+           move with it through compaction and leave with its file
+    COOL   2 | u64 deleted job's id | i64 end (wall ns) | tube | key
+           a cooldown; it keeps its file until it ends, and compaction
+           copies it on like a job
+    CLEAR  3 | u64 first id not cleared | tube
+           a flush-tube's end: the tube's cooldowns, and the keys of its
+           jobs below that id, are gone
+
+(strings: a length byte, then the bytes; an empty one is absent).
+"""
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from . import format as F
+from ..core.tags import EXT_ID, Clear, Cooldown, Tags
+
+__all__ = ["EXT_ID", "Codec", "Reader", "Recovered", "chunks", "decode", "is_ours"]
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..core.extqueue import ExtQueue
+    from ..core.job import Job
+    from ..core.tags import ExtState
+    from .files import File, Wal
+
+CHUNK = struct.Struct("<iQ68sB3s")
+PAYLOAD = 68
+MARK = b"pyx"
+TAGS, COOL, CLEAR = 1, 2, 3
+_TAGS = struct.Struct("<BQIII")
+_COOL = struct.Struct("<BQq")
+_CLEAR = struct.Struct("<BQ")
+_M32 = 0xFFFFFFFF
+
+assert CHUNK.size == F.SHORT_SIZE
+
+
+def _s(b: bytes | None) -> bytes:
+    b = b or b""
+    return bytes((len(b),)) + b
+
+
+def chunks(msg: bytes) -> bytes:
+    n = len(msg)
+    return b"".join(CHUNK.pack(0, EXT_ID | (i // PAYLOAD) << 32 | n, msg[i:i + PAYLOAD], 0, MARK)
+                    for i in range(0, n, PAYLOAD))
+
+
+def chunked_size(n: int) -> int:
+    return -(-n // PAYLOAD) * F.SHORT_SIZE
+
+
+def tags_msg(id_: int, t: Tags) -> bytes:
+    return (_TAGS.pack(TAGS, id_, t.ttl, t.limit, t.tries)
+            + _s(t.idp) + _s(t.grp) + _s(t.aft) + _s(t.con))
+
+
+def is_ours(r: F.Jobrec) -> bool:
+    return r[0] >= EXT_ID and r[15] == MARK
+
+
+class Codec:
+    """The Wal's view of the tags' state: what to write with a job's full
+    record, and the records of cooldowns and clearings."""
+
+    def __init__(self, state: ExtState) -> None:
+        self.tags_of: Callable[[int], Tags | None] = state.jobs.get
+
+    def prefix(self, j: Job) -> bytes:
+        """The records that go before job j's full record (its tags)."""
+        t = self.tags_of(j.id)
+        return b"" if t is None else chunks(tags_msg(j.id, t))
+
+    def extra(self, j: Job) -> int:
+        """What prefix(j) adds to the size of j's full record."""
+        t = self.tags_of(j.id)
+        return 0 if t is None else chunked_size(len(tags_msg(j.id, t)))
+
+    @staticmethod
+    def note(rec: Cooldown | Clear, wall_offset: int) -> bytes:
+        if isinstance(rec, Cooldown):
+            return chunks(_COOL.pack(COOL, rec.orig, rec.expires + wall_offset)
+                          + _s(rec.tube) + _s(rec.key))
+        return chunks(_CLEAR.pack(CLEAR, rec.last) + _s(rec.tube))
+
+
+class Reader:
+    """Puts a stream of records' chunks back into messages, and applies
+    them: at recovery (to what will be loaded), or on a follower (to its
+    queue, live)."""
+
+    def __init__(self) -> None:
+        self.msg = bytearray()
+        self.want = -1  # the message's length; -1: between messages
+        self.next = 0  # the chunk index expected
+
+    def chunk(self, r: F.Jobrec) -> bytes | None:
+        """Take one chunk; a whole message once its last chunk is in."""
+        index, n = r[0] >> 32 & 0x7FFFFFFF, r[0] & _M32
+        payload = F.JOBREC.pack(*r)[8:8 + PAYLOAD]
+        if index == 0:
+            self.msg = bytearray()
+            self.want, self.next = n, 0
+        if index != self.next or n != self.want:
+            self.want = -1  # (a torn message: dropped)
+            return None
+        self.msg += payload
+        self.next += 1
+        if len(self.msg) < n:
+            return None
+        self.want = -1
+        return bytes(self.msg[:n])
+
+
+def decode(msg: bytes) -> tuple[int, tuple[Any, ...]]:
+    """(kind, fields): TAGS (id, Tags); COOL (orig, end wall ns, tube, key);
+    CLEAR (last, tube). ValueError if it does not parse."""
+    try:
+        kind = msg[0]
+        if kind == TAGS:
+            _, id_, ttl, limit, tries = _TAGS.unpack_from(msg)
+            idp, grp, aft, con = _strings(msg, _TAGS.size, 4)
+            t = Tags()
+            t.idp, t.ttl, t.grp, t.aft, t.con = idp, ttl, grp, aft, con
+            t.limit, t.tries = limit, tries
+            return kind, (id_, t)
+        if kind == COOL:
+            _, orig, end = _COOL.unpack_from(msg)
+            tube, key = _strings(msg, _COOL.size, 2)
+            return kind, (orig, end, tube, key)
+        if kind == CLEAR:
+            _, last = _CLEAR.unpack_from(msg)
+            (tube,) = _strings(msg, _CLEAR.size, 1)
+            return kind, (last, tube)
+    except (struct.error, IndexError):
+        pass
+    raise ValueError("a bad record of ours")
+
+
+def _strings(msg: bytes, pos: int, n: int) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    for _ in range(n):
+        size = msg[pos]
+        s = msg[pos + 1:pos + 1 + size]
+        if len(s) != size:
+            raise IndexError
+        out.append(s or None)
+        pos += 1 + size
+    return out
+
+
+class Recovered(Reader):
+    """Recovery's reader: tags by job id, and the cooldowns, each keeping
+    the file it was read from (as a job's full record does)."""
+
+    def __init__(self, wal: Wal, state: ExtState, warn: F.Warn) -> None:
+        super().__init__()
+        self.wal = wal
+        self.warn = warn
+        # (the queue's own dict: the Wal counts a job's tags in its record's
+        # size from the start, as it does once the queue runs)
+        self.tags = state.jobs
+        self.cools: dict[tuple[bytes, bytes], Cooldown] = {}
+        self.last_id = EXT_ID  # the cooldowns' ids (compaction finds them by id)
+
+    def take(self, r: F.Jobrec, f: File, tube_of: Callable[[int], bytes | None]) -> None:
+        msg = self.chunk(r)
+        if msg is None:
+            return
+        try:
+            kind, fields = decode(msg)
+        except ValueError:
+            self.warn(f"{f.path}: a bad tags record, skipped")
+            return
+        if kind == TAGS:
+            id_, tags = fields
+            self.tags[id_] = tags
+            self.wal.alive += len(chunks(msg))  # (with the full record after it)
+        elif kind == COOL:
+            orig, end, tube, key = fields
+            old = self.cools.pop((tube, key), None)
+            if old is not None:
+                self.wal.drop(old)  # type: ignore[arg-type]
+            self.last_id += 1
+            cd = Cooldown(self.last_id, tube, key, orig, end)  # (end: wall ns, for now)
+            self.cools[(tube, key)] = cd
+            cd.file = f
+            f.ids.append(cd.id)
+            f.refs += 1
+            self.wal.alive += len(Codec.note(cd, 0))
+        else:
+            last, tube = fields
+            for k in [k for k in self.cools if k[0] == tube]:
+                self.wal.drop(self.cools.pop(k))  # type: ignore[arg-type]
+            for id_, tags in self.tags.items():
+                if tags.idp is not None and id_ < last and tube_of(id_) == tube:
+                    tags.idp = None
+
+    def install(self, q: ExtQueue, live: Callable[[int], bool], wall_offset: int,
+                now: int) -> None:
+        """Hand the live jobs' tags and the cooldowns not yet ended to q,
+        before it loads the jobs."""
+        ext = q.ext
+        for id_ in [i for i in self.tags if not live(i)]:
+            del self.tags[id_]
+        ext.next_ext = self.last_id
+        for k, cd in self.cools.items():
+            cd.expires -= wall_offset
+            if cd.expires <= now:
+                self.wal.drop(cd)  # type: ignore[arg-type]
+            else:
+                q.cooled(k, cd)

@@ -1,0 +1,515 @@
+"""The queue with --extensions: put tags (tags.py) applied as tuber 0.6.4
+applies them (src/server.rs there), on top of the plain queue (queue.py).
+Without --extensions the server makes a plain Queue, so none of this costs
+a plain server anything.
+
+- idp: a duplicate put is answered from `duplicate()`; a delete frees the
+  key, or keeps it TTL seconds as a Cooldown (a record in the binlog).
+- con: a ready job whose key is at its limit is hidden when it reaches the
+  top of its tube: moved out of the ready heap into `ExtState.parked`
+  (still ready, still counted), and moved back when a slot frees. So a
+  reserve never walks past hidden jobs, however many there are.
+- grp:/aft: a held job is in state delayed with deadline HELD, in no heap
+  (not counted as delayed, as in tuber); its group's last delete releases
+  every job it holds, SLICE a step.
+- try:N: tries_used_up with the job's own limit.
+
+Durable: a tagged job's full binlog record is preceded by its tags'
+record, a cooldown and a flush-tube's clearing are records of their own
+(binlog/ext.py), and a held job's record says delayed until HELD, so the
+reference keeps it delayed (until a kick) and serves the plain jobs.
+"""
+from __future__ import annotations
+
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING
+
+from .heaps import MASK, SHIFT
+from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES, Job
+from .outcome import NOT_FOUND, Outcome
+from .protocol import NS
+from .queue import Queue
+from .reserving import URGENT_PRI
+from .slices import SLICE
+from .tags import EXT_ID, HELD, HELD_MIN, Clear, Cooldown, ExtState, Group, Tags
+
+if TYPE_CHECKING:
+    from collections.abc import Generator, Iterable
+
+    from .store import Store
+    from .tube import Conn, Tube
+
+NEVER = 1 << 62  # max_tries when only some jobs have a limit (try:N)
+NO_TAGS = Tags()
+STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
+
+
+class ExtQueue(Queue):
+    ext: ExtState
+
+    def __init__(self, now: int, store: Store | None = None, max_tries: int = 0) -> None:
+        # (max_tries is set for the plain queue's checks to ask tries_used_up)
+        super().__init__(now, store, max_tries or NEVER, ExtState(max_tries))
+        self.last_id = EXT_ID - 1  # (higher binlog ids name records of ours)
+
+    # -- tries ------------------------------------------------------------
+
+    def tries_used_up(self, j: Job) -> bool:
+        tags = self.ext.jobs.get(j.id)
+        limit = tags.tries if tags is not None and tags.tries else self.ext.max_tries
+        if not limit:
+            return False
+        c = j.counts
+        return (c >> 32 & M32) + (c >> 64 & M32) + 1 >= limit
+
+    def logs_tries(self, j: Job) -> bool:
+        if self.ext.max_tries:
+            return True
+        tags = self.ext.jobs.get(j.id)
+        return tags is not None and tags.tries > 0
+
+    def job_extra(self, j: Job) -> list[tuple[bytes, object]]:
+        """tuber's stats-job fields, then the tries (with a limit)."""
+        tags = self.ext.jobs.get(j.id) or NO_TAGS
+        out: list[tuple[bytes, object]] = [
+            (b"idempotency-key", tags.idp or b""),
+            (b"idempotency-ttl", tags.ttl),
+            (b"group", tags.grp or b""),
+            (b"after-group", tags.aft or b""),
+            (b"concurrency-key", tags.con or b""),
+            (b"concurrency-limit", tags.limit if tags.con else 0),
+        ]
+        limit = tags.tries or self.ext.max_tries
+        if limit:
+            c = j.counts
+            out += [(b"tries", (c >> 32 & M32) + (c >> 64 & M32)), (b"max-tries", limit)]
+        return out
+
+    # -- puts ---------------------------------------------------------------
+
+    def duplicate(self, t: Tube, tags: Tags, pri: int,
+                  now: int) -> tuple[int, bytes, int | None] | None:
+        """A put whose idp key is taken: (the job's id, its state's word,
+        the priority it was lowered to or None); None if the key is free.
+        A deleted job's key in its cooldown answers (its id, DELETED, None)."""
+        if tags.idp is None:
+            return None
+        ext = self.ext
+        k = (t.name, tags.idp)
+        id_ = ext.keys.get(k)
+        j = None if id_ is None else self.jobs.get(id_)
+        if j is not None:
+            ext.bump(ext.dedup, t.name, 1)
+            if pri < j.pri:
+                self._lower(j, pri, now)
+                return j.id, STATE_WORDS[j.state], pri
+            return j.id, STATE_WORDS[j.state], None
+        cd = ext.cools.get(k)
+        if cd is not None:
+            if now < cd.expires:
+                ext.bump(ext.dedup, t.name, 1)
+                return cd.orig, b"DELETED", None
+            self._uncool(cd)
+        return None
+
+    def _lower(self, j: Job, pri: int, now: int) -> None:
+        """A duplicate put's lower priority, for the job holding the key."""
+        old, j.pri = j.pri, pri
+        t = j.tube
+        if j.state == READY:
+            key = (pri << SHIFT) | j.id
+            ext = self.ext
+            tags = ext.jobs[j.id]
+            if j.id in ext.parked_ids and tags.con is not None:
+                heappush(ext.parked[tags.con][t], key)  # (the old entry is stale now)
+            else:
+                # A run entry goes stale (run_job wants deadline 0); ready since then.
+                j.deadline = j.deadline or j.created or 1
+                heappush(t.ready, key)
+                if t.ikey is None or key < t.ikey:
+                    self._index_push(t, key)
+            if old >= URGENT_PRI > pri:
+                t.urgent += 1
+                self.urgent_ct += 1
+        if self.store.reserve_update(j):
+            self.store.write(j)
+
+    def insert(self, j: Job, now: int, log: bool = True) -> None:
+        tags = self.ext.jobs.get(j.id)
+        if tags is None:
+            Queue.insert(self, j, now, log)
+            return
+        self._register(j, tags)
+        if tags.aft is not None and not j.times[0] and self.ext.group_open(tags.aft):
+            self.jobs[j.id] = j  # (Queue.insert's bookkeeping, then held)
+            self.body_bytes += len(j.body)
+            j.tube.total_jobs += 1
+            self.total_jobs += 1
+            self._hold(j, log)
+        else:
+            Queue.insert(self, j, now, log)
+
+    def _register(self, j: Job, tags: Tags) -> None:
+        """A tagged job's keys, limit and groups (at its put or at recovery)."""
+        ext = self.ext
+        if tags.idp is not None:
+            ext.keys[(j.tube.name, tags.idp)] = j.id
+        if tags.con is not None:
+            ext.con_limit[tags.con] = max(ext.con_limit.get(tags.con, 0), tags.limit)
+        if tags.grp is not None:
+            g = ext.groups.get(tags.grp)
+            if g is None:
+                g = ext.groups[tags.grp] = Group()
+            g.members[j.id] = None
+        if tags.aft is not None and tags.aft not in ext.groups:
+            ext.groups[tags.aft] = Group()  # (tuber's empty entry: stats-group finds it)
+
+    # -- held aft: jobs -------------------------------------------------------
+
+    def _hold(self, j: Job, log: bool) -> None:
+        ext = self.ext
+        j.state = DELAYED
+        j.deadline = HELD
+        tags = ext.jobs[j.id]
+        ext.groups[tags.aft].waiting[j.id] = None  # type: ignore[index]  # (aft: set)
+        ext.bump(ext.held, j.tube.name, 1)
+        ext.nheld += 1
+        if log:
+            self.store.write(j)
+
+    def come_due(self, j: Job, now: int) -> None:
+        """A delayed aft: job whose group is open is held again, as in tuber."""
+        tags = self.ext.jobs.get(j.id)
+        if tags is not None and self.ext.group_open(tags.aft):
+            # (no room to log it: the binlog has it delayed and due, and a
+            # restart holds it again the same way)
+            self._hold(j, self.store.reserve_update(j))
+        else:
+            self.place_ready(j, now)
+
+    def place_delayed(self, j: Job, delay: int, now: int, log: bool = False) -> None:
+        if now + delay < HELD_MIN:
+            Queue.place_delayed(self, j, delay, now, log)
+            return
+        # A held job's record (a follower's copy): held, or ready if its
+        # group has completed meanwhile.
+        tags = self.ext.jobs.get(j.id)
+        if tags is not None and self.ext.group_open(tags.aft):
+            self._hold(j, log)
+        else:
+            self.place_ready(j, now, log=log)
+
+    def remove(self, j: Job) -> None:
+        ext = self.ext
+        state = j.state
+        if state == DELAYED and j.deadline == HELD:
+            j.state = INVALID
+            ext.bump(ext.held, j.tube.name, -1)
+            ext.nheld -= 1
+            return
+        if state == READY and j.id in ext.parked_ids:
+            self._unpark_id(j)
+        elif state == BURIED:
+            tags = ext.jobs.get(j.id)
+            g = None if tags is None or tags.grp is None else ext.groups.get(tags.grp)
+            if g is not None:
+                g.buried -= 1
+        Queue.remove(self, j)
+
+    def place_buried(self, j: Job) -> None:
+        Queue.place_buried(self, j)
+        tags = self.ext.jobs.get(j.id)
+        g = None if tags is None or tags.grp is None else self.ext.groups.get(tags.grp)
+        if g is not None:
+            g.buried += 1
+
+    def _group_done(self, name: bytes, now: int) -> None:
+        """A member of group name was deleted: if none is left, release
+        what it holds (in slices past SLICE jobs) and forget the group."""
+        g = self.ext.groups.get(name)
+        if g is None or not g.complete():
+            return
+        del self.ext.groups[name]
+        ids = list(g.waiting)
+        if len(ids) <= SLICE:
+            self._release_held(ids, now)
+        else:
+            self.spawn(self._release_later(ids))
+
+    def _release_held(self, ids: Iterable[int], now: int) -> None:
+        for id_ in ids:
+            j = self.jobs.get(id_)
+            if j is not None and j.state == DELAYED and j.deadline == HELD:
+                self.remove(j)
+                self.place_ready(j, now, log=self.store.reserve_update(j))
+
+    def _release_later(self, ids: list[int]) -> Generator[None, int, None]:
+        now = yield
+        for i in range(0, len(ids), SLICE):
+            self._release_held(ids[i:i + SLICE], now)
+            now = yield
+
+    # -- deletes, cooldowns -------------------------------------------------
+
+    def delete(self, c: Conn | None, id_: int, now: int, count: bool = True,
+               any_holder: bool = False) -> Outcome:
+        """As Queue.delete; then the job's tags are let go. any_holder: a
+        flush-tube's delete, which starts no cooldown (tuber's)."""
+        tags = self.ext.jobs.get(id_)
+        if tags is None:
+            return Queue.delete(self, c, id_, now, count, any_holder)
+        j = self.jobs.get(id_)
+        outcome = Queue.delete(self, c, id_, now, count, any_holder)
+        if outcome is not NOT_FOUND and j is not None:
+            self._forget(j, tags, now, any_holder)
+        return outcome
+
+    def _forget(self, j: Job, tags: Tags, now: int, flushed: bool) -> None:
+        ext = self.ext
+        del ext.jobs[j.id]
+        if tags.idp is not None:
+            k = (j.tube.name, tags.idp)
+            if ext.keys.get(k) == j.id:
+                del ext.keys[k]
+                if tags.ttl and not flushed:
+                    self._cool(k, j.id, now + tags.ttl * NS)
+        if tags.aft is not None:
+            g = ext.groups.get(tags.aft)
+            if g is not None:
+                g.waiting.pop(j.id, None)
+        if tags.grp is not None:
+            g = ext.groups.get(tags.grp)
+            if g is not None:
+                g.members.pop(j.id, None)
+                self._group_done(tags.grp, now)
+
+    def _cool(self, k: tuple[bytes, bytes], orig: int, expires: int) -> None:
+        ext = self.ext
+        old = ext.cools.get(k)
+        if old is not None:
+            self._uncool(old)
+        cd = Cooldown(ext.ext_id(), k[0], k[1], orig, expires)
+        self.cooled(k, cd)
+        self.store.note(cd)  # (no room: kept in memory only, until a restart)
+
+    def cooled(self, k: tuple[bytes, bytes], cd: Cooldown) -> None:
+        """Keep cd as key k's cooldown until it ends (recovery's too)."""
+        ext = self.ext
+        ext.cools[k] = ext.cool_ids[cd.id] = cd
+        heappush(ext.cool_heap, (cd.expires, cd.id))
+        self._timer(cd.expires)
+
+    def _uncool(self, cd: Cooldown) -> None:
+        ext = self.ext
+        del ext.cools[(cd.tube, cd.key)]
+        del ext.cool_ids[cd.id]
+        self.store.forget(cd)
+
+    def clear_tube(self, name: bytes, last: int) -> None:
+        """A flush-tube that started when `last` was the next id has
+        ended: the tube's cooldowns go, and the keys of its jobs below
+        `last` that it left (held ones), as in tuber. (A follower applies
+        the leader's record of it the same way.)"""
+        ext = self.ext
+        for k in [k for k in ext.cools if k[0] == name]:
+            self._uncool(ext.cools[k])
+        for k in [k for k, id_ in ext.keys.items() if k[0] == name and id_ < last]:
+            tags = ext.jobs.get(ext.keys.pop(k))
+            if tags is not None:
+                tags.idp = None
+        self.store.note(Clear(ext.ext_id(), name, last))
+
+    def apply_cool(self, tube: bytes, key: bytes, orig: int, expires: int) -> None:
+        """A follower: the leader's cooldown record (its own delete may
+        have made the same one)."""
+        cd = self.ext.cools.get((tube, key))
+        if cd is None or (cd.orig, cd.expires) != (orig, expires):
+            self._cool((tube, key), orig, expires)
+
+    def tick(self, now: int, n: int = SLICE) -> bool:
+        more = Queue.tick(self, now, n)
+        ext = self.ext
+        heap = ext.cool_heap
+        k = SLICE
+        while heap and heap[0][0] <= now and k:
+            k -= 1
+            cd = ext.cool_ids.get(heappop(heap)[1])
+            if cd is not None and cd.expires <= now:
+                self._uncool(cd)
+        return more or bool(k == 0 and heap and heap[0][0] <= now)
+
+    def next_due(self) -> int | None:
+        due = Queue.next_due(self)
+        heap = self.ext.cool_heap
+        if heap and (due is None or heap[0][0] < due):
+            return heap[0][0]
+        return due
+
+    # -- concurrency keys ---------------------------------------------------
+
+    def ready_top(self, t: Tube) -> Job | None:
+        """The best ready job of t whose concurrency key has room; those
+        above it whose key has none are hidden on the way."""
+        j = Queue.ready_top(self, t)
+        ext = self.ext
+        while j is not None:
+            tags = ext.jobs.get(j.id)
+            if tags is None or tags.con is None or not ext.blocked_key(tags.con):
+                return j
+            self._park(t, j, tags.con)
+            j = Queue.ready_top(self, t)
+        return None
+
+    def _park(self, t: Tube, j: Job, key: bytes) -> None:
+        run = t.run
+        if run and run[0] == j.id:
+            run.popleft()
+        else:
+            heappop(t.ready)
+        ext = self.ext
+        tubes = ext.parked.get(key)
+        if tubes is None:
+            tubes = ext.parked[key] = {}
+        heap = tubes.get(t)
+        if heap is None:
+            heap = tubes[t] = []
+        heappush(heap, (j.pri << SHIFT) | j.id)
+        if j.id not in ext.parked_ids:
+            ext.parked_ids.add(j.id)
+            ext.bump(ext.blocked, t.name, 1)
+
+    def _unpark_id(self, j: Job) -> None:
+        """A hidden job leaves ready (deleted, reserved by id): its entry
+        in parked goes stale."""
+        ext = self.ext
+        ext.parked_ids.discard(j.id)
+        ext.bump(ext.blocked, j.tube.name, -1)
+
+    def _unpark(self, key: bytes) -> None:
+        """key has room: bring back as many of its hidden jobs, from each tube."""
+        ext = self.ext
+        tubes = ext.parked.get(key)
+        if not tubes:
+            return
+        room = ext.room(key)
+        jobs, ids = self.jobs, ext.parked_ids
+        for t, heap in list(tubes.items()):
+            n = room
+            while n > 0 and heap:
+                k = heappop(heap)
+                id_ = k & MASK
+                j = jobs.get(id_)
+                if j is None or j.state != READY or j.pri != k >> SHIFT or id_ not in ids:
+                    continue  # stale
+                self._unpark_id(j)
+                heappush(t.ready, k)
+                if t.ikey is None or k < t.ikey:
+                    self._index_push(t, k)
+                n -= 1
+            if not heap:
+                del tubes[t]
+            if n < room and t.waiting and not t.matching:
+                t.matching = True  # its waiters get them at the next step
+                self.spawn(self._match_later(t))
+        if not tubes:
+            del ext.parked[key]
+
+    def _reserve(self, c: Conn, j: Job, now: int) -> None:
+        Queue._reserve(self, c, j, now)
+        tags = self.ext.jobs.get(j.id)
+        if tags is not None and tags.con is not None:
+            ext = self.ext
+            key = tags.con
+            ext.con_count[key] = ext.con_count.get(key, 0) + 1
+            ext.con_limit[key] = max(ext.con_limit.get(key, 0), tags.limit)
+            if key in ext.parked and ext.room(key) > 0:
+                self._unpark(key)
+
+    def _unreserve(self, j: Job) -> None:
+        Queue._unreserve(self, j)
+        self._returned(j)
+
+    def _returned(self, j: Job) -> None:
+        """j's reservation ended: its concurrency slot frees."""
+        tags = self.ext.jobs.get(j.id)
+        if tags is None or tags.con is None:
+            return
+        ext = self.ext
+        key = tags.con
+        n = ext.con_count.get(key, 0) - 1
+        if n > 0:
+            ext.con_count[key] = n
+        else:
+            ext.con_count.pop(key, None)
+            ext.con_limit.pop(key, None)
+        if key in ext.parked:
+            self._unpark(key)
+
+    def reserve_job(self, c: Conn, id_: int, now: int) -> Outcome:
+        """tuber's: NOT_FOUND too for a job whose key has no room, or whose
+        aft: group has members left."""
+        tags = self.ext.jobs.get(id_)
+        if tags is not None and (
+                (tags.con is not None and self.ext.blocked_key(tags.con))
+                or self.ext.group_open(tags.aft)):
+            return NOT_FOUND
+        return Queue.reserve_job(self, c, id_, now)
+
+    def peek_ready(self, t: Tube) -> Job | None:
+        """The best ready job, hidden ones included (tuber's peek-ready)."""
+        best = self.ready_top(t)
+        jobs, ids = self.jobs, self.ext.parked_ids
+        for tubes in self.ext.parked.values():
+            heap = tubes.get(t)
+            while heap:
+                id_ = heap[0] & MASK
+                j = jobs.get(id_)
+                if j is not None and j.state == READY and j.pri == heap[0] >> SHIFT and id_ in ids:
+                    if best is None or (j.pri, j.id) < (best.pri, best.id):
+                        best = j
+                    break
+                heappop(heap)
+        return best
+
+    def hidden(self, t: Tube) -> list[int]:
+        """t's hidden jobs' entries (flush-tube deletes them too)."""
+        return [k for tubes in self.ext.parked.values() for k in tubes.get(t, ())]
+
+    def maybe_free(self, t: Tube) -> None:
+        if t.name not in self.ext.held:  # (held jobs are counted in no state)
+            Queue.maybe_free(self, t)
+
+    def memory_used(self) -> int:
+        return Queue.memory_used(self) + self.ext.nheld * JOB_OVERHEAD
+
+    # -- recovery -----------------------------------------------------------
+
+    def load(self, jobs: Iterable[Job], now: int, wall_offset: int) -> None:
+        """Queue.load, with the tags recovery found (ext.jobs, for these
+        jobs only): keys, limits and groups first (a buried member counts
+        as it is placed), then held jobs; a group with no member left
+        releases its held jobs (a release the binlog had no room for)."""
+        ext = self.ext
+        rest, held = [], []
+        for j in jobs:
+            tags = ext.jobs.get(j.id)
+            if tags is not None:
+                self._register(j, tags)
+                if j.state == DELAYED and j.deadline - wall_offset >= HELD_MIN:
+                    held.append(j)
+                    continue
+            rest.append(j)
+        Queue.load(self, rest, now, wall_offset)
+        for j in held:
+            self.jobs[j.id] = j
+            self.body_bytes += len(j.body)
+            self._hold(j, log=False)
+        for name in [n for n, g in ext.groups.items() if g.complete()]:
+            g = ext.groups.pop(name)
+            self._release_held(list(g.waiting), now)
+
+    def find_record(self, id_: int) -> Job | Cooldown | None:
+        """The binlog's lookup (compaction): a job, or a cooldown."""
+        if id_ >= EXT_ID:
+            return self.ext.cool_ids.get(id_)
+        return self.jobs.get(id_)

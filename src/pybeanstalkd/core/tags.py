@@ -1,0 +1,215 @@
+"""Put tags (--extensions): what a put may say about its job beyond the
+reference's four numbers, parsed as tuber 0.6.4 parses them, and the
+server-wide state they keep (extqueue.py applies it to the queue).
+
+    idp:KEY[:TTL]   a unique job: while a job of this tube holds KEY, a put
+                    with it answers that job (INSERTED <id> <STATE>[ <pri>],
+                    the priority lowered to the new one if that is lower);
+                    TTL seconds after its delete, INSERTED <id> DELETED
+    con:KEY[:N]     at most N jobs with KEY (any tube) reserved at once; the
+                    others are hidden from reserves until a slot frees
+    grp:NAME        a member of group NAME until it is deleted
+    aft:NAME        held (delayed, in no heap) until NAME has no member left
+                    and none of them buried
+    try:N           (ours) buried instead of coming back once its releases
+                    and TTR expiries reach N (as --max-tries N, for one job)
+
+A tag may come twice (the last wins) and in any order; any other word, an
+empty or ill-formed key or name, a TTL that is not a u32, N = 0: BAD_FORMAT,
+and the body that follows is read as a command line, as in tuber. Keys and
+names are tube names (no ':').
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .protocol import U32_MAX, Bad, name_ok
+
+if TYPE_CHECKING:
+    from .tube import Tube
+
+# Binlog ids from EXT_ID on name the records of this state (binlog/ext.py),
+# never a job: with --extensions, job ids stop below it.
+EXT_ID = 1 << 63
+# A held job's deadline: far past any delay (2**32 s is 4.3e18 ns), so that
+# its binlog record (state delayed) keeps it delayed in the reference too,
+# until a kick. A recovered deadline at or past HELD_MIN is a held job's.
+HELD = 3 << 61
+HELD_MIN = 1 << 62
+
+
+class Tags:
+    """What a tagged job's put said (a job without tags has none)."""
+
+    __slots__ = ("idp", "ttl", "con", "limit", "grp", "aft", "tries")
+
+    def __init__(self) -> None:
+        self.idp: bytes | None = None
+        self.ttl = 0  # seconds a deleted job's key stays taken
+        self.con: bytes | None = None
+        self.limit = 1
+        self.grp: bytes | None = None
+        self.aft: bytes | None = None
+        self.tries = 0  # 0: --max-tries decides
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tags) and all(
+            getattr(self, k) == getattr(other, k) for k in Tags.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _uint(word: bytes) -> int:
+    """A u32 as Rust's str::parse reads it: digits, an optional '+'."""
+    digits = word[1:] if word[:1] == b"+" else word
+    if not digits or not digits.isdigit():
+        raise Bad
+    value = int(digits)
+    if value > U32_MAX:
+        raise Bad
+    return value
+
+
+def _keyed(value: bytes) -> tuple[bytes, int | None]:
+    """KEY or KEY:NUMBER, split at the last ':'."""
+    i = value.rfind(b":")
+    key, num = (value, None) if i < 0 else (value[:i], _uint(value[i + 1:]))
+    if not name_ok(key):
+        raise Bad
+    return key, num
+
+
+def parse_tags(words: list[bytes]) -> Tags:
+    tags = Tags()
+    for w in words:
+        kind, value = w[:4], w[4:]
+        if kind == b"idp:":
+            tags.idp, ttl = _keyed(value)
+            tags.ttl = ttl or 0
+        elif kind == b"grp:" or kind == b"aft:":
+            if not name_ok(value):
+                raise Bad
+            if kind == b"grp:":
+                tags.grp = value
+            else:
+                tags.aft = value
+        elif kind == b"con:":
+            tags.con, limit = _keyed(value)
+            if limit == 0:
+                raise Bad
+            tags.limit = 1 if limit is None else limit
+        elif kind == b"try:":
+            tries = _uint(value)
+            if not tries:
+                raise Bad
+            tags.tries = tries
+        else:
+            raise Bad
+    return tags
+
+
+class Group:
+    """grp:NAME's members and the aft:NAME jobs they hold."""
+
+    __slots__ = ("members", "buried", "waiting")
+
+    def __init__(self) -> None:
+        self.members: dict[int, None] = {}  # ids of its jobs not yet deleted
+        self.buried = 0  # ... of which buried
+        # Held aft: jobs' ids. A kick-job'd one stays listed (as in tuber)
+        # until its group completes.
+        self.waiting: dict[int, None] = {}
+
+    def complete(self) -> bool:
+        return not self.members and not self.buried
+
+
+class Cooldown:
+    """A deleted job's idp key, kept TTL seconds. In the binlog it is a
+    record of its own (binlog/ext.py), which keeps its file until the
+    cooldown ends or compaction copies it on: hence the fields a job's
+    record has for the binlog (id, tube, body, state, file)."""
+
+    __slots__ = ("id", "tube", "key", "orig", "expires", "file", "state", "body")
+
+    def __init__(self, id_: int, tube: bytes, key: bytes, orig: int, expires: int) -> None:
+        self.id = id_  # from EXT_ID on: the binlog's name for it, not a job's
+        self.tube = tube
+        self.key = key
+        self.orig = orig  # the deleted job's id, which duplicates are answered
+        self.expires = expires  # monotonic ns
+        self.file: object = None
+        self.state = 0
+        self.body = b""
+
+
+class Clear:
+    """flush-tube's record: the tube's cooldowns are gone, and so are the
+    keys of its jobs below `last` (held ones, which flush-tube leaves)."""
+
+    __slots__ = ("id", "tube", "last", "file", "state", "body")
+
+    def __init__(self, id_: int, tube: bytes, last: int) -> None:
+        self.id = id_
+        self.tube = tube
+        self.last = last
+        self.file: object = None
+        self.state = 0
+        self.body = b""
+
+
+class ExtState:
+    """The tags' server-wide state (one per queue, with --extensions)."""
+
+    def __init__(self, max_tries: int = 0) -> None:
+        self.max_tries = max_tries  # --max-tries (0: none)
+        self.jobs: dict[int, Tags] = {}  # id -> tags, for tagged jobs only
+        # idp: (tube name, key) -> the id of the live job holding it
+        self.keys: dict[tuple[bytes, bytes], int] = {}
+        self.cools: dict[tuple[bytes, bytes], Cooldown] = {}
+        self.cool_ids: dict[int, Cooldown] = {}  # by binlog id (compaction finds them)
+        self.cool_heap: list[tuple[int, int]] = []  # (expires, binlog id): their ends
+        self.next_ext = EXT_ID  # the next binlog id of a record of ours
+        # con: key -> reservations held now; key -> the limit (tuber's
+        # bookkeeping: both entries go when the count returns to 0)
+        self.con_count: dict[bytes, int] = {}
+        self.con_limit: dict[bytes, int] = {}
+        # Ready jobs hidden because their key is at its limit:
+        # key -> tube -> heap of pri << 64 | id (stale entries allowed)
+        self.parked: dict[bytes, dict[Tube, list[int]]] = {}
+        self.parked_ids: set[int] = set()
+        self.groups: dict[bytes, Group] = {}
+        # For /metrics, by tube name: duplicate puts answered; held aft:
+        # jobs; jobs hidden by their concurrency key.
+        self.dedup: dict[bytes, int] = {}
+        self.held: dict[bytes, int] = {}
+        self.blocked: dict[bytes, int] = {}
+        self.nheld = 0  # held jobs, all tubes (their memory counts)
+
+    def ext_id(self) -> int:
+        self.next_ext += 1
+        return self.next_ext
+
+    def blocked_key(self, key: bytes) -> bool:
+        return self.con_count.get(key, 0) >= self.con_limit.get(key, 1)
+
+    def room(self, key: bytes) -> int:
+        """Reservations key may still take (tuber's count and limit)."""
+        return self.con_limit.get(key, 1) - self.con_count.get(key, 0)
+
+    def group_open(self, name: bytes | None) -> bool:
+        """Would an aft:name job be held now?"""
+        if name is None:
+            return False
+        g = self.groups.get(name)
+        return g is not None and not g.complete()
+
+    def concurrency_keys(self) -> int:
+        return len(self.con_count)
+
+    def bump(self, counter: dict[bytes, int], name: bytes, by: int) -> None:
+        n = counter.get(name, 0) + by
+        if n:
+            counter[name] = n
+        else:
+            counter.pop(name, None)

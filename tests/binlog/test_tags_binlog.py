@@ -1,0 +1,157 @@
+"""The put tags' state in the binlog (--extensions; binlog/ext.py): every
+kind survives a restart, compaction carries it on, torn records are
+dropped, and the reference reads the directory, serves the plain jobs and
+skips our records."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from binlogtools import start
+from fakeclock import with_binlog
+from pybeanstalkd.binlog import ext as X
+from pybeanstalkd.binlog import format as F
+
+
+def put(h, s, tags=b"", body=b"a", pri=0, delay=0, ttr=60):
+    line = b"put %d %d %d %d" % (pri, delay, ttr, len(body))
+    if tags:
+        line += b" " + tags
+    return h.send(s, line + b"\r\n" + body + b"\r\n")
+
+
+def field(yaml: bytes, key: bytes) -> bytes:
+    for line in yaml.split(b"\n"):
+        if line.startswith(key + b": "):
+            return line[len(key) + 2:]
+    raise KeyError(key)
+
+
+def restart(tmp_path, h, wal, **kw):
+    h.e.q.store.flush()
+    for f in (wal.cur,):
+        os.close(f.fd)
+    h2, wal2 = with_binlog(tmp_path, extensions=True, **kw)
+    return h2, wal2
+
+
+def test_every_kind_of_state_survives_a_restart(tmp_path):
+    h, wal = with_binlog(tmp_path, extensions=True)
+    s = h.conn()
+    assert put(h, s, b"idp:k1 try:3", pri=100) == b"INSERTED 1\r\n"
+    put(h, s, b"grp:g con:c:2")  # 2: a member
+    put(h, s, b"aft:g idp:k2")  # 3: held
+    put(h, s, b"idp:gone:3600")  # 4: deleted, its key cooling down
+    h.send(s, b"delete 4\r\n")
+    put(h, s, b"grp:g")  # 5: a member, buried
+    h.send(s, b"use t2\r\n")
+    put(h, s, b"idp:k1")  # 6: the same key in another tube
+    h.send(s, b"use default\r\n")
+    assert h.send(s, b"reserve-job 5\r\n").startswith(b"RESERVED 5 ")
+    assert h.send(s, b"bury 5 0\r\n") == b"BURIED\r\n"
+    put(h, s, b"idp:k1", pri=10)  # a ratchet: logged
+    h2, _ = restart(tmp_path, h, wal)
+    s = h2.conn()
+    assert put(h2, s, b"idp:k1", pri=50) == b"INSERTED 1 READY\r\n"
+    assert field(h2.send(s, b"stats-job 1\r\n"), b"pri") == b"10"
+    assert put(h2, s, b"idp:k2") == b"INSERTED 3 DELAYED\r\n"
+    assert put(h2, s, b"idp:gone") == b"INSERTED 4 DELETED\r\n"
+    stats = h2.send(s, b"stats-group g\r\n")
+    assert (field(stats, b"ready"), field(stats, b"buried"), field(stats, b"waiting-jobs")) == (
+        b"1", b"1", b"1")
+    job3 = h2.send(s, b"stats-job 3\r\n")
+    assert field(job3, b"state") == b"delayed" and field(job3, b"time-left") == b"0"
+    assert field(h2.send(s, b"stats-job 2\r\n"), b"concurrency-limit") == b"2"
+    assert field(h2.send(s, b"stats-job 1\r\n"), b"max-tries") == b"3"
+    # the hold ends when the members go, as before the restart
+    assert h2.send(s, b"delete 5\r\n") == b"DELETED\r\n"
+    assert h2.send(s, b"reserve-job 2\r\n").startswith(b"RESERVED 2 ")
+    assert h2.send(s, b"delete 2\r\n") == b"DELETED\r\n"
+    assert field(h2.send(s, b"stats-job 3\r\n"), b"state") == b"ready"
+    assert put(h2, s, b"idp:new") == b"INSERTED 7\r\n"  # (ids go on after the last)
+
+
+def test_cooldowns_end_across_a_restart_and_flush_clears_them(tmp_path):
+    h, wal = with_binlog(tmp_path, extensions=True)
+    s = h.conn()
+    put(h, s, b"idp:a:1")
+    put(h, s, b"idp:b:3600")
+    h.send(s, b"delete 1\r\n")
+    h.send(s, b"delete 2\r\n")
+    h.now += 2 * 10**9  # (past a's end; recovery reads the wall clock: ends are stored so)
+    h2, wal2 = restart(tmp_path, h, wal)
+    s = h2.conn()
+    assert put(h2, s, b"idp:b") == b"INSERTED 2 DELETED\r\n"
+    assert h2.send(s, b"flush-tube default\r\n") == b"FLUSHED 0\r\n"
+    h3, _ = restart(tmp_path, h2, wal2)
+    s = h3.conn()
+    got = put(h3, s, b"idp:b")  # (a new job: its id depends on which files are left)
+    assert got.startswith(b"INSERTED ") and len(got.split()) == 2
+
+
+def test_a_cooldown_keeps_its_file_and_compaction_carries_it_on(tmp_path):
+    h, wal = with_binlog(tmp_path, filesize=4096, extensions=True)
+    s = h.conn()
+    put(h, s, b"idp:keep:3600")
+    h.send(s, b"delete 1\r\n")
+    first = wal.head.seq
+    body = b"x" * 600
+    for _ in range(60):  # churn: files fill, compaction moves live records on
+        put(h, s, body=body)
+        h.send(s, b"delete %d\r\n" % (h.e.q.next_id - 1))
+    assert wal.head.seq > first  # the first file went: the cooldown was copied on
+    h2, _ = restart(tmp_path, h, wal, filesize=4096)
+    assert put(h2, h2.conn(), b"idp:keep") == b"INSERTED 1 DELETED\r\n"
+
+
+def test_a_torn_record_of_ours_is_dropped(tmp_path):
+    msg = X.tags_msg(5, X.decode(X.tags_msg(5, _tags()))[1][1])  # type: ignore[index]
+    data = X.chunks(msg + b"y" * 200)
+    r = X.Reader()
+    recs = [F.JOBREC.unpack_from(data, i + 4) for i in range(0, len(data), 84)]
+    assert r.chunk(recs[0]) is None
+    assert r.chunk(recs[2]) is None  # (a chunk missing: the message is dropped)
+    assert r.chunk(recs[1]) is None
+    whole = [r.chunk(x) for x in recs]
+    assert whole[-1] is not None and whole[-1].startswith(msg)
+    with pytest.raises(ValueError):
+        X.decode(b"\x09junk")
+    with pytest.raises(ValueError):
+        X.decode(msg[:10])
+
+
+def _tags():
+    from pybeanstalkd.core.tags import parse_tags
+    return parse_tags([b"idp:k:5", b"grp:g", b"aft:h", b"con:c:3", b"try:2"])
+
+
+def test_tags_round_trip():
+    t = _tags()
+    kind, (id_, back) = X.decode(X.tags_msg(77, t))  # type: ignore[misc]
+    assert (kind, id_, back) == (X.TAGS, 77, t)
+
+
+# -- the reference on our directory ------------------------------------------
+
+def test_the_reference_serves_the_plain_jobs_of_a_directory_with_tags(tmp_path):
+    ours = start("ours", tmp_path, "--extensions", "-f0")
+    c = ours.client()
+    c.expect(b"put 0 0 60 5\r\nplain\r\n", b"INSERTED 1\r\n")
+    c.expect(b"put 0 0 60 6 idp:k:3600 grp:g\r\ntagged\r\n", b"INSERTED 2\r\n")
+    c.expect(b"put 0 0 60 4 aft:g\r\nheld\r\n", b"INSERTED 3\r\n")
+    c.expect(b"put 0 0 60 3 idp:gone:3600\r\nxyz\r\n", b"INSERTED 4\r\n")
+    c.expect(b"delete 4\r\n", b"DELETED\r\n")
+    ours.kill9()
+    ref = start("reference", tmp_path)
+    c = ref.client()
+    assert c.peek(1) == b"plain" and c.peek(2) == b"tagged"
+    assert c.peek(4) is None
+    st = c.stats_job(3)
+    assert st["state"] == "delayed"  # held: delayed until a kick
+    c.expect(b"reserve-with-timeout 0\r\n", b"RESERVED 1 5\r\nplain\r\n")
+    c.expect(b"delete 1\r\n", b"DELETED\r\n")
+    c.expect(b"reserve-with-timeout 0\r\n", b"RESERVED 2 6\r\ntagged\r\n")
+    c.expect(b"kick-job 3\r\n", b"KICKED\r\n")
+    assert b"WARN" not in ref.stderr_so_far() and b"missing" not in ref.stderr_so_far()
+    ref.kill9()
