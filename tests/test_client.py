@@ -65,6 +65,30 @@ def test_weights_modes_and_tries(srv):
         assert c.reserve(timeout=0) is None
 
 
+def test_put_tags(srv):
+    from pybeanstalkd.client import Inserted
+    with connect(srv) as c:
+        c.use("client-d")
+        first = c.put(b"once", pri=100, idempotency_key="k", idempotency_ttl=60)
+        assert c.put_tagged(b"again", pri=200, idempotency_key="k") == Inserted(first, "READY")
+        assert c.put_tagged(b"again", pri=5, idempotency_key="k") == Inserted(first, "READY", 5)
+        assert c.delete(first)
+        assert c.put_tagged(b"x", idempotency_key="k") == Inserted(first, "DELETED")
+        member = c.put(b"m", group="g", concurrency_key="api", concurrency_limit=2)
+        held = c.put(b"h", after="g", tries=3)
+        assert c.stats_group("g") == {"ready": 1, "reserved": 0, "delayed": 0, "buried": 0,
+                                      "waiting-jobs": 1}
+        assert c.stats_group("nope") is None
+        c.watch("client-d")
+        c.ignore("default")
+        assert c.reserve(timeout=0) == Job(member, b"m")
+        assert c.reserve(timeout=0) is None  # the held job waits for the group
+        assert c.delete(member)
+        assert c.reserve(timeout=0) == Job(held, b"h")
+        with pytest.raises(CommandError, match="BAD_FORMAT"):
+            c.put(b"x", concurrency_key="bad:key")
+
+
 def test_the_readme_example_runs(srv):
     import pathlib
     import re

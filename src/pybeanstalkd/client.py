@@ -1,7 +1,7 @@
 """A small typed client for the protocol and its extensions (a server run
-with --extensions; tuber speaks the same): batches, flush-tube, drain,
-weighted watches and reserve modes, besides the plain commands a worker
-needs. It imports nothing else of ours, and nothing outside the standard
+with --extensions; tuber speaks the same): put tags (unique jobs,
+concurrency keys, groups, tries), batches, flush-tube, drain, weighted
+watches and reserve modes, besides the plain commands a worker needs. It imports nothing else of ours, and nothing outside the standard
 library.
 
     from pybeanstalkd.client import Client
@@ -44,6 +44,17 @@ class CommandError(Exception):
 class Job:
     id: int
     body: bytes
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """A put's answer: the id; for a duplicate idempotency key, the state of
+    the job holding it (READY, RESERVED, DELAYED, BURIED, or DELETED in
+    its cooldown), and the priority it was lowered to, if it was."""
+
+    id: int
+    duplicate: str | None = None
+    lowered_to: int | None = None
 
 
 class Client:
@@ -98,14 +109,53 @@ class Client:
     def use(self, tube: str) -> None:
         self._cmd(b"use " + tube.encode(), b"USING")
 
-    def put(self, body: bytes, pri: int = DEFAULT_PRI, delay: int = 0, ttr: int = 60) -> int:
-        """The new job's id. CommandError for BURIED (the server is out of
-        memory), DRAINING, JOB_TOO_BIG..."""
-        self.sock.sendall(b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body))
+    def put(self, body: bytes, pri: int = DEFAULT_PRI, delay: int = 0, ttr: int = 60, *,
+            idempotency_key: str | None = None, idempotency_ttl: int = 0,
+            concurrency_key: str | None = None, concurrency_limit: int = 1,
+            group: str | None = None, after: str | None = None,
+            tries: int | None = None) -> int:
+        """The job's id: a new job's, or, for a duplicate idempotency key,
+        the job holding it (put_tagged tells which). CommandError for
+        BURIED (the server is out of memory), DRAINING, JOB_TOO_BIG...
+        The keyword arguments are put tags (--extensions)."""
+        return self.put_tagged(body, pri, delay, ttr, idempotency_key=idempotency_key,
+                               idempotency_ttl=idempotency_ttl,
+                               concurrency_key=concurrency_key,
+                               concurrency_limit=concurrency_limit, group=group, after=after,
+                               tries=tries).id
+
+    def put_tagged(self, body: bytes, pri: int = DEFAULT_PRI, delay: int = 0, ttr: int = 60, *,
+                   idempotency_key: str | None = None, idempotency_ttl: int = 0,
+                   concurrency_key: str | None = None, concurrency_limit: int = 1,
+                   group: str | None = None, after: str | None = None,
+                   tries: int | None = None) -> Inserted:
+        """put, with what the server said of a duplicate:
+        idempotency_key: at most one job of the tube with it; a duplicate
+            answers that job (and lowers its priority to pri if lower), or
+            for idempotency_ttl seconds after its delete, state "DELETED";
+        concurrency_key: at most concurrency_limit such jobs reserved at once;
+        group: a member of group; after: held until group has no member left;
+        tries: buried after this many releases and TTR expiries."""
+        tags = []
+        if idempotency_key is not None:
+            tags.append(b"idp:" + idempotency_key.encode()
+                        + (b":%d" % idempotency_ttl if idempotency_ttl else b""))
+        if concurrency_key is not None:
+            tags.append(b"con:" + concurrency_key.encode()
+                        + (b":%d" % concurrency_limit if concurrency_limit != 1 else b""))
+        if group is not None:
+            tags.append(b"grp:" + group.encode())
+        if after is not None:
+            tags.append(b"aft:" + after.encode())
+        if tries is not None:
+            tags.append(b"try:%d" % tries)
+        line = b"put %d %d %d %d" % (pri, delay, ttr, len(body))
+        self.sock.sendall(b" ".join([line, *tags]) + b"\r\n" + body + b"\r\n")
         words = self._line().split(b" ")
         if words[0] != b"INSERTED":
             raise CommandError(b"put", b" ".join(words))
-        return int(words[1])
+        return Inserted(int(words[1]), words[2].decode() if len(words) > 2 else None,
+                        int(words[3]) if len(words) > 3 else None)
 
     # -- consuming ------------------------------------------------------------
 
@@ -163,6 +213,19 @@ class Client:
         how many; None if there is no such tube."""
         words = self._cmd(b"flush-tube " + tube.encode(), b"FLUSHED", b"NOT_FOUND")
         return int(words[1]) if words[0] == b"FLUSHED" else None
+
+    def stats_group(self, name: str) -> dict[str, int] | None:
+        """A group's jobs by state, and the jobs it holds ("waiting-jobs");
+        None if there is no such group (--extensions)."""
+        words = self._cmd(b"stats-group " + name.encode(), b"OK", b"NOT_FOUND")
+        if words[0] == b"NOT_FOUND":
+            return None
+        out = {}
+        for line in self._data(int(words[1])).decode().splitlines()[1:]:
+            key, _, value = line.partition(": ")
+            if key != "name":
+                out[key] = int(value)
+        return out
 
     def drain(self) -> None:
         """Stop taking new jobs (--extensions; SIGUSR1 does the same)."""

@@ -508,3 +508,29 @@ def test_peek_reserved(h):
     assert h.send(s, b"peek-reserved\r\n") == b"FOUND 1 3\r\none\r\n"
     h.send(s, b"use other\r\n")
     assert h.send(s, b"peek-reserved\r\n") == b"NOT_FOUND\r\n"
+
+
+# -- the put's fast path parses as parse_tags does ------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from pybeanstalkd.core.protocol import Bad  # noqa: E402
+from pybeanstalkd.core.tags import parse_tags, tags_of  # noqa: E402
+
+_word = st.sampled_from([b"idp:a", b"idp:b:5", b"idp:", b"idp:c:x", b"idp:-d", b"con:k",
+                         b"con:k:3", b"con:k:0", b"grp:g", b"aft:h", b"try:2", b"try:0",
+                         b"xidp:a", b"foo:bar", b"idp:a:99999999999", b"idp:e\tgrp:f"])
+_sep = st.sampled_from([b" ", b"  ", b"\t"])
+
+
+@given(st.lists(st.tuples(_word, _sep), min_size=1, max_size=5))
+def test_tags_of_is_parse_tags(words):
+    tail = b"".join(w + s for w, s in words).rstrip(b" \t")
+
+    def outcome(f):
+        try:
+            return f()
+        except Bad:
+            return "Bad"
+
+    assert outcome(lambda: tags_of(tail)) == outcome(lambda: parse_tags(tail.split()))

@@ -33,7 +33,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from . import format as F
-from ..core.tags import EXT_ID, Clear, Cooldown, Tags
+from ..core.tags import EXT_ID, Clear, Cooldown, Tags, void_idp
 
 __all__ = ["EXT_ID", "Codec", "Reader", "Recovered", "chunks", "decode", "is_ours"]
 
@@ -142,10 +142,7 @@ def decode(msg: bytes) -> tuple[int, tuple[Any, ...]]:
         if kind == TAGS:
             _, id_, ttl, limit, tries = _TAGS.unpack_from(msg)
             idp, grp, aft, con = _strings(msg, _TAGS.size, 4)
-            t = Tags()
-            t.idp, t.ttl, t.grp, t.aft, t.con = idp, ttl, grp, aft, con
-            t.limit, t.tries = limit, tries
-            return kind, (id_, t)
+            return kind, (id_, Tags(idp, ttl, con, limit, grp, aft, tries))
         if kind == COOL:
             _, orig, end = _COOL.unpack_from(msg)
             tube, key = _strings(msg, _COOL.size, 2)
@@ -214,9 +211,9 @@ class Recovered(Reader):
             last, tube = fields
             for k in [k for k in self.cools if k[0] == tube]:
                 self.wal.drop(self.cools.pop(k))  # type: ignore[arg-type]
-            for id_, tags in self.tags.items():
+            for id_, tags in list(self.tags.items()):
                 if tags.idp is not None and id_ < last and tube_of(id_) == tube:
-                    tags.idp = None
+                    self.tags[id_] = void_idp(tags)
 
     def install(self, q: ExtQueue, live: Callable[[int], bool], wall_offset: int,
                 now: int) -> None:

@@ -174,25 +174,33 @@ class Commands:
             s.send(P.DRAINING)
             return
         q: ExtQueue = self.q  # type: ignore[assignment]  # (tags come with --extensions)
-        dup = q.duplicate(j.tube, tags, j.pri, now)
-        if dup is not None:
-            id_, word, lowered = dup
-            s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
-                   else b"INSERTED %d %s %d\r\n" % (id_, word, lowered))
-            return
-        if q.ids_used_up():
+        ext = q.ext
+        idp = tags.idp
+        if idp is not None and ((j.tube.name, idp) in ext.keys
+                                or (ext.cools and (j.tube.name, idp) in ext.cools)):
+            dup = q.duplicate(j.tube, tags, j.pri, now)
+            if dup is not None:
+                id_, word, lowered = dup
+                s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
+                       else b"INSERTED %d %s %d\r\n" % (id_, word, lowered))
+                return
+        id_ = j.id = q.next_id
+        if id_ > q.last_id:
             self._ids_used_up()
             s.send(R.PUT[IDS_USED_UP])
             return
-        j.id = q.next_id
-        q.next_id += 1
-        q.ext.jobs[j.id] = tags  # (before the binlog's room is asked: it holds them too)
+        q.next_id = id_ + 1
+        jobs = ext.jobs
+        jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
         if self.verbose >= 2:
-            self.log("<%d job %d" % (s.fd, j.id))
-        outcome = self.store_put(j, body, now)
-        if outcome is not DONE:
-            del q.ext.jobs[j.id]
-        s.send(b"INSERTED %d\r\n" % j.id if outcome is DONE else R.PUT[outcome])
+            self.log("<%d job %d" % (s.fd, id_))
+        j.body = body  # (store_put, inline: draining was looked at above)
+        if q.store.reserve_put(j):
+            q.insert(j, now)
+            s.send(b"INSERTED %d\r\n" % id_)
+        else:
+            del jobs[id_]
+            s.send(R.PUT[NO_ROOM])
 
     def _found(self, s: Session, j: Job | None) -> None:
         if j is None:

@@ -22,6 +22,7 @@ from .job import JOB_OVERHEAD
 from .extqueue import ExtQueue
 from .queue import Queue
 from .slices import SLICE
+from .tags import tags_of, with_idp
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, Session, VerboseSession,
@@ -30,6 +31,8 @@ from .stats import CMD_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
+
+    from .tags import Tags
 
     from .commands import Verifier
     from .store import Store
@@ -54,6 +57,10 @@ U32S: dict[bytes, int] = {}
 # Whole put lines, parsed: a producer sends the same few (they differ only
 # where the body size does). Only lines the fast path took are added.
 PUTS: dict[bytes, tuple[int, int, int, int]] = {}
+
+
+# The same for put lines with tags that repeat (no idp: key; --extensions).
+TAGGED_PUTS: dict[bytes, tuple[int, int, int, int, Tags]] = {}
 
 
 def u32(arg: bytes) -> int:
@@ -515,9 +522,35 @@ class Engine(Commands, ExtensionCommands):
                     self.counts["put"] += 1
                     self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
                     return
+                if self.extensions:
+                    tagged = TAGGED_PUTS.get(line)
+                    if tagged is None:
+                        # A known line with an idp: word after it (unique keys)
+                        head, _, word = line.rpartition(b" ")
+                        hdr = PUTS.get(head)
+                        tags = None
+                        if hdr is not None:
+                            tags = with_idp(None, word)
+                        else:
+                            tagged = TAGGED_PUTS.get(head)
+                            if tagged is not None:
+                                tags = with_idp(tagged[4], word)
+                                hdr = tagged[:4]
+                        if tags is not None and hdr is not None:
+                            self.counts["put"] += 1
+                            self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
+                            return
+                    else:
+                        self.counts["put"] += 1
+                        self.put(s, tagged[0], tagged[1], tagged[2], tagged[3], True, now,
+                                 tagged[4])
+                        return
                 if line[:4] == b"put ":
-                    args = line[4:].split(b" ")
-                    if len(args) == 4:
+                    args = line[4:].split(b" ", 4)
+                    if len(args) == 5 and self.extensions:  # tags (extensions.py)
+                        if self._put_tagged(s, args, now):
+                            return
+                    elif len(args) == 4:
                         a, b, d, z = args
                         get = U32S.get
                         pri, delay, ttr, size = get(a, -1), get(b, -1), get(d, -1), get(z, -1)
@@ -563,6 +596,31 @@ class Engine(Commands, ExtensionCommands):
         self.handlers[op](s, cmd, now)
         if s.waiting and s.hup:
             self.q.hangup(s)
+
+    def _put_tagged(self, s: Session, args: list[bytes], now: int) -> bool:
+        """A tagged put in its plain form (single spaces, plain numbers, the
+        tags known or well-formed); False: not that, parse() decides."""
+        a, b, d, z, tail = args
+        get = U32S.get
+        pri, delay, ttr, size = get(a, -1), get(b, -1), get(d, -1), get(z, -1)
+        if (pri | delay | ttr | size) < 0:  # not all known: look closer
+            pri, delay, ttr, size = u32(a), u32(b), u32(d), u32(z)
+            if (pri | delay | ttr | size) < 0:
+                return False
+        try:
+            tags = tags_of(tail)
+        except Bad:
+            return False
+        self.counts["put"] += 1
+        delay *= NS
+        ttr *= NS
+        if len(TAGGED_PUTS) < 4096:
+            if tags.idp is None:
+                TAGGED_PUTS[b"put %s %s %s %s %s" % tuple(args)] = (pri, delay, ttr, size, tags)
+            elif b" " not in tail:  # (the numbers alone: an idp: line's head)
+                PUTS[b"put %s %s %s %s" % tuple(args[:4])] = (pri, delay, ttr, size)
+        self.put(s, pri, delay, ttr, size, True, now, tags)
+        return True
 
     # -- the memory cap -----------------------------------------------------
 

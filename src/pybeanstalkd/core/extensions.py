@@ -30,7 +30,7 @@ from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, WIDE, wide_budget
 from .slices import SLICE
 from .stats import Quoted, yaml
-from .tags import parse_tags
+from .tags import HELD, parse_tags
 from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 
 if TYPE_CHECKING:
@@ -94,8 +94,10 @@ def parse(line: bytes) -> Command | None:
         words = line[4:].split()
         if len(words) <= 4:
             return None  # the reference's put, and its parse
+        line = line.rstrip(b"\0")  # (tuber trims trailing NULs; any other is bad)
         if b"\0" in line:
             raise Bad
+        words = line[4:].split()
         pri, delay, ttr, size = (_uint(w, U32_MAX) for w in words[:4])
         return ("put-tagged", pri, seconds(delay), seconds(ttr), size, parse_tags(words[4:]))
     if line == b"drain":
@@ -370,8 +372,8 @@ def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
             if id_ >= last:
                 continue
             j = q.jobs.get(id_)
-            if j is None or j.tube is not t:
-                continue  # deleted meanwhile (or a stale entry of a deleted job)
+            if j is None or j.tube is not t or j.deadline == HELD:
+                continue  # deleted meanwhile (or a stale entry of a deleted job), or held
             outcome = q.delete(None, id_, now, count=True, any_holder=True)
             if outcome is NOT_LOGGED:
                 return -1

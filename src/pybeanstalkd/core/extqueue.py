@@ -31,7 +31,7 @@ from .protocol import NS
 from .queue import Queue
 from .reserving import URGENT_PRI
 from .slices import SLICE
-from .tags import EXT_ID, HELD, HELD_MIN, Clear, Cooldown, ExtState, Group, Tags
+from .tags import EXT_ID, HELD, HELD_MIN, Clear, Cooldown, ExtState, Group, Tags, void_idp
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterable
@@ -71,8 +71,9 @@ class ExtQueue(Queue):
     def job_extra(self, j: Job) -> list[tuple[bytes, object]]:
         """tuber's stats-job fields, then the tries (with a limit)."""
         tags = self.ext.jobs.get(j.id) or NO_TAGS
+        idp = tags.idp if tags.idp is None or tags.idp[:1] != b":" else None  # (void_idp)
         out: list[tuple[bytes, object]] = [
-            (b"idempotency-key", tags.idp or b""),
+            (b"idempotency-key", idp or b""),
             (b"idempotency-ttl", tags.ttl),
             (b"group", tags.grp or b""),
             (b"after-group", tags.aft or b""),
@@ -135,25 +136,51 @@ class ExtQueue(Queue):
             self.store.write(j)
 
     def insert(self, j: Job, now: int, log: bool = True) -> None:
-        tags = self.ext.jobs.get(j.id)
+        ext = self.ext
+        tags = ext.jobs.get(j.id)
         if tags is None:
             Queue.insert(self, j, now, log)
             return
-        self._register(j, tags)
-        if tags.aft is not None and not j.times[0] and self.ext.group_open(tags.aft):
-            self.jobs[j.id] = j  # (Queue.insert's bookkeeping, then held)
-            self.body_bytes += len(j.body)
-            j.tube.total_jobs += 1
-            self.total_jobs += 1
-            self._hold(j, log)
-        else:
-            Queue.insert(self, j, now, log)
+        # _register(j, tags), inline: every tagged put's path
+        if tags.idp is not None and tags.idp[0] != 58:  # (58, ':': void_idp's)
+            k = (j.tube.name, tags.idp)
+            if k not in ext.keys:
+                ext.bump(ext.tube_keys, k[0], 1)
+            ext.keys[k] = j.id
+        con = tags.con
+        if con is not None:
+            limits = ext.con_limit
+            if limits.get(con, 0) < tags.limit:
+                limits[con] = tags.limit
+                if con in ext.parked:
+                    self._unpark(con)  # (more room now)
+        if tags.grp is not None:
+            g = ext.groups.get(tags.grp)
+            if g is None:
+                g = ext.groups[tags.grp] = Group()
+            g.members[j.id] = None
+        aft = tags.aft
+        if aft is not None:
+            g = ext.groups.get(aft)
+            if g is None:
+                ext.groups[aft] = Group()  # (tuber's empty entry: stats-group finds it)
+            elif not j.times[0] and not g.complete():
+                self.jobs[j.id] = j  # (Queue.insert's bookkeeping, then held)
+                self.body_bytes += len(j.body)
+                j.tube.total_jobs += 1
+                self.total_jobs += 1
+                self._hold(j, log)
+                return
+        Queue.insert(self, j, now, log)
 
     def _register(self, j: Job, tags: Tags) -> None:
         """A tagged job's keys, limit and groups (at its put or at recovery)."""
         ext = self.ext
-        if tags.idp is not None:
-            ext.keys[(j.tube.name, tags.idp)] = j.id
+        if tags.idp is not None and tags.idp[0] != 58:  # (58, ':': void_idp's)
+            k = (j.tube.name, tags.idp)
+            if k not in ext.keys:
+                ext.bump(ext.tube_keys, k[0], 1)
+            ext.keys[k] = j.id
         if tags.con is not None:
             ext.con_limit[tags.con] = max(ext.con_limit.get(tags.con, 0), tags.limit)
         if tags.grp is not None:
@@ -207,8 +234,18 @@ class ExtQueue(Queue):
             ext.bump(ext.held, j.tube.name, -1)
             ext.nheld -= 1
             return
-        if state == READY and j.id in ext.parked_ids:
-            self._unpark_id(j)
+        if state == READY:
+            if j.id in ext.parked_ids:
+                self._unpark_id(j)
+            else:
+                tags = ext.jobs.get(j.id)
+                if tags is not None and tags.con in ext.parked:
+                    # One brought back for the room its key had leaves ready
+                    # without taking it (deleted, reserved by id): the next
+                    # hidden one comes back instead, once it has left.
+                    Queue.remove(self, j)
+                    self._unpark(tags.con)
+                    return
         elif state == BURIED:
             tags = ext.jobs.get(j.id)
             g = None if tags is None or tags.grp is None else ext.groups.get(tags.grp)
@@ -273,6 +310,7 @@ class ExtQueue(Queue):
                 del ext.keys[k]
                 if tags.ttl and not flushed:
                     self._cool(k, j.id, now + tags.ttl * NS)
+                self._key_count(k[0], -1)
         if tags.aft is not None:
             g = ext.groups.get(tags.aft)
             if g is not None:
@@ -296,6 +334,7 @@ class ExtQueue(Queue):
         """Keep cd as key k's cooldown until it ends (recovery's too)."""
         ext = self.ext
         ext.cools[k] = ext.cool_ids[cd.id] = cd
+        ext.bump(ext.tube_keys, k[0], 1)
         heappush(ext.cool_heap, (cd.expires, cd.id))
         self._timer(cd.expires)
 
@@ -304,6 +343,7 @@ class ExtQueue(Queue):
         del ext.cools[(cd.tube, cd.key)]
         del ext.cool_ids[cd.id]
         self.store.forget(cd)
+        self._key_count(cd.tube, -1)
 
     def clear_tube(self, name: bytes, last: int) -> None:
         """A flush-tube that started when `last` was the next id has
@@ -314,9 +354,11 @@ class ExtQueue(Queue):
         for k in [k for k in ext.cools if k[0] == name]:
             self._uncool(ext.cools[k])
         for k in [k for k, id_ in ext.keys.items() if k[0] == name and id_ < last]:
-            tags = ext.jobs.get(ext.keys.pop(k))
+            id_ = ext.keys.pop(k)
+            tags = ext.jobs.get(id_)
             if tags is not None:
-                tags.idp = None
+                ext.jobs[id_] = void_idp(tags)
+            self._key_count(name, -1)
         self.store.note(Clear(ext.ext_id(), name, last))
 
     def apply_cool(self, tube: bytes, key: bytes, orig: int, expires: int) -> None:
@@ -476,8 +518,20 @@ class ExtQueue(Queue):
         return [k for tubes in self.ext.parked.values() for k in tubes.get(t, ())]
 
     def maybe_free(self, t: Tube) -> None:
-        if t.name not in self.ext.held:  # (held jobs are counted in no state)
+        # Held jobs are counted in no state; and a tube keeps its keys and
+        # cooldowns (flush-tube finds it), as in tuber.
+        if t.name not in self.ext.held and t.name not in self.ext.tube_keys:
             Queue.maybe_free(self, t)
+
+    def _key_count(self, name: bytes, by: int) -> None:
+        """A key or cooldown of tube `name` came or went: the tube may go
+        once it has none left (and nothing else)."""
+        ext = self.ext
+        ext.bump(ext.tube_keys, name, by)
+        if by < 0 and name not in ext.tube_keys:
+            t = self.tubes.get(name)
+            if t is not None:
+                self.maybe_free(t)
 
     def memory_used(self) -> int:
         return Queue.memory_used(self) + self.ext.nheld * JOB_OVERHEAD
@@ -504,7 +558,7 @@ class ExtQueue(Queue):
             self.jobs[j.id] = j
             self.body_bytes += len(j.body)
             self._hold(j, log=False)
-        for name in [n for n, g in ext.groups.items() if g.complete()]:
+        for name in [n for n, g in ext.groups.items() if g.complete() and g.waiting]:
             g = ext.groups.pop(name)
             self._release_held(list(g.waiting), now)
 

@@ -21,7 +21,7 @@ names are tube names (no ':').
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .protocol import U32_MAX, Bad, name_ok
 
@@ -38,25 +38,29 @@ HELD = 3 << 61
 HELD_MIN = 1 << 62
 
 
-class Tags:
-    """What a tagged job's put said (a job without tags has none)."""
+class Tags(NamedTuple):
+    """What a tagged job's put said (a job without tags has none). A
+    tuple: made in one step, shared by the jobs of a repeated tag line,
+    and left alone by the garbage collector (it holds no containers)."""
 
-    __slots__ = ("idp", "ttl", "con", "limit", "grp", "aft", "tries")
+    idp: bytes | None = None
+    ttl: int = 0  # seconds a deleted job's key stays taken
+    con: bytes | None = None
+    limit: int = 1
+    grp: bytes | None = None
+    aft: bytes | None = None
+    tries: int = 0  # 0: --max-tries decides
 
-    def __init__(self) -> None:
-        self.idp: bytes | None = None
-        self.ttl = 0  # seconds a deleted job's key stays taken
-        self.con: bytes | None = None
-        self.limit = 1
-        self.grp: bytes | None = None
-        self.aft: bytes | None = None
-        self.tries = 0  # 0: --max-tries decides
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Tags) and all(
-            getattr(self, k) == getattr(other, k) for k in Tags.__slots__)
+_new_tags = tuple.__new__
 
-    __hash__ = None  # type: ignore[assignment]
+
+def void_idp(tags: Tags) -> Tags:
+    """tags whose idp: key a flush-tube cleared: ':' in place of its first
+    byte, a key no put can name. The binlog's record of the tags keeps its
+    size (and so its accounting), and says the key is gone."""
+    assert tags.idp is not None
+    return tags._replace(idp=b":" + tags.idp[1:])
 
 
 def _uint(word: bytes) -> int:
@@ -79,33 +83,91 @@ def _keyed(value: bytes) -> tuple[bytes, int | None]:
     return key, num
 
 
+# Tags by the put line's words after the size, for tags without idp: (most
+# puts repeat a few con:/grp:/aft:/try: words). Shared by the jobs put with
+# them, so never changed.
+_TAGS: dict[bytes, Tags] = {}
+
+
+def tags_of(tail: bytes) -> Tags:
+    """parse_tags of a put line's tail (the words after its size)."""
+    tags = _TAGS.get(tail)
+    if tags is not None:
+        return tags
+    i = tail.find(b"idp:")
+    if i == 0 or (i > 0 and tail[i - 1] == 32):
+        # A key differs from put to put; the other tags repeat (cached).
+        j = tail.find(b" ", i)
+        word = tail[i:] if j < 0 else tail[i:j]
+        rest = tail[:max(i - 1, 0)] if j < 0 else tail[:i] + tail[j + 1:]
+        tags = with_idp(tags_of(rest) if rest else None, word)
+        if tags is not None:
+            return tags
+    tags = parse_tags(tail.split())
+    if tags.idp is None and len(_TAGS) < 4096:
+        _TAGS[tail] = tags
+    return tags
+
+
+def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
+    """tags (None: none) with the idp:KEY[:TTL] word added, if the word is
+    one, well formed and tags have no idp: yet; else None (parse_tags
+    decides). A put's fast path: unique keys make every tail new."""
+    if word[:4] != b"idp:" or (tags is not None and tags.idp is not None):
+        return None
+    key, colon, num = word[4:].rpartition(b":")
+    if not colon:
+        key = word[4:]
+        ttl = 0
+    elif num.isdigit() and len(num) < 10:
+        ttl = int(num)
+    else:
+        return None
+    if not name_ok(key):
+        return None
+    if tags is None:
+        return _new_tags(Tags, (key, ttl, None, 1, None, None, 0))
+    return tags._replace(idp=key, ttl=ttl)
+
+
 def parse_tags(words: list[bytes]) -> Tags:
-    tags = Tags()
+    idp: bytes | None = None
+    con = grp = aft = None
+    ttl = tries = 0
+    limit = 1
     for w in words:
         kind, value = w[:4], w[4:]
         if kind == b"idp:":
-            tags.idp, ttl = _keyed(value)
-            tags.ttl = ttl or 0
+            key, colon, num = value.rpartition(b":")
+            if not colon:
+                key = value
+                ttl = 0
+            elif num.isdigit() and len(num) < 10:
+                ttl = int(num)
+            else:
+                ttl = _uint(num)
+            if not name_ok(key):
+                raise Bad
+            idp = key
         elif kind == b"grp:" or kind == b"aft:":
             if not name_ok(value):
                 raise Bad
             if kind == b"grp:":
-                tags.grp = value
+                grp = value
             else:
-                tags.aft = value
+                aft = value
         elif kind == b"con:":
-            tags.con, limit = _keyed(value)
-            if limit == 0:
+            con, n = _keyed(value)
+            if n == 0:
                 raise Bad
-            tags.limit = 1 if limit is None else limit
+            limit = 1 if n is None else n
         elif kind == b"try:":
             tries = _uint(value)
             if not tries:
                 raise Bad
-            tags.tries = tries
         else:
             raise Bad
-    return tags
+    return _new_tags(Tags, (idp, ttl, con, limit, grp, aft, tries))
 
 
 class Group:
@@ -185,6 +247,8 @@ class ExtState:
         self.held: dict[bytes, int] = {}
         self.blocked: dict[bytes, int] = {}
         self.nheld = 0  # held jobs, all tubes (their memory counts)
+        # keys and cooldowns by tube name: they keep their tube (maybe_free)
+        self.tube_keys: dict[bytes, int] = {}
 
     def ext_id(self) -> int:
         self.next_ext += 1

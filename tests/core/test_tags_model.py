@@ -1,0 +1,222 @@
+"""Put tags against a model: random sequences of every command (tagged
+puts, reserves, batches, releases, buries, kicks, deletes, flushes, TTR
+expiries, disconnects) with the queue's counts, keys, groups, holds and
+concurrency slots recounted from the jobs after each step, and each
+reserve's job predicted: the best ready job whose key has room."""
+
+import random
+
+import pytest
+
+from fakeclock import Harness
+from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
+from pybeanstalkd.core.tags import HELD
+
+TUBES = [b"default", b"t2"]
+
+
+def check(h, conns, where):  # noqa: C901 (one recount of everything)
+    q = h.e.q
+    ext = q.ext
+    jobs = {j.id: j for j in q.jobs.values()} if hasattr(q.jobs, "values") else None
+    if jobs is None:
+        jobs = {}
+        for b in q.blocks.values():
+            jobs.update(b)
+    # counts
+    ready = [j for j in jobs.values() if j.state == READY]
+    held = [j for j in jobs.values() if j.state == DELAYED and j.deadline == HELD]
+    delayed = [j for j in jobs.values() if j.state == DELAYED and j.deadline != HELD]
+    reserved = [j for j in jobs.values() if j.state == RESERVED]
+    buried = [j for j in jobs.values() if j.state == BURIED]
+    errs = []
+
+    def eq(a, b, what):
+        if a != b:
+            errs.append(f"{what}: {a} != {b}")
+
+    eq(q.ready_ct, len(ready), "ready_ct")
+    eq(q.delayed_ct, len(delayed), "delayed_ct")
+    eq(q.reserved_ct, len(reserved), "reserved_ct")
+    eq(q.buried_ct, len(buried), "buried_ct")
+    eq(ext.nheld, len(held), "nheld")
+    for t in q.tubes.values():
+        eq(t.nready, sum(1 for j in ready if j.tube is t), f"{t.name} nready")
+        eq(t.ndelayed, sum(1 for j in delayed if j.tube is t), f"{t.name} ndelayed")
+        eq(t.nreserved, sum(1 for j in reserved if j.tube is t), f"{t.name} nreserved")
+        eq(len(t.buried), sum(1 for j in buried if j.tube is t), f"{t.name} buried")
+        eq(t.urgent, sum(1 for j in ready if j.tube is t and j.pri < 1024), f"{t.name} urgent")
+        eq(ext.held.get(t.name, 0), sum(1 for j in held if j.tube is t), f"{t.name} held")
+        eq(
+            ext.blocked.get(t.name, 0),
+            sum(1 for i in ext.parked_ids if jobs[i].tube is t),
+            f"{t.name} blocked",
+        )
+    for j in jobs.values():
+        if j.tube.name not in q.tubes or q.tubes[j.tube.name] is not j.tube:
+            errs.append(f"job {j.id} tube {j.tube.name} not alive")
+    eq(q.urgent_ct, sum(1 for j in ready if j.pri < 1024), "urgent_ct")
+    # parked
+    for i in ext.parked_ids:
+        j = jobs.get(i)
+        if j is None or j.state != READY:
+            errs.append(f"parked {i} not ready")
+    # con counts
+    cc = {}
+    for j in reserved:
+        tg = ext.jobs.get(j.id)
+        if tg and tg.con:
+            cc[tg.con] = cc.get(tg.con, 0) + 1
+    eq(ext.con_count, cc, "con_count")
+    # tags only for live jobs
+    for i in ext.jobs:
+        if i not in jobs:
+            errs.append(f"tags for dead {i}")
+    # keys
+    keys = {}
+    for j in jobs.values():
+        tg = ext.jobs.get(j.id)
+        if tg and tg.idp and tg.idp[:1] != b":":  # (":": a key flush-tube voided)
+            keys[(j.tube.name, tg.idp)] = j.id
+    eq(ext.keys, keys, "keys")
+    # groups
+    for name, g in ext.groups.items():
+        mem = {j.id for j in jobs.values() if ext.jobs.get(j.id) and ext.jobs[j.id].grp == name}
+        eq(set(g.members), mem, f"group {name} members")
+        eq(g.buried, sum(1 for i in mem if jobs[i].state == BURIED), f"group {name} buried")
+    for j in jobs.values():
+        tg = ext.jobs.get(j.id)
+        if tg and tg.grp and tg.grp not in ext.groups:
+            errs.append(f"member {j.id} group {tg.grp} missing")
+    for j in held:
+        tg = ext.jobs.get(j.id)
+        g = ext.groups.get(tg.aft) if tg else None
+        if g is None or j.id not in g.waiting:
+            errs.append(f"held {j.id} not in waiting")
+        elif g.complete():
+            errs.append(f"held {j.id} but group {tg.aft} complete")
+    if errs:
+        raise AssertionError(where + ": " + "; ".join(errs))
+    return jobs
+
+
+def expected_reserve(h, c, jobs):
+    q = h.e.q
+    ext = q.ext
+    best = None
+    for j in jobs.values():
+        if j.state != READY or j.tube not in c.watch:
+            continue
+        tg = ext.jobs.get(j.id)
+        if tg and tg.con and ext.blocked_key(tg.con):
+            continue
+        if best is None or (j.pri, j.id) < (best.pri, best.id):
+            best = j
+    return best
+
+
+def rand_tags(r):
+    tags = []
+    if r.random() < 0.4:
+        tags.append(b"idp:" + r.choice([b"a", b"b", b"c"]) + r.choice([b"", b":0", b":2", b":5"]))
+    if r.random() < 0.4:
+        tags.append(b"con:" + r.choice([b"x", b"y"]) + r.choice([b"", b":1", b":2", b":3"]))
+    if r.random() < 0.3:
+        tags.append(b"grp:" + r.choice([b"g", b"h"]))
+    if r.random() < 0.3:
+        tags.append(b"aft:" + r.choice([b"g", b"h"]))
+    if r.random() < 0.15:
+        tags.append(b"try:" + str(r.randint(1, 3)).encode())
+    return b" ".join(tags)
+
+
+def run(seed, steps=300, make=None, verbose=False):
+    r = random.Random(seed)
+    h = make() if make else Harness(extensions=True)
+    conns = [h.conn() for _ in range(3)]
+    log = []
+
+    def send(c, data):
+        log.append((conns.index(c), data))
+        out = h.send(c, data)
+        log.append(("->", out))
+        return out
+
+    for c in conns:
+        if r.random() < 0.5:
+            send(c, b"watch t2\r\n")
+    for step in range(steps):
+        jobs = check(h, conns, f"seed {seed} step {step}")
+        ids = list(jobs) + [max(jobs, default=0) + 1]
+        c = r.choice(conns)
+        op = r.random()
+        try:
+            if op < 0.3:
+                tags = rand_tags(r)
+                line = b"put %d %d %d 1" % (
+                    r.choice([0, 5, 2000]),
+                    r.choice([0, 0, 0, 1, 3]),
+                    r.choice([1, 2, 10]),
+                )
+                if tags:
+                    line += b" " + tags
+                send(c, line + b"\r\nx\r\n")
+            elif op < 0.42:
+                exp = expected_reserve(h, c, jobs)
+                out = send(c, b"reserve-with-timeout 0\r\n")
+                if exp is None:
+                    assert not out.startswith(b"RESERVED"), (exp, out)
+                else:
+                    assert out.startswith(b"RESERVED %d " % exp.id), (
+                        f"seed {seed} step {step} want {exp.id}",
+                        out,
+                    )
+            elif op < 0.46:
+                send(c, b"reserve-batch %d\r\n" % r.randint(1, 4))
+            elif op < 0.54:
+                send(
+                    c, b"release %d %d %d\r\n" % (r.choice(ids), r.choice([0, 5, 2000]), r.choice([0, 0, 1]))
+                )
+            elif op < 0.58:
+                send(c, b"bury %d 1\r\n" % r.choice(ids))
+            elif op < 0.61:
+                send(c, b"kick %d\r\n" % r.randint(1, 3))
+            elif op < 0.65:
+                send(c, b"kick-job %d\r\n" % r.choice(ids))
+            elif op < 0.69:
+                send(c, b"reserve-job %d\r\n" % r.choice(ids))
+            elif op < 0.77:
+                send(c, b"delete %d\r\n" % r.choice(ids))
+            elif op < 0.80:
+                send(c, b"delete-batch %s\r\n" % b" ".join(b"%d" % r.choice(ids) for _ in range(3)))
+            elif op < 0.82:
+                send(c, b"flush-tube %s\r\n" % r.choice(TUBES))
+            elif op < 0.85:
+                send(c, b"touch %d\r\n" % r.choice(ids))
+            elif op < 0.91:
+                log.append(("advance",))
+                h.advance(r.choice([0.5, 1, 1.5, 3]))
+            elif op < 0.93:
+                log.append(("close", conns.index(c)))
+                i = conns.index(c)
+                h.close(c)
+                conns[i] = h.conn()
+                if r.random() < 0.5:
+                    send(conns[i], b"watch t2\r\n")
+            elif op < 0.97:
+                send(c, b"use %s\r\n" % r.choice(TUBES))
+            else:
+                send(c, b"stats-group %s\r\n" % r.choice([b"g", b"h"]))
+                send(c, b"peek-ready\r\n")
+        except Exception:
+            if verbose:
+                for x in log[-40:]:
+                    print(x)
+            raise
+    check(h, conns, f"seed {seed} end")
+    return h, conns, log
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_sequences_keep_every_invariant(seed):
+    run(seed)
