@@ -1,11 +1,11 @@
 """pybeanstalkd-admin: look at and operate any beanstalkd-protocol server
 (pybeanstalkd or beanstalkd itself) over the protocol alone: stats, tubes,
-a live top, peek, kick, bury, delete, put, pause, flush, move and tail; and
-a pybeanstalkd cluster over its HTTP side (`cluster`).
+a live top, peek, kick, bury, delete, put, pause, flush, move, tail and
+groups (admin_groups.py); and a pybeanstalkd cluster over its HTTP side (`cluster`).
 
 On a terminal the tables are drawn to its width (low-value columns left out
 when it is narrow, never a number cut). When stdout is not a terminal,
-stats, tubes and top are tab-separated values with a header line, every
+stats, tubes, top and groups are tab-separated values with a header line, every
 number whole and without thousands separators (admin_plain.py), and the
 cluster report is drawn at its full width; messages never use separators.
 
@@ -28,6 +28,8 @@ import time
 
 from .admin_client import (MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_text, check_tube,
                            parse_address)
+from .admin_groups import register as add_groups
+from .admin_plain import run_top as plain_top, stats as plain_stats, tubes as plain_tubes
 
 PROG = "pybeanstalkd-admin"
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 11300
@@ -99,8 +101,6 @@ def cmd_stats(args) -> int:
     if args.json:
         emit_json(stats)
     elif not on_terminal():
-        from .admin_plain import stats as plain_stats
-
         plain_stats(stats)
     else:
         views().show_stats(console(), stats, c.where)
@@ -114,8 +114,6 @@ def cmd_tubes(args) -> int:
     if args.json:
         emit_json(tubes)
     elif not on_terminal():
-        from .admin_plain import tubes as plain_tubes
-
         plain_tubes(tubes)
     else:
         views().show_tubes(console(), tubes, c.where)
@@ -123,10 +121,7 @@ def cmd_tubes(args) -> int:
 
 
 def cmd_top(args) -> int:
-    if on_terminal():
-        run = views().run_top
-    else:
-        from .admin_plain import run_top as run
+    run = views().run_top if on_terminal() else plain_top
     with connect(args) as c:
         try:
             run(c, args.interval, args.sort, args.iterations)
@@ -565,7 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect and operate a beanstalkd-protocol server (pybeanstalkd or beanstalkd) "
                     "over the protocol.",
         epilog="Output: on a terminal, tables fitted to its width (never a number cut); "
-               "otherwise (a pipe, a file) stats, tubes and top print tab-separated values with a "
+               "otherwise (a pipe, a file) stats, tubes, top and groups print tab-separated values with a "
                "header line and whole numbers without thousands separators, and cluster its "
                "report at full width; --json where offered. Exit status: 0 done, 1 refused by the server (NOT_FOUND, ...), 2 bad usage, "
                "3 cannot reach the server, 130 interrupted.")
@@ -668,6 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--forget", metavar="NODE",
                     help="unregister NODE, gone for good: it must be out of the ISR (stopped)")
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
+    add_groups(add)
     return p
 
 

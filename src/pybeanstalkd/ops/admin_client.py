@@ -17,7 +17,9 @@ PIPELINE = 256  # commands per write when pipelining
 # Values that stay strings even when they look like numbers (a server id, a tube named "123").
 STATS_TEXT = ("id", "version", "hostname", "os", "platform")
 TUBE_TEXT = ("name",)
-JOB_TEXT = ("tube", "state")
+# (with --extensions, or tuber: stats-job's tag fields; a key named "123" stays text)
+JOB_TEXT = ("tube", "state", "idempotency-key", "group", "after-group", "concurrency-key")
+GROUP_TEXT = ("name",)
 
 
 class AdminError(Exception):
@@ -273,6 +275,22 @@ class Conn:
     def stats_job(self, job_id: int) -> dict | None:
         r = self.cmd(b"stats-job %d\r\n" % job_id, "OK", "NOT_FOUND")
         return parse_dict(r.data, JOB_TEXT) if r.status == "OK" else None
+
+    def stats_groups(self, names: list[str]) -> list[dict | None]:
+        """tuber's stats-group (a server with --extensions) for each name,
+        pipelined: its stats, or None when there is no such group."""
+        cmds = [b"stats-group %s\r\n" % n.encode() for n in names]
+        out: list[dict | None] = []
+        for cmd, r in zip(cmds, self.pipeline(cmds)):
+            # (beanstalkd, and ours without --extensions, answer BAD_FORMAT;
+            # the names were checked before)
+            if r.status in ("UNKNOWN_COMMAND", "BAD_FORMAT"):
+                raise AdminError(f"{self.where} does not know stats-group "
+                                 "(pybeanstalkd needs --extensions; tuber has it)")
+            if r.status not in ("OK", "NOT_FOUND"):
+                raise UnexpectedReply(cmd, b" ".join(r.words))
+            out.append(parse_dict(r.data, GROUP_TEXT) if r.status == "OK" else None)
+        return out
 
     def use(self, tube: str):
         self.cmd(b"use %s\r\n" % tube.encode(), "USING")

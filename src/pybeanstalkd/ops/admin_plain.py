@@ -1,4 +1,4 @@
-"""What pybeanstalkd-admin's stats, tubes and top print when stdout is not a
+"""What pybeanstalkd-admin's stats, tubes, top and groups print when stdout is not a
 terminal (a pipe, a file): tab-separated values, a header line first, every value whole (no
 thousands separators, nothing cut to a width), one token per cell so that
 `cut -f`, `awk` and `sort -k` work. No rich needed.
@@ -42,6 +42,16 @@ def stats(stats: dict):
 def tubes(tubes: list[dict]):
     write_rows([h for h, _ in TUBE_COLUMNS],
                ([t.get(k, 0) for _, k in TUBE_COLUMNS] for t in tubes))
+
+
+GROUP_COLUMNS = (("group", "name"), ("ready", "ready"), ("reserved", "reserved"),
+                 ("delayed", "delayed"), ("buried", "buried"), ("waiting", "waiting-jobs"))
+
+
+def groups(groups: list[dict]):
+    """stats-group of each group: waiting, the aft: jobs it holds."""
+    write_rows([h for h, _ in GROUP_COLUMNS],
+               ([g.get(k, 0) for _, k in GROUP_COLUMNS] for g in groups))
 
 
 def rate(r: float | None) -> str:

@@ -1,5 +1,5 @@
 """What pybeanstalkd-admin shows, drawn with rich: the grouped stats, the
-tubes table, a peeked job, and `top`'s live view with its rates. Imported
+tubes and groups tables, a peeked job, and `top`'s live view with its rates. Imported
 only by the commands that draw something, so `--help`, `--json` and errors
 never load rich."""
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .admin_client import body_text
+from .admin_plain import GROUP_COLUMNS
 from .admin_plain import SORTS, Rates  # noqa: F401  (top's rates and orders, shared with the plain output)
 
 CONNECTION_KEYS = ("current-connections", "current-producers", "current-workers",
@@ -214,6 +215,22 @@ def tubes_table(tubes: list[dict], title: str | None = None, rates: dict | None 
 
 def show_tubes(console: Console, tubes: list[dict], where: str):
     console.print(tubes_table(tubes, title=f"tubes on {where}", width=console.width))
+
+
+def show_groups(console: Console, groups: list[dict], where: str):
+    """stats-group of each group: its jobs by state, and (waiting) the aft:
+    jobs it holds until none of them is left."""
+    t = Table(title=f"groups on {where}", box=box.SIMPLE_HEAD, title_justify="left",
+              header_style="bold", caption="waiting: aft: jobs held until the group has no job left",
+              caption_justify="left", caption_style="dim")
+    t.add_column("group", style="cyan", overflow="fold")
+    styles = {"ready": "green", "reserved": "blue", "buried": "red", "waiting": "yellow"}
+    for header, _ in GROUP_COLUMNS[1:]:
+        t.add_column(header, justify="right", no_wrap=True)
+    for g in groups:
+        t.add_row(Text(str(g.get("name", "?"))),
+                  *(_count(g.get(k, 0), styles.get(h, "")) for h, k in GROUP_COLUMNS[1:]))
+    console.print(t)
 
 
 def hexdump(data: bytes) -> str:

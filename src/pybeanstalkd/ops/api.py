@@ -7,8 +7,9 @@ import base64
 import binascii
 import codecs
 import re
+from itertools import islice
 
-from ..core.protocol import name_ok
+from ..core.protocol import NS, name_ok
 from ..core.stats import job_fields, server_fields, tube_fields
 
 PREVIEW = 1024  # body bytes shown by a job's preview
@@ -45,11 +46,97 @@ def tube(t, now: int) -> dict:
     return as_dict(tube_fields(t, now))
 
 
+def tube_tags(t, ext) -> dict:
+    """With --extensions (ext: the queue's ExtState), what a tube's JSON
+    has past its stats-tube: duplicate puts answered, aft: jobs held and
+    jobs hidden by their concurrency key (/metrics' pybeanstalkd_tube_*)."""
+    name = t.name
+    return {"dedup-hits": ext.dedup.get(name, 0), "held-jobs": ext.held.get(name, 0),
+            "blocked-jobs": ext.blocked.get(name, 0)}
+
+
+def tube_json(t, now: int, ext) -> dict:
+    d = tube(t, now)
+    if ext is not None:
+        d.update(tube_tags(t, ext))
+    return d
+
+
 TUBES_SLICE = 1000  # tubes listed between two passes of the loop
 
 
 def tubes(q, now: int) -> dict:
-    return {"tubes": [tube(t, now) for t in sorted(q.tubes.values(), key=lambda t: t.name)]}
+    return {"tubes": [tube_json(t, now, q.ext) for t in sorted(q.tubes.values(), key=lambda t: t.name)]}
+
+
+# -- the put tags' state (--extensions) ---------------------------------------
+#
+# Groups, keys and cooldowns are as many as the tagged jobs: a listing looks
+# at SCAN_MAX of them at most (a copy of that many dict entries, then
+# SCAN_SLICE a pass of the loop: the caller yields where these generators
+# do) and lists the first LIST_MAX by name of those it saw. "truncated":
+# the list is not all there is.
+
+LIST_MAX = 1000
+SCAN_MAX = 100_000
+SCAN_SLICE = 5_000
+
+
+def _first(best: list, found: list) -> list:
+    """The LIST_MAX + 1 smallest of both (one more: is there more?)."""
+    return sorted(best + found)[:LIST_MAX + 1] if found else best
+
+
+def _text(name: bytes) -> str:
+    return name.decode("latin-1")  # (names are ASCII: protocol.name_ok)
+
+
+def groups(ext):
+    """GET /groups: each group's members (jobs not yet deleted), those of
+    them buried, and the aft: jobs it holds, by name; a generator that
+    yields between slices and returns the dict."""
+    total = len(ext.groups)
+    seen = list(islice(ext.groups.items(), SCAN_MAX))
+    best: list = []
+    for i in range(0, len(seen), SCAN_SLICE):
+        if i:
+            yield
+        live = ext.groups  # (a group may have completed since the copy)
+        best = _first(best, [(name, g) for name, g in seen[i:i + SCAN_SLICE]
+                             if live.get(name) is g])
+    out = [{"name": _text(name), "members": len(g.members), "buried": g.buried,
+            "waiting": len(g.waiting)} for name, g in best[:LIST_MAX]]
+    return {"groups": out, "total": total,
+            "truncated": len(best) > LIST_MAX or len(seen) < total}
+
+
+def keys(ext, tube_name: bytes, clock):
+    """GET /keys?tube=: the tube's idp: keys with the job holding each, and
+    the keys in their cooldown (a deleted job's, for its TTL) with the
+    deleted job's id and the seconds left, by key; a generator as groups().
+    clock(): the monotonic clock, in ns."""
+    held = list(islice(ext.keys.items(), SCAN_MAX))
+    cools = list(islice(ext.cools.values(), SCAN_MAX))
+    cut = len(held) < len(ext.keys) or len(cools) < len(ext.cools)
+    best_keys: list = []
+    best_cools: list = []
+    for i in range(0, max(len(held), len(cools)), SCAN_SLICE):
+        if i:
+            yield
+        live, now = ext.keys, clock()  # (a key may have gone since the copy)
+        best_keys = _first(best_keys, [(k[1], id_) for k, id_ in held[i:i + SCAN_SLICE]
+                                       if k[0] == tube_name and live.get(k) == id_])
+        best_cools = _first(best_cools, [
+            (cd.key, cd.orig, cd.expires) for cd in cools[i:i + SCAN_SLICE]
+            if cd.tube == tube_name and cd.expires > now and ext.cool_ids.get(cd.id) is cd])
+    now = clock()
+    return {
+        "tube": _text(tube_name),
+        "keys": [{"key": _text(k), "job": id_} for k, id_ in best_keys[:LIST_MAX]],
+        "cooldowns": [{"key": _text(k), "job": orig, "ends_in_s": -(-(expires - now) // NS)}
+                      for k, orig, expires in best_cools[:LIST_MAX] if expires > now],
+        "truncated": cut or len(best_keys) > LIST_MAX or len(best_cools) > LIST_MAX,
+    }
 
 
 def preview(body: bytes) -> dict:

@@ -45,6 +45,7 @@ MOVABLE = ("ready", "delayed", "buried")
 # load balancers' health checks may send a Host of their own.
 OPEN = ("/healthz", "/leader")
 DEFAULT_TIMEOUTS = httpguard.Timeouts()  # (frozen: one instance serves every start())
+NO_EXTENSIONS = "no put tags here: the server runs without --extensions"
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -128,6 +129,8 @@ class Http:
         r.add_get(v1 + "/jobs/{id}", self.job)
         r.add_get(v1 + "/cluster", self.cluster)
         r.add_get(v1 + "/history", self.get_history)
+        r.add_get(v1 + "/groups", self.groups)
+        r.add_get(v1 + "/keys", self.keys)
         for path, fn in (("/tubes/{tube}/kick", self.kick), ("/tubes/{tube}/pause", self.pause),
                          ("/tubes/{tube}/put", self.put), ("/tubes/{tube}/move", self.move),
                          ("/tubes/{tube}/flush", self.flush), ("/jobs/{id}/kick", self.kick_job),
@@ -309,7 +312,11 @@ class Http:
     async def _render_metrics(self) -> bytes:
         # Rendered in parts with other events served in between: a scrape of
         # many active tubes would otherwise hold the loop for its whole time.
-        gen = metrics.render(self.srv, self.now)
+        return await self._parts(metrics.render(self.srv, self.now))
+
+    @staticmethod
+    async def _parts(gen):
+        """A generator's value, other events served where it yields."""
         while True:
             try:
                 next(gen)
@@ -348,7 +355,8 @@ class Http:
         out = []
         for i in range(0, len(names), api.TUBES_SLICE):
             tubes = self.engine.q.tubes
-            out += [api.tube(t, now) for t in map(tubes.get, names[i:i + api.TUBES_SLICE])
+            ext = self.engine.q.ext
+            out += [api.tube_json(t, now, ext) for t in map(tubes.get, names[i:i + api.TUBES_SLICE])
                     if t is not None]
             if i + api.TUBES_SLICE < len(names):
                 await asyncio.sleep(0)
@@ -360,7 +368,22 @@ class Http:
         name, t = self._tube(request)
         if t is None:
             return _error(404, "no such tube")
-        return web.json_response({"tube": api.tube(t, self.now())})
+        return web.json_response({"tube": api.tube_json(t, self.now(), self.engine.q.ext)})
+
+    async def groups(self, request):
+        ext = self.engine.q.ext
+        if ext is None:
+            return _error(404, NO_EXTENSIONS)
+        return web.json_response(await self._parts(api.groups(ext)))
+
+    async def keys(self, request):
+        ext = self.engine.q.ext
+        if ext is None:
+            return _error(404, NO_EXTENSIONS)
+        tube = request.query.get("tube")
+        if tube is None:
+            raise api.BadRequest("?tube=NAME is required")
+        return web.json_response(await self._parts(api.keys(ext, api.tube_name(tube), self.now)))
 
     async def jobs(self, request):
         name, t = self._tube(request)

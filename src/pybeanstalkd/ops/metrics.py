@@ -51,6 +51,8 @@ SERVER = {
     b"binlog-max-size": ("beanstalkd_binlog_max_size_bytes", GAUGE, "Size of each binlog file (-s)."),
 }
 NOT_NUMERIC = {b"version", b"draining", b"id", b"hostname", b"os", b"platform"}  # draining: pybeanstalkd_draining
+# Shown under a name of ours (Scrape._ext, with the other --extensions gauges).
+OURS = {b"current-concurrency-keys"}  # pybeanstalkd_concurrency_keys
 
 TUBE = {
     b"current-jobs-urgent": ("beanstalkd_tube_current_jobs_urgent_count", GAUGE, "Ready jobs with priority < 1024."),
@@ -71,6 +73,16 @@ TUBE = {
                          "Seconds until the tube is unpaused."),
 }
 OUTCOMES = ("delete", "release", "bury")  # Tube.work_hist's order
+
+# --extensions (the put tags' state, core/tags.py's ExtState): per tube,
+# ExtState's counter by tube name -> (metric name, type, help).
+EXT_TUBE = {
+    "dedup": ("pybeanstalkd_tube_dedup_hits_total", COUNTER,
+              "Puts answered with the job already holding their idp: key (or its cooldown)."),
+    "held": ("pybeanstalkd_tube_held_jobs", GAUGE, "aft: jobs held until their group completes."),
+    "blocked": ("pybeanstalkd_tube_concurrency_blocked_jobs", GAUGE,
+                "Ready jobs hidden from reserves while their con: key is at its limit."),
+}
 
 
 def number(key: bytes, v) -> float | int:
@@ -123,9 +135,10 @@ class Scrape:
                *self._server(e, q)]
         tubes = sorted(q.tubes.values(), key=lambda t: t.name)
         part, lines, first = [], 0, True
+        per_tube = len(TUBE) + 2 + (len(EXT_TUBE) if q.ext is not None else 0)
         for t in tubes:
             part.append(t)
-            lines += len(TUBE) + 2 + sum(
+            lines += per_tube + sum(
                 len(hist.JOB_LE) + 3 for h in (t.wait_hist, *(t.work_hist or ())) if h is not None)
             if lines >= PART_LINES:
                 yield self._tubes(part, first)
@@ -136,7 +149,7 @@ class Scrape:
 
     def _server(self, e, q):
         for key, v in server_fields(q, e.counts, e):
-            if key in NOT_NUMERIC:
+            if key in NOT_NUMERIC or key in OURS:
                 continue
             name, kind, doc = SERVER[key]
             f = _family(name, kind, doc)
@@ -176,6 +189,14 @@ class Scrape:
             buries.add_metric([label], t.buries)
             used_up.add_metric([label], t.tries_used_up)
         out = [*fams.values(), wait, work, timeouts, buries, used_up]
+        ext = self.srv.engine.q.ext
+        if ext is not None:
+            for attr, (name, kind, doc) in EXT_TUBE.items():
+                f = _family(name, kind, doc, ["tube"])
+                counter = getattr(ext, attr)
+                for t, label in zip(tubes, names):
+                    f.add_metric([label], counter.get(t.name, 0))
+                out.append(f)
         return out if first else [f for f in out if f.samples]
 
     def _rest(self, e):
@@ -192,8 +213,25 @@ class Scrape:
         yield GaugeMetricFamily("pybeanstalkd_memory_cap_bytes", "--max-memory (0: no cap).",
                                 value=e.max_memory or 0)
         yield GaugeMetricFamily("pybeanstalkd_draining", "1 while draining.", value=int(e.draining))
+        if e.q.ext is not None:
+            yield from self._ext(e.q.ext)
         if self.srv.cluster is not None:
             yield from cluster(self.srv.cluster.report())
+
+    @staticmethod
+    def _ext(ext):
+        """--extensions: the put tags' server-wide state, each a len() (no
+        walk over jobs, groups or keys)."""
+        for name, doc, n in (
+                ("pybeanstalkd_groups", "Groups named by a grp: or aft: put, until their last member is deleted.",
+                 len(ext.groups)),
+                ("pybeanstalkd_idempotency_keys", "idp: keys held by a job.", len(ext.keys)),
+                ("pybeanstalkd_idempotency_cooldowns", "idp: keys kept after their job's delete "
+                 "(its TTL; one that has run out may count until the next timer pass).",
+                 len(ext.cools)),
+                ("pybeanstalkd_concurrency_keys", "con: keys with reservations held now "
+                 "(stats' current-concurrency-keys).", len(ext.con_count))):
+            yield GaugeMetricFamily(name, doc, value=n)
 
 
 def cluster(st: dict):

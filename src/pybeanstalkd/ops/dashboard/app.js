@@ -192,6 +192,9 @@
     online: null,
     failures: 0,
     cluster: null,               // GET /cluster's report; false: not in a cluster
+    groups: null,                // GET /groups' list; false: no --extensions (no put tags)
+    groupRows: new Map(),        // group name -> {tr, cells:{}}
+    tubeExt: false,              // the tube JSON has the put tags' counts (--extensions)
     stats: null,
     draining: false,
     memory: null,
@@ -568,7 +571,7 @@
 
   // ------------------------------------------------------------ tubes
 
-  const TUBE_COLS = [
+  const BASE_TUBE_COLS = [
     { key: 'current-jobs-ready', label: 'Ready', state: 'ready', cls: 'st-ready' },
     { key: 'current-jobs-urgent', label: 'Urgent', cls: 'st-urgent', title: 'ready jobs with priority < 1024' },
     { key: 'current-jobs-reserved', label: 'Reserved', state: 'reserved', cls: 'st-reserved' },
@@ -582,6 +585,28 @@
     { key: 'current-watching', label: 'Watching', title: 'connections watching this tube' },
     { key: 'current-waiting', label: 'Waiting', title: 'connections blocked in reserve on this tube' },
   ];
+  // With --extensions (put tags), after Held: what the tube JSON then has.
+  const EXT_TUBE_COLS = [
+    { key: 'held-jobs', label: 'Aft-held', cls: 'ext-col', title: 'aft: jobs held until their group has no job left (not counted in Delayed nor Held)' },
+    { key: 'blocked-jobs', label: 'Blocked', cls: 'ext-col', title: 'ready jobs hidden from reserves while their con: key is at its limit' },
+    { key: 'dedup-hits', label: 'Dedup', cls: 'ext-col wide-col', title: 'puts answered with the job already holding their idp: key, since start' },
+  ];
+  let TUBE_COLS = BASE_TUBE_COLS;
+
+  // The tube table's columns, with the put tags' ones or without (the
+  // server's flags may change with a restart): head, foot and rows made again.
+  function setTubeExt(ext) {
+    if (ext === S.tubeExt) return;
+    S.tubeExt = ext;
+    const at = BASE_TUBE_COLS.findIndex((c) => c.key === 'held') + 1;
+    TUBE_COLS = ext ? [...BASE_TUBE_COLS.slice(0, at), ...EXT_TUBE_COLS, ...BASE_TUBE_COLS.slice(at)] : BASE_TUBE_COLS;
+    if (!ext && EXT_TUBE_COLS.some((c) => c.key === S.sort.key)) S.sort = { key: 'name', dir: 1 };
+    $('#tubes-head').textContent = '';
+    $('#tubes-foot').textContent = '';
+    for (const row of S.rows.values()) row.tr.remove();
+    S.rows.clear();
+    buildTubeHead();
+  }
 
   function tubeValue(name, key) {
     if (key === 'name') return name;
@@ -606,6 +631,7 @@
 
   // t: the server's monotonic clock when it listed the tubes (ms).
   function applyTubes(list, t) {
+    if (list.length) setTubeExt('held-jobs' in list[0]);
     const seen = new Set();
     const keepHist = list.length <= MAX_TUBES_WITH_HISTORY;
     for (const tb of list) {
@@ -1481,6 +1507,48 @@
     errors.hidden = !errors.children.length;
   }
 
+  // ------------------------------------------------------------ groups (--extensions)
+
+  function renderGroups(gr) {
+    S.groups = gr;
+    const panel = $('#groups-panel');
+    const body = $('#groups-body');
+    if (!gr) {
+      panel.hidden = true;
+      body.textContent = '';
+      S.groupRows.clear();
+      return;
+    }
+    panel.hidden = false;
+    const list = gr.groups || [];
+    $('#groups-sub').textContent = plural(gr.total, 'group') + (gr.truncated ? ' · the first ' + fmtInt(list.length) + ' by name' : '');
+    const keep = new Set(list.map((g) => g.name));
+    for (const [name, row] of S.groupRows) {
+      if (!keep.has(name)) {
+        row.tr.remove();
+        S.groupRows.delete(name);
+      }
+    }
+    list.forEach((g, i) => {
+      let row = S.groupRows.get(g.name);
+      if (!row) {
+        const tr = h('tr', { dataset: { group: g.name, testid: 'group-row' } }, cell(g.name, 'name'));
+        row = { tr, cells: {} };
+        for (const key of ['members', 'buried', 'waiting']) {
+          row.cells[key] = h('td', { class: 'num ' + key, dataset: { col: key } });
+          tr.append(row.cells[key]);
+        }
+        S.groupRows.set(g.name, row);
+      }
+      for (const key of ['members', 'buried', 'waiting']) setCell(row.cells[key], g[key], fmtInt(g[key]), true);
+      if (body.children[i] !== row.tr) body.insertBefore(row.tr, body.children[i] || null);
+    });
+    const note = $('#groups-note');
+    note.hidden = list.length > 0 && !gr.truncated;
+    note.textContent = !list.length ? 'No groups: a put with grp:NAME or aft:NAME makes one, until its last job is deleted.'
+      : 'Showing the first ' + fmtInt(list.length) + ' groups by name' + (gr.total > list.length ? ' of ' + fmtInt(gr.total) : '') + '.';
+  }
+
   // ------------------------------------------------------------ refresh loop
 
   function setOnline(ok, err) {
@@ -1521,18 +1589,23 @@
       // failure leaves the panel as it was rather than failing the refresh.
       const cluster = S.cluster === false ? Promise.resolve(false)
         : getJSON('/cluster').catch((e) => (e.status === 404 ? false : undefined));
+      // /groups: 404 without --extensions (asked again after a restart)
+      const groups = S.groups === false ? Promise.resolve(false)
+        : getJSON('/groups').catch((e) => (e.status === 404 ? false : undefined));
       // /history: the samples since the newest one here (every one at first)
       const after = S.samples.length ? '?after=' + S.samples[S.samples.length - 1].t : '';
       const pid = S.lastPid, uptime = S.lastUptime;
-      let [st, tb, cl, hist] = await Promise.all([getJSON('/stats'), getJSON('/tubes'), cluster, getJSON('/history' + after)]);
+      let [st, tb, cl, hist, gr] = await Promise.all([getJSON('/stats'), getJSON('/tubes'), cluster, getJSON('/history' + after), groups]);
       if (pid != null && st.stats && (st.stats.pid !== pid || st.stats.uptime < uptime)) {
         // another server process (its pid may be the same one, in a
         // container; its uptime, and its clock, started again): its
         // history, from the start
         S.samples = [];
         hist = await getJSON('/history');
+        if (gr === false) gr = null;  // (its flags may have changed: ask again next time)
       }
       if (cl !== undefined) renderCluster(cl);
+      if (gr !== undefined) renderGroups(gr);
       applyHistory(hist);
       applyStats(st);
       applyTubes(tb.tubes || [], tb.mono != null ? tb.mono : Date.now());
