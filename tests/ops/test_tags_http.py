@@ -177,7 +177,7 @@ async def test_a_cooldown_that_has_ended_is_not_listed(w, client):
     s = w.conn()
     jid = int(put(w, s, b"a", b"idp:k:5").split()[1])
     w.send(s, b"delete %d\r\n" % jid)
-    cd = w.engine.q.ext.cools[(b"a", b"k")]
+    cd = w.engine.q.ext.cools[b"a"][b"k"]
     assert (await get(client, "/api/v1/keys?tube=a"))["cooldowns"][0]["ends_in_s"] == 5
     cd.expires = monotonic_ns() - NS  # (ended, not yet swept by a timer pass)
     assert (await get(client, "/api/v1/keys?tube=a"))["cooldowns"] == []

@@ -33,9 +33,10 @@ def unexpected(buf: bytes, pos: int = 0) -> BenchError:
     return BenchError(f"unexpected reply {line[:80]!r}")
 
 
-def put_command(size: int, delay: int = 0, ttr: int = 60) -> bytes:
+def put_command(size: int, delay: int = 0, ttr: int = 60, tags: bytes = b"") -> bytes:
+    """A put; tags: put tags after the size (--extensions), as b" aft:g"."""
     head = PRI_DELAY_TTR if not delay and ttr == 60 else b"1024 %d %d" % (delay, ttr)
-    return b"put %s %d\r\n%s\r\n" % (head, size, b"x" * size)
+    return b"put %s %d%s\r\n%s\r\n" % (head, size, tags, b"x" * size)
 
 
 def tube_setup(tube: str, watch=None) -> tuple[bytes, int]:
@@ -70,9 +71,9 @@ class Driver:
 class Put(Driver):
     """put with up to `depth` commands in flight (depth 1: unpipelined)."""
 
-    def __init__(self, budget, size, depth, tube="default", delay=0, ttr=60):
+    def __init__(self, budget, size, depth, tube="default", delay=0, ttr=60, tags=b""):
         super().__init__(budget, tube)
-        self.cmd = put_command(size, delay, ttr)
+        self.cmd = put_command(size, delay, ttr, tags)
         self.depth = depth
         self.batch = self.cmd * depth
 

@@ -11,6 +11,8 @@ makes the server do one of these (N jobs of --size bytes each):
   flush  `flush-tube` of a tube of N jobs (a server started with
          --extensions; one that does not know it, as the reference, is
          skipped: its row says so)
+  release  N `aft:` jobs held by a group, released by the delete of
+         its one member (--extensions too)
 
 "due": the jobs are put with a delay longer than the fill takes, then the
 server is stopped (SIGSTOP) before the first one is due and continued
@@ -38,7 +40,7 @@ from .spawn import exchange, stats
 from .workloads import Options, fill, percentile
 
 CASES = ["fill", "kick", "due", "close"]
-OPTIONAL = ["flush"]  # only when asked for: --cases flush
+OPTIONAL = ["flush", "release"]  # only when asked for: --cases flush,release
 PROBE = b"list-tube-used\r\n"
 PROBE_REPLY = b"USING default\r\n"
 INTERVAL_NS = 1_000_000
@@ -182,10 +184,10 @@ def _wait_stats(addr, key, want, timeout=WORK_TIMEOUT):
         time.sleep(0.01)
 
 
-def _fill(s, o, n, progress, label, delay=0, ttr=60):
+def _fill(s, o, n, progress, label, delay=0, ttr=60, tags=b""):
     t0 = time.monotonic()
     fill(s.addr, o, n, progress=progress and progress.labelled(label), delay=delay, ttr=ttr,
-         nice=LOAD_NICE)
+         nice=LOAD_NICE, tags=tags)
     if progress:
         progress.clear()
     return time.monotonic() - t0
@@ -322,8 +324,34 @@ def case_flush(s, o, n, progress, fill_s):
         probe.kill()
 
 
+def case_release(s, o, n, progress, fill_s):
+    group = b"stalls-%d" % os.getpid()
+    with connect(s.addr) as c:
+        exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
+        got = exchange(c, b"put 0 0 60 1 grp:%s\r\nm\r\n" % group, 1)
+        if not got.startswith(b"INSERTED "):
+            return [], 0.0, {"skipped": "no put tags"}
+        member = int(got.split()[1])
+    _fill(s, o, n, progress, "fill held", tags=b" aft:" + group)
+    probe = Probe(s.addr)
+    try:
+        with connect(s.addr) as c:
+            probe.go()
+            time.sleep(0.05)
+            t0 = time.monotonic()
+            got = exchange(c, b"delete %d\r\n" % member, 1)
+            if got != b"DELETED\r\n":
+                raise BenchError(f"delete: {got[:80]!r}")
+        _wait_stats(s.addr, "current-jobs-ready", n)
+        took = time.monotonic() - t0
+        time.sleep(0.05)
+        return _stopped(probe, took, {})
+    finally:
+        probe.kill()
+
+
 RUN = {"fill": case_fill, "kick": case_kick, "due": case_due, "close": case_close,
-       "flush": case_flush}
+       "flush": case_flush, "release": case_release}
 
 
 def stalls(servers, sizes: list[int], cases: list[str], o: Options, progress=None,

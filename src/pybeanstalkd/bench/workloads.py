@@ -91,11 +91,12 @@ def plan(workload: str, o: Options) -> list[Group]:
 
 
 def fill(addr, o: Options, jobs: int, tube: str | None = None, progress=None, delay=0, ttr=60,
-         nice=0):
-    """Put `jobs` jobs (pipelined, untimed) into the tube, each with `delay` and `ttr`."""
+         nice=0, tags=b""):
+    """Put `jobs` jobs (pipelined, untimed) into the tube, each with `delay`,
+    `ttr` and put `tags` (b" aft:g")."""
     budget = split(jobs, o.conns)
     groups = _groups("load", o.conns, o.procs,
-                     lambda i: Put(budget[i], o.size, 64, tube or o.tube, delay, ttr))
+                     lambda i: Put(budget[i], o.size, 64, tube or o.tube, delay, ttr, tags))
     for g in groups:
         g.nice = nice
     return run_phase(addr, groups, progress=progress)

@@ -223,9 +223,9 @@ class Recovered(Reader):
         for id_ in [i for i in self.tags if not live(i)]:
             del self.tags[id_]
         ext.next_ext = self.last_id
-        for k, cd in self.cools.items():
+        for cd in self.cools.values():
             cd.expires -= wall_offset
             if cd.expires <= now:
                 self.wal.drop(cd)  # type: ignore[arg-type]
             else:
-                q.cooled(k, cd)
+                q.cooled(cd)

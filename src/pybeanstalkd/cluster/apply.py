@@ -98,7 +98,7 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     codec = None
     if q.ext is not None:  # the put tags: cooldowns first, tags before each job
         codec = X.Codec(q.ext)
-        out = [codec.note(cd, wall_offset) for cd in list(q.ext.cools.values())]
+        out = [codec.note(cd, wall_offset) for cd in list(q.ext.cool_ids.values())]
     for id_ in ids:
         j = jobs.get(id_)
         if j is None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from . import protocol as P, replies as R
 from .job import JOB_OVERHEAD, Job
+from .jobmap import EMPTY
 from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
 from .protocol import NS, name_ok
 from .session import BITBUCKET, BODY, BUSY
@@ -176,8 +177,8 @@ class Commands:
         q: ExtQueue = self.q  # type: ignore[assignment]  # (tags come with --extensions)
         ext = q.ext
         idp = tags.idp
-        if idp is not None and ((j.tube.name, idp) in ext.keys
-                                or (ext.cools and (j.tube.name, idp) in ext.cools)):
+        if idp is not None and (idp in ext.keys.get(j.tube.name, EMPTY)
+                                or (ext.cools and idp in ext.cools.get(j.tube.name, EMPTY))):
             dup = q.duplicate(j.tube, tags, j.pri, now)
             if dup is not None:
                 id_, word, lowered = dup

@@ -96,8 +96,7 @@ class ExtQueue(Queue):
         if tags.idp is None:
             return None
         ext = self.ext
-        k = (t.name, tags.idp)
-        id_ = ext.keys.get(k)
+        id_ = ext.holder(t.name, tags.idp)
         j = None if id_ is None else self.jobs.get(id_)
         if j is not None:
             ext.bump(ext.dedup, t.name, 1)
@@ -105,7 +104,7 @@ class ExtQueue(Queue):
                 self._lower(j, pri, now)
                 return j.id, STATE_WORDS[j.state], pri
             return j.id, STATE_WORDS[j.state], None
-        cd = ext.cools.get(k)
+        cd = ext.cooldown(t.name, tags.idp)
         if cd is not None:
             if now < cd.expires:
                 ext.bump(ext.dedup, t.name, 1)
@@ -143,10 +142,7 @@ class ExtQueue(Queue):
             return
         # _register(j, tags), inline: every tagged put's path
         if tags.idp is not None and tags.idp[0] != 58:  # (58, ':': void_idp's)
-            k = (j.tube.name, tags.idp)
-            if k not in ext.keys:
-                ext.bump(ext.tube_keys, k[0], 1)
-            ext.keys[k] = j.id
+            self._key(j, tags.idp)
         con = tags.con
         if con is not None:
             limits = ext.con_limit
@@ -173,14 +169,20 @@ class ExtQueue(Queue):
                 return
         Queue.insert(self, j, now, log)
 
+    def _key(self, j: Job, idp: bytes) -> None:
+        ext = self.ext
+        keys = ext.keys.get(j.tube.name)
+        if keys is None:
+            keys = ext.keys[j.tube.name] = {}
+        if idp not in keys:
+            ext.nkeys += 1
+        keys[idp] = j.id
+
     def _register(self, j: Job, tags: Tags) -> None:
         """A tagged job's keys, limit and groups (at its put or at recovery)."""
         ext = self.ext
         if tags.idp is not None and tags.idp[0] != 58:  # (58, ':': void_idp's)
-            k = (j.tube.name, tags.idp)
-            if k not in ext.keys:
-                ext.bump(ext.tube_keys, k[0], 1)
-            ext.keys[k] = j.id
+            self._key(j, tags.idp)
         if tags.con is not None:
             ext.con_limit[tags.con] = max(ext.con_limit.get(tags.con, 0), tags.limit)
         if tags.grp is not None:
@@ -305,12 +307,17 @@ class ExtQueue(Queue):
         ext = self.ext
         del ext.jobs[j.id]
         if tags.idp is not None:
-            k = (j.tube.name, tags.idp)
-            if ext.keys.get(k) == j.id:
-                del ext.keys[k]
+            name = j.tube.name
+            keys = ext.keys.get(name)
+            if keys is not None and keys.get(tags.idp) == j.id:
+                del keys[tags.idp]
+                ext.nkeys -= 1
+                if not keys:
+                    del ext.keys[name]
                 if tags.ttl and not flushed:
-                    self._cool(k, j.id, now + tags.ttl * NS)
-                self._key_count(k[0], -1)
+                    self._cool(name, tags.idp, j.id, now + tags.ttl * NS)
+                elif not keys:
+                    self._tube_maybe_free(name)
         if tags.aft is not None:
             g = ext.groups.get(tags.aft)
             if g is not None:
@@ -321,52 +328,78 @@ class ExtQueue(Queue):
                 g.members.pop(j.id, None)
                 self._group_done(tags.grp, now)
 
-    def _cool(self, k: tuple[bytes, bytes], orig: int, expires: int) -> None:
-        ext = self.ext
-        old = ext.cools.get(k)
+    def _cool(self, tube: bytes, key: bytes, orig: int, expires: int) -> None:
+        old = self.ext.cooldown(tube, key)
         if old is not None:
             self._uncool(old)
-        cd = Cooldown(ext.ext_id(), k[0], k[1], orig, expires)
-        self.cooled(k, cd)
+        cd = Cooldown(self.ext.ext_id(), tube, key, orig, expires)
+        self.cooled(cd)
         self.store.note(cd)  # (no room: kept in memory only, until a restart)
 
-    def cooled(self, k: tuple[bytes, bytes], cd: Cooldown) -> None:
-        """Keep cd as key k's cooldown until it ends (recovery's too)."""
+    def cooled(self, cd: Cooldown) -> None:
+        """Keep cd as its key's cooldown until it ends (recovery's too)."""
         ext = self.ext
-        ext.cools[k] = ext.cool_ids[cd.id] = cd
-        ext.bump(ext.tube_keys, k[0], 1)
+        cools = ext.cools.get(cd.tube)
+        if cools is None:
+            cools = ext.cools[cd.tube] = {}
+        cools[cd.key] = ext.cool_ids[cd.id] = cd
+        ext.ncools += 1
         heappush(ext.cool_heap, (cd.expires, cd.id))
         self._timer(cd.expires)
 
     def _uncool(self, cd: Cooldown) -> None:
         ext = self.ext
-        del ext.cools[(cd.tube, cd.key)]
-        del ext.cool_ids[cd.id]
+        if ext.cool_ids.pop(cd.id, None) is None:
+            return  # (gone already: a flush-tube's slices)
         self.store.forget(cd)
-        self._key_count(cd.tube, -1)
+        cools = ext.cools.get(cd.tube)
+        if cools is not None and cools.get(cd.key) is cd:
+            del cools[cd.key]
+            ext.ncools -= 1
+            if not cools:
+                del ext.cools[cd.tube]
+                self._tube_maybe_free(cd.tube)
 
     def clear_tube(self, name: bytes, last: int) -> None:
         """A flush-tube that started when `last` was the next id has
         ended: the tube's cooldowns go, and the keys of its jobs below
         `last` that it left (held ones), as in tuber. (A follower applies
-        the leader's record of it the same way.)"""
+        the leader's record of it the same way.) The cooldowns' records
+        are let go in slices."""
         ext = self.ext
-        for k in [k for k in ext.cools if k[0] == name]:
-            self._uncool(ext.cools[k])
-        for k in [k for k, id_ in ext.keys.items() if k[0] == name and id_ < last]:
-            id_ = ext.keys.pop(k)
-            tags = ext.jobs.get(id_)
-            if tags is not None:
-                ext.jobs[id_] = void_idp(tags)
-            self._key_count(name, -1)
+        cools = ext.cools.pop(name, None)
+        if cools:
+            ext.ncools -= len(cools)
+            self.spawn(self._uncool_all(list(cools.values())))
+        keys = ext.keys.get(name)
+        if keys:
+            for key, id_ in list(keys.items()):  # (after a flush: held jobs' only)
+                if id_ < last:
+                    del keys[key]
+                    ext.nkeys -= 1
+                    tags = ext.jobs.get(id_)
+                    if tags is not None:
+                        ext.jobs[id_] = void_idp(tags)
+            if not keys:
+                del ext.keys[name]
         self.store.note(Clear(ext.ext_id(), name, last))
+        self._tube_maybe_free(name)
+
+    def _uncool_all(self, cools: list[Cooldown]) -> Generator[None, int, None]:
+        yield
+        ids = self.ext.cool_ids
+        for i in range(0, len(cools), SLICE):
+            for cd in cools[i:i + SLICE]:
+                if ids.pop(cd.id, None) is cd:
+                    self.store.forget(cd)
+            yield
 
     def apply_cool(self, tube: bytes, key: bytes, orig: int, expires: int) -> None:
         """A follower: the leader's cooldown record (its own delete may
         have made the same one)."""
-        cd = self.ext.cools.get((tube, key))
+        cd = self.ext.cooldown(tube, key)
         if cd is None or (cd.orig, cd.expires) != (orig, expires):
-            self._cool((tube, key), orig, expires)
+            self._cool(tube, key, orig, expires)
 
     def tick(self, now: int, n: int = SLICE) -> bool:
         more = Queue.tick(self, now, n)
@@ -520,18 +553,16 @@ class ExtQueue(Queue):
     def maybe_free(self, t: Tube) -> None:
         # Held jobs are counted in no state; and a tube keeps its keys and
         # cooldowns (flush-tube finds it), as in tuber.
-        if t.name not in self.ext.held and t.name not in self.ext.tube_keys:
+        ext = self.ext
+        name = t.name
+        if name not in ext.held and name not in ext.keys and name not in ext.cools:
             Queue.maybe_free(self, t)
 
-    def _key_count(self, name: bytes, by: int) -> None:
-        """A key or cooldown of tube `name` came or went: the tube may go
-        once it has none left (and nothing else)."""
-        ext = self.ext
-        ext.bump(ext.tube_keys, name, by)
-        if by < 0 and name not in ext.tube_keys:
-            t = self.tubes.get(name)
-            if t is not None:
-                self.maybe_free(t)
+    def _tube_maybe_free(self, name: bytes) -> None:
+        """Tube `name` lost its last key or cooldown: it may go now."""
+        t = self.tubes.get(name)
+        if t is not None:
+            self.maybe_free(t)
 
     def memory_used(self) -> int:
         return Queue.memory_used(self) + self.ext.nheld * JOB_OVERHEAD

@@ -226,9 +226,12 @@ class ExtState:
     def __init__(self, max_tries: int = 0) -> None:
         self.max_tries = max_tries  # --max-tries (0: none)
         self.jobs: dict[int, Tags] = {}  # id -> tags, for tagged jobs only
-        # idp: (tube name, key) -> the id of the live job holding it
-        self.keys: dict[tuple[bytes, bytes], int] = {}
-        self.cools: dict[tuple[bytes, bytes], Cooldown] = {}
+        # idp: by tube name, key -> the id of the live job holding it, and
+        # key -> its cooldown (a tube's maps go when they empty: a tube is
+        # kept while it has one, and flush-tube drops a tube's at once)
+        self.keys: dict[bytes, dict[bytes, int]] = {}
+        self.cools: dict[bytes, dict[bytes, Cooldown]] = {}
+        self.nkeys = self.ncools = 0
         self.cool_ids: dict[int, Cooldown] = {}  # by binlog id (compaction finds them)
         self.cool_heap: list[tuple[int, int]] = []  # (expires, binlog id): their ends
         self.next_ext = EXT_ID  # the next binlog id of a record of ours
@@ -247,8 +250,6 @@ class ExtState:
         self.held: dict[bytes, int] = {}
         self.blocked: dict[bytes, int] = {}
         self.nheld = 0  # held jobs, all tubes (their memory counts)
-        # keys and cooldowns by tube name: they keep their tube (maybe_free)
-        self.tube_keys: dict[bytes, int] = {}
 
     def ext_id(self) -> int:
         self.next_ext += 1
@@ -267,6 +268,15 @@ class ExtState:
             return False
         g = self.groups.get(name)
         return g is not None and not g.complete()
+
+    def holder(self, tube: bytes, key: bytes) -> int | None:
+        """The id of the job of tube holding idp: key, if one does."""
+        keys = self.keys.get(tube)
+        return None if keys is None else keys.get(key)
+
+    def cooldown(self, tube: bytes, key: bytes) -> Cooldown | None:
+        cools = self.cools.get(tube)
+        return None if cools is None else cools.get(key)
 
     def concurrency_keys(self) -> int:
         return len(self.con_count)

@@ -115,20 +115,23 @@ def keys(ext, tube_name: bytes, clock):
     the keys in their cooldown (a deleted job's, for its TTL) with the
     deleted job's id and the seconds left, by key; a generator as groups().
     clock(): the monotonic clock, in ns."""
-    held = list(islice(ext.keys.items(), SCAN_MAX))
-    cools = list(islice(ext.cools.values(), SCAN_MAX))
-    cut = len(held) < len(ext.keys) or len(cools) < len(ext.cools)
+    tube_keys = ext.keys.get(tube_name, {})
+    tube_cools = ext.cools.get(tube_name, {})
+    held = list(islice(tube_keys.items(), SCAN_MAX))
+    cools = list(islice(tube_cools.values(), SCAN_MAX))
+    cut = len(held) < len(tube_keys) or len(cools) < len(tube_cools)
     best_keys: list = []
     best_cools: list = []
     for i in range(0, max(len(held), len(cools)), SCAN_SLICE):
         if i:
             yield
-        live, now = ext.keys, clock()  # (a key may have gone since the copy)
-        best_keys = _first(best_keys, [(k[1], id_) for k, id_ in held[i:i + SCAN_SLICE]
-                                       if k[0] == tube_name and live.get(k) == id_])
+        now = clock()
+        live = ext.keys.get(tube_name, {})  # (a key may have gone since the copy)
+        best_keys = _first(best_keys, [(k, id_) for k, id_ in held[i:i + SCAN_SLICE]
+                                       if live.get(k) == id_])
         best_cools = _first(best_cools, [
             (cd.key, cd.orig, cd.expires) for cd in cools[i:i + SCAN_SLICE]
-            if cd.tube == tube_name and cd.expires > now and ext.cool_ids.get(cd.id) is cd])
+            if cd.expires > now and ext.cool_ids.get(cd.id) is cd])
     now = clock()
     return {
         "tube": _text(tube_name),

@@ -225,10 +225,10 @@ class Scrape:
         for name, doc, n in (
                 ("pybeanstalkd_groups", "Groups named by a grp: or aft: put, until their last member is deleted.",
                  len(ext.groups)),
-                ("pybeanstalkd_idempotency_keys", "idp: keys held by a job.", len(ext.keys)),
+                ("pybeanstalkd_idempotency_keys", "idp: keys held by a job.", ext.nkeys),
                 ("pybeanstalkd_idempotency_cooldowns", "idp: keys kept after their job's delete "
                  "(its TTL; one that has run out may count until the next timer pass).",
-                 len(ext.cools)),
+                 ext.ncools),
                 ("pybeanstalkd_concurrency_keys", "con: keys with reservations held now "
                  "(stats' current-concurrency-keys).", len(ext.con_count))):
             yield GaugeMetricFamily(name, doc, value=n)
