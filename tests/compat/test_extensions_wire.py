@@ -9,7 +9,10 @@ from support import Client, Server, ours_argv, require_reference
 LINES = [b"reserve-batch 2\r\n", b"reserve-batch\r\n", b"delete-batch 1 2\r\n",
          b"delete-batch\r\n", b"flush-tube default\r\n", b"flush-tube\r\n", b"drain\r\n",
          b"undrain\r\n", b"put 0 0 30 5 idp:x\r\nhello\r\n", b"watch default 5\r\n",
-         b"stats-group g\r\n", b"reserve-mode fifo\r\n"]
+         b"stats-group g\r\n", b"reserve-mode fifo\r\n",
+         b"put 0 0 30 5 con:k:2 grp:g aft:h try:3\r\nhello\r\n",
+         b"put 0 0 30 5 idp:x:60\r\nhello\r\n", b"put 0 0 30 5 idp:\r\nhello\r\n",
+         b"peek-reserved\r\n", b"stats-group\r\n"]
 
 
 def replies(srv, lines):
@@ -40,6 +43,19 @@ def ext():
     srv = Server(ours_argv(), ["--extensions"])
     yield srv
     srv.stop()
+
+
+def test_tubers_tag_transcripts(ext):
+    c = Client(ext.connect())
+    assert c.cmd(b"use wire-tags\r\n") == b"USING wire-tags\r\n"
+    first = c.cmd(b"put 0 0 60 5 idp:key1\r\nhello\r\n")
+    assert first.startswith(b"INSERTED ")
+    jid = int(first.split()[1])
+    assert c.cmd(b"put 0 0 60 5 idp:key1\r\nworld\r\n") == b"INSERTED %d READY\r\n" % jid
+    assert c.cmd(b"put 0 0 60 1 foo:bar\r\na\r\n") == b"BAD_FORMAT\r\n"
+    assert c.reply() == b"UNKNOWN_COMMAND\r\n"  # (the body, read as a command line)
+    assert c.cmd(b"delete %d\r\n" % jid) == b"DELETED\r\n"
+    c.close()
 
 
 def test_tubers_batch_transcripts(ext):

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -535,8 +536,11 @@ def test_move_between_tubes(srv, raw):
 
 
 def test_tail_follows_a_tube(srv, raw):
+    # (Ctrl-C reaches it even when the tests run with SIGINT ignored, as
+    # under nohup: a Python started so would ignore it too)
     p = subprocess.Popen(ADMIN + ["-p", str(srv.port), "tail", "tl", "-i", "0.05"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen: list[str] = []
 
     def expect(pattern: str) -> str:

@@ -362,7 +362,8 @@ class Wal:
         return ok
 
     def _note(self, rec: Record) -> bool:
-        """Write a record of ours whose room is reserved."""
+        """Write a record of ours whose room is reserved (as _write does a
+        job's; that one stays inline: every put and delete runs it)."""
         assert self.ext is not None
         data = self.ext.note(rec, self.wall_offset)
         n = len(data)

@@ -30,7 +30,7 @@ from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, WIDE, wide_budget
 from .slices import SLICE
 from .stats import Quoted, yaml
-from .tags import HELD, parse_tags
+from .tags import HELD, parse_tags, rust_uint
 from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 
 if TYPE_CHECKING:
@@ -75,18 +75,6 @@ class XorShift:
 _M64 = (1 << 64) - 1
 
 
-def _uint(word: bytes, limit: int) -> int:
-    """A number as Rust's str::parse::<uN> reads it: digits, an optional
-    leading '+', no more than `limit`; Bad otherwise."""
-    digits = word[1:] if word[:1] == b"+" else word
-    if not digits or not digits.isdigit():
-        raise Bad
-    value = int(digits)
-    if value > limit:
-        raise Bad
-    return value
-
-
 def parse(line: bytes) -> Command | None:
     """An extension command's parsed form; None if the line is none of
     them (UNKNOWN_COMMAND); Bad for BAD_FORMAT."""
@@ -98,14 +86,14 @@ def parse(line: bytes) -> Command | None:
         if b"\0" in line:
             raise Bad
         words = line[4:].split()
-        pri, delay, ttr, size = (_uint(w, U32_MAX) for w in words[:4])
+        pri, delay, ttr, size = (rust_uint(w, U32_MAX) for w in words[:4])
         return ("put-tagged", pri, seconds(delay), seconds(ttr), size, parse_tags(words[4:]))
     if line == b"drain":
         return ("drain",)
     if line == b"undrain":
         return ("undrain",)
     if line.startswith(b"reserve-batch "):
-        n = _uint(line[14:].strip(_SPACE), U32_MAX)
+        n = rust_uint(line[14:].strip(_SPACE), U32_MAX)
         if not 1 <= n <= MAX_BATCH:
             raise Bad
         return ("reserve-batch", n)
@@ -113,7 +101,7 @@ def parse(line: bytes) -> Command | None:
         words = line[13:].split()
         if not 1 <= len(words) <= MAX_BATCH:
             raise Bad
-        return ("delete-batch", tuple(_uint(w, U64_MAX) for w in words))
+        return ("delete-batch", tuple(rust_uint(w, U64_MAX) for w in words))
     if line.startswith(b"flush-tube "):
         name = line[11:]
         if not name_ok(name):
@@ -124,7 +112,7 @@ def parse(line: bytes) -> Command | None:
         parts = rest.split(b" ")
         if rest != rest.strip(_SPACE) or len(parts) > 2 or not name_ok(parts[0]):
             raise Bad
-        weight = _uint(parts[1], U32_MAX) if len(parts) == 2 else 1
+        weight = rust_uint(parts[1], U32_MAX) if len(parts) == 2 else 1
         if not 1 <= weight <= MAX_WEIGHT:
             raise Bad
         return ("watch-weight", parts[0], weight)

@@ -141,8 +141,14 @@ class ExtQueue(Queue):
             Queue.insert(self, j, now, log)
             return
         # _register(j, tags), inline: every tagged put's path
-        if tags.idp is not None and tags.idp[0] != 58:  # (58, ':': void_idp's)
-            self._key(j, tags.idp)
+        idp = tags.idp
+        if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)
+            keys = ext.keys.get(j.tube.name)  # (_key, inline)
+            if keys is None:
+                keys = ext.keys[j.tube.name] = {}
+            if idp not in keys:
+                ext.nkeys += 1
+            keys[idp] = j.id
         con = tags.con
         if con is not None:
             limits = ext.con_limit

@@ -63,13 +63,14 @@ def void_idp(tags: Tags) -> Tags:
     return tags._replace(idp=b":" + tags.idp[1:])
 
 
-def _uint(word: bytes) -> int:
-    """A u32 as Rust's str::parse reads it: digits, an optional '+'."""
+def rust_uint(word: bytes, limit: int = U32_MAX) -> int:
+    """A number as Rust's str::parse::<uN> reads it (tuber's parser):
+    digits, an optional leading '+', no more than `limit`; Bad otherwise."""
     digits = word[1:] if word[:1] == b"+" else word
     if not digits or not digits.isdigit():
         raise Bad
     value = int(digits)
-    if value > U32_MAX:
+    if value > limit:
         raise Bad
     return value
 
@@ -77,7 +78,7 @@ def _uint(word: bytes) -> int:
 def _keyed(value: bytes) -> tuple[bytes, int | None]:
     """KEY or KEY:NUMBER, split at the last ':'."""
     i = value.rfind(b":")
-    key, num = (value, None) if i < 0 else (value[:i], _uint(value[i + 1:]))
+    key, num = (value, None) if i < 0 else (value[:i], rust_uint(value[i + 1:]))
     if not name_ok(key):
         raise Bad
     return key, num
@@ -145,7 +146,7 @@ def parse_tags(words: list[bytes]) -> Tags:
             elif num.isdigit() and len(num) < 10:
                 ttl = int(num)
             else:
-                ttl = _uint(num)
+                ttl = rust_uint(num)
             if not name_ok(key):
                 raise Bad
             idp = key
@@ -162,7 +163,7 @@ def parse_tags(words: list[bytes]) -> Tags:
                 raise Bad
             limit = 1 if n is None else n
         elif kind == b"try:":
-            tries = _uint(value)
+            tries = rust_uint(value)
             if not tries:
                 raise Bad
         else:
