@@ -534,3 +534,22 @@ def test_tags_of_is_parse_tags(words):
             return "Bad"
 
     assert outcome(lambda: tags_of(tail)) == outcome(lambda: parse_tags(tail.split()))
+
+
+_tag_word = st.sampled_from([b"idp:k1", b"idp:k2:5", b"idp:k3", b"con:c", b"con:c:2",
+                             b"grp:g", b"aft:h", b"try:2", b"idp:", b"con:c:0", b"junk"])
+_num = st.sampled_from([b"0", b"1", b"60", b"+1", b"007", b"4294967296"])
+
+
+@given(st.lists(st.tuples(st.lists(_tag_word, min_size=1, max_size=4), _num,
+                          st.sampled_from([b" ", b"  ", b"\t"])), min_size=1, max_size=12))
+def test_tagged_puts_answer_alike_by_the_fast_path_and_by_parse(puts):
+    """Engine.command's fast path for tagged puts (whole lines cached, an
+    idp: word cut out of a known line) answers as parse() does."""
+    fast, slow = Harness(extensions=True), Harness(extensions=True)
+    slow.e.fast = False
+    cf, cs = fast.conn(), slow.conn()
+    for tags, num, sep in puts:
+        line = b"put 0 0 %s 1 %s\r\nx\r\n" % (num, sep.join(tags))
+        assert fast.send(cf, line) == slow.send(cs, line), line
+        assert fast.send(cf, b"stats-job 1\r\n") == slow.send(cs, b"stats-job 1\r\n")

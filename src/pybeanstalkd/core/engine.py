@@ -525,17 +525,23 @@ class Engine(Commands, ExtensionCommands):
                 if self.extensions:
                     tagged = TAGGED_PUTS.get(line)
                     if tagged is None:
-                        # A known line with an idp: word after it (unique keys)
-                        head, _, word = line.rpartition(b" ")
-                        hdr = PUTS.get(head)
-                        tags = None
-                        if hdr is not None:
-                            tags = with_idp(None, word)
-                        else:
-                            tagged = TAGGED_PUTS.get(head)
-                            if tagged is not None:
-                                tags = with_idp(tagged[4], word)
-                                hdr = tagged[:4]
+                        # A known line with an idp: word in it (keys are unique)
+                        i = line.find(b" idp:")
+                        tags = hdr = None
+                        if i > 0:
+                            j = line.find(b" ", i + 1)
+                            if j < 0:
+                                word, rest = line[i + 1:], line[:i]
+                            else:
+                                word, rest = line[i + 1:j], line[:i] + line[j:]
+                            hdr = PUTS.get(rest)
+                            if hdr is not None:
+                                tags = with_idp(None, word)
+                            else:
+                                tagged = TAGGED_PUTS.get(rest)
+                                if tagged is not None:
+                                    tags = with_idp(tagged[4], word)
+                                    hdr = tagged[:4]
                         if tags is not None and hdr is not None:
                             self.counts["put"] += 1
                             self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
@@ -617,8 +623,17 @@ class Engine(Commands, ExtensionCommands):
         if len(TAGGED_PUTS) < 4096:
             if tags.idp is None:
                 TAGGED_PUTS[b"put %s %s %s %s %s" % tuple(args)] = (pri, delay, ttr, size, tags)
-            elif b" " not in tail:  # (the numbers alone: an idp: line's head)
-                PUTS[b"put %s %s %s %s" % tuple(args[:4])] = (pri, delay, ttr, size)
+            else:  # what the fast path looks up: the line less its idp: word
+                words = tail.split(b" ")
+                others = [w for w in words if w[:4] != b"idp:"]
+                if len(others) == len(words) - 1:
+                    head = b"put %s %s %s %s" % tuple(args[:4])
+                    if not others:
+                        if len(PUTS) < 4096:
+                            PUTS[head] = (pri, delay, ttr, size)
+                    else:
+                        rest = b" ".join(others)
+                        TAGGED_PUTS[head + b" " + rest] = (pri, delay, ttr, size, tags_of(rest))
         self.put(s, pri, delay, ttr, size, True, now, tags)
         return True
 

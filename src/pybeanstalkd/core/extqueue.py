@@ -31,7 +31,7 @@ from .protocol import NS
 from .queue import Queue
 from .reserving import URGENT_PRI
 from .slices import SLICE
-from .tags import EXT_ID, HELD, HELD_MIN, Clear, Cooldown, ExtState, Group, Tags, void_idp
+from .tags import EXT_ID, HELD, HELD_MIN, NO_TAGS, Clear, Cooldown, ExtState, Group, Tags, void_idp
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterable
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from .tube import Conn, Tube
 
 NEVER = 1 << 62  # max_tries when only some jobs have a limit (try:N)
-NO_TAGS = Tags()
 STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
 
 

@@ -53,6 +53,7 @@ class Tags(NamedTuple):
 
 
 _new_tags = tuple.__new__
+NO_TAGS = Tags()
 
 
 def void_idp(tags: Tags) -> Tags:
@@ -128,7 +129,8 @@ def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
         return None
     if tags is None:
         return _new_tags(Tags, (key, ttl, None, 1, None, None, 0))
-    return tags._replace(idp=key, ttl=ttl)
+    # (tags._replace, without its generic Python steps)
+    return _new_tags(Tags, (key, ttl, tags.con, tags.limit, tags.grp, tags.aft, tags.tries))
 
 
 def parse_tags(words: list[bytes]) -> Tags:
