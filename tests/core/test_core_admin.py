@@ -428,3 +428,117 @@ def test_put_with_a_delay():
     assert h.e.q.jobs[jid].state == DELAYED
     h.advance(5)
     assert h.e.q.jobs[jid].state == READY
+
+
+def test_flush_deletes_what_was_there_and_leaves_what_came_meanwhile():
+    """The jobs of the state at the start go, whatever comes to the top
+    meanwhile; these stay: a job put then (at a better priority), one
+    reserved at the start and released then, a delayed one come due."""
+    h = Harness(auto=False)
+    s, w = h.conn(), h.conn()
+    h.send(s, b"put 5 0 60 1\r\nx\r\n" * (2 * SLICE + 5))
+    h.send(s, b"put 5 3 60 1\r\nd\r\n")
+    back = 2 * SLICE  # reserved at the start: a stale entry of it stays in the tube's run
+    assert h.send(w, b"reserve-job %d\r\n" % back).startswith(b"RESERVED")
+    q = h.e.q
+    t = q.tubes[b"default"]
+    before = {j.id for j in admin.in_order(q, t, READY)}
+    gen = admin.flush(q, t, READY, h.now)
+    next(gen)
+    h.advance(5)  # the delayed job comes due
+    new = put(h, s, pri=0)
+    h.send(w, b"release %d 0 0\r\n" % back)
+    (value, outcome), _ = run(gen, h, started=True)
+    assert (value, outcome) == (len(before), Outcome.DONE)
+    assert not before & set(q.jobs)
+    assert {j.id for j in admin.in_order(q, t, READY)} == {new, back, 2 * SLICE + 6}
+
+
+@pytest.mark.parametrize("state", [DELAYED, BURIED])
+def test_flush_of_delayed_or_buried_leaves_what_came_meanwhile(state):
+    h = Harness(auto=False)
+    s = h.conn()
+    n = SLICE + 3
+    if state == DELAYED:
+        h.send(s, b"put 0 100 60 1\r\nx\r\n" * n)
+    else:
+        h.send(s, b"put 0 0 60 1\r\nx\r\n" * (n + 1))
+        h.send(s, b"".join(b"reserve\r\nbury %d 0\r\n" % (i + 1) for i in range(n)))
+        h.take(s)
+        late = reserve(h, s)
+    q = h.e.q
+    t = q.tubes[b"default"]
+    if state == DELAYED:  # one reserved at the start: its stale delayed entry stays
+        back = n  # (past the first slice)
+        assert h.send(s, b"reserve-job %d\r\n" % back).startswith(b"RESERVED")
+        n -= 1
+    h.advance(0.001)
+    gen = admin.flush(q, t, state, h.now)
+    next(gen)
+    if state == DELAYED:
+        late = put(h, s, delay=1)
+        h.send(s, b"release %d 0 50\r\n" % back)
+        stay = [late, back]
+    else:
+        h.send(s, b"bury %d 0\r\n" % late)
+        stay = [late]
+    (value, outcome), _ = run(gen, h, started=True)
+    assert (value, outcome) == (n, Outcome.DONE)
+    assert [j.id for j in admin.in_order(q, t, state)] == stay
+
+
+def test_flush_deletes_ready_jobs_hidden_by_a_concurrency_key():
+    h = Harness(extensions=True)
+    s, w = h.conn(), h.conn()
+    for _ in range(3):
+        h.send(s, b"put 0 0 60 1 con:k\r\nx\r\n")
+    plain = put(h, s)
+    held = reserve(h, w)  # the key's one slot
+    assert reserve(h, w) == plain  # the other two are hidden now
+    assert h.send(w, b"reserve-with-timeout 0\r\n") == b"TIMED_OUT\r\n"
+    q = h.e.q
+    t = q.tubes[b"default"]
+    assert len(q.hidden(t)) == 2 and t.nready == 2
+    h.advance(0.001)
+    (value, outcome), _ = run(admin.flush(q, t, READY, h.now), h)
+    assert (value, outcome) == (2, Outcome.DONE)
+    assert t.nready == 0 and set(q.jobs) == {held, plain}
+    out = h.send(s, b"stats-tube default\r\n")
+    assert b"current-jobs-ready: 0\n" in out
+    assert q.ext.blocked.get(b"default", 0) == 0  # (no hidden job is counted any more)
+    h.send(w, b"delete %d\r\n" % held)
+    assert h.send(w, b"reserve-with-timeout 0\r\n") == b"TIMED_OUT\r\n"
+
+
+@pytest.mark.parametrize("state", [READY, DELAYED, BURIED])
+def test_a_big_flush_deletes_at_most_a_slice_a_step(state):
+    h = Harness(auto=False)
+    s = h.conn()
+    n = 40 * SLICE + 11
+    delay = 100 if state == DELAYED else 0
+    rnd = random.Random(n)
+    pris = [0 if state == BURIED else rnd.randrange(3) for _ in range(n)]
+    h.send(s, b"".join(b"put %d %d 60 1\r\nx\r\n" % (p, delay) for p in pris))
+    while h.step():  # (the rest of a long read's commands)
+        pass
+    if state == BURIED:  # (pri 0: reserved, and so buried, in id order)
+        for i in range(0, n, 500):  # (a few replies at a time: not so many unread)
+            h.send(s, b"".join(b"reserve\r\nbury %d 0\r\n" % (k + 1)
+                               for k in range(i, min(i + 500, n))))
+            while h.step():
+                pass
+    h.take(s)
+    q = h.e.q
+    t = q.tubes[b"default"]
+    assert admin.count(t, state) == n
+    h.advance(0.001)  # (a clock moves on: the puts' times were the frozen one plus a ns each)
+    gen = admin.flush(q, t, state, h.now)
+    assert not q.spawn(gen)  # the first slice at once, the rest as background work
+    left = [len(q.jobs)]
+    assert n - left[0] <= SLICE
+    while h.step():
+        left.append(len(q.jobs))
+    left.append(len(q.jobs))
+    steps = [a - b for a, b in zip(left, left[1:])]
+    assert max(steps) <= SLICE and len(steps) >= n // SLICE
+    assert len(q.jobs) == 0 and admin.count(t, state) == 0

@@ -14,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pybeanstalkd.core.protocol import NS
 from pybeanstalkd.ops import api, metrics
-from test_http_api import World, get, http_test
+from pybeanstalkd.core.slices import SLICE
+from test_http_api import World, get, http_test, post
 
 EXT_TUBE = ("pybeanstalkd_tube_dedup_hits", "pybeanstalkd_tube_held_jobs",
             "pybeanstalkd_tube_concurrency_blocked_jobs")
@@ -215,6 +216,96 @@ async def test_listings_are_capped_sorted_and_bounded(w, client, monkeypatch):
     monkeypatch.setattr(api, "SCAN_MAX", 1000)
     d = await get(client, "/api/v1/groups")
     assert len(d["groups"]) == 40 and d["truncated"] is False
+
+
+
+# -- POST /tubes/{tube}/flush {"state": "tube"}: flush-tube's jobs -------------
+
+
+@http_test()
+async def test_a_flush_of_the_whole_tube_needs_extensions(w, client):
+    s = w.conn()
+    assert w.send(s, b"use a\r\nput 0 0 60 1\r\nx\r\n") == b"USING a\r\nINSERTED 1\r\n"
+    d = await post(client, "/api/v1/tubes/a/flush", {"state": "tube"}, 400)
+    assert "--extensions" in d["error"]
+    assert len(w.engine.q.jobs) == 1
+
+
+@http_test(extensions=True)
+async def test_a_flush_of_the_whole_tube_is_flush_tube(w, client):
+    """Every job the tube holds goes: ready, delayed, buried, reserved (its
+    holder then gets NOT_FOUND), hidden by a con: key; held aft: jobs stay,
+    as with flush-tube; keys and cooldowns go. No cmd-delete is counted."""
+    ids = tagged(w)
+    worker = ids["worker"]
+    s = w.conn()
+    put(w, s, b"b", b"", b"later")  # (and a delayed one)
+    w.send(s, b"put 0 100 60 1\r\nd\r\n")
+    other = put(w, s, b"c")
+    before = w.stats(s, b"stats-tube b")
+    assert [before[f"current-jobs-{k}"] for k in ("ready", "reserved", "delayed")] == ["2", "1", "1"]
+    assert await post(client, "/api/v1/tubes/b/flush", {"state": "tube"}) == {"flushed": 4}
+    after = w.stats(s, b"stats-tube b")
+    assert [after[f"current-jobs-{k}"] for k in ("ready", "reserved", "delayed", "buried")] == ["0"] * 4
+    assert after["cmd-delete"] == "0"
+    assert w.send(worker, b"delete %d\r\n" % ids["c1"]) == b"NOT_FOUND\r\n"
+    assert (await get(client, "/api/v1/tubes/b"))["tube"]["blocked-jobs"] == 0
+    # tube a: a keyed job, a group's two members (one buried), its aft: job held
+    assert await post(client, "/api/v1/tubes/a/flush", {"state": "tube"}) == {"flushed": 3}
+    assert await get(client, "/api/v1/keys?tube=a") == {
+        "tube": "a", "keys": [], "cooldowns": [], "truncated": False}
+    assert ids["held"] in w.engine.q.jobs  # (held at the start: in no state, as flush-tube leaves it)
+    assert other.startswith(b"INSERTED") and w.stats(s, b"stats-tube c")["current-jobs-ready"] == "1"
+    await post(client, "/api/v1/tubes/nope/flush", {"state": "tube"}, 404)
+
+
+@http_test(extensions=True)
+async def test_a_flush_of_the_whole_tube_that_the_binlog_cannot_take_says_so(w, client):
+    from pybeanstalkd.core.store import NullStore
+
+    class Failing(NullStore):
+        writes = 2
+
+        def write(self, j, rec=None):
+            self.writes -= 1
+            return self.writes >= 0
+
+    s = w.conn()
+    for _ in range(5):
+        put(w, s, b"f")
+    w.engine.q.store = Failing()
+    got = await post(client, "/api/v1/tubes/f/flush", {"state": "tube"}, 503)
+    assert got == {"error": "the binlog could not record the delete", "flushed": 2}
+
+
+@http_test(extensions=True)
+async def test_a_flush_of_the_whole_tube_runs_in_slices(w, client, monkeypatch):
+    from pybeanstalkd.server import transport
+
+    monkeypatch.setattr(transport, "STEP_BUDGET_NS", 0)  # a slice a pass, whatever the speed
+    s, worker, other = w.conn(), w.conn(), w.conn()
+    n = 10 * SLICE
+    w.send(s, b"use big\r\n" + b"put 0 0 60 1\r\nx\r\n" * n)
+    w.send(worker, b"watch big\r\n" + b"reserve-with-timeout 0\r\n" * SLICE)
+    w.send(other, b"use small\r\n")
+    big = w.engine.q.tubes[b"big"]
+    assert (big.nready, big.nreserved) == (n - SLICE, SLICE)
+    seen = []
+
+    async def client_between():
+        while not done.is_set():
+            assert w.send(other, b"put 0 0 60 1\r\ny\r\n").startswith(b"INSERTED")
+            seen.append(big.nready + big.nreserved)
+            await asyncio.sleep(0)
+
+    done = asyncio.Event()
+    task = asyncio.create_task(client_between())
+    d = await post(client, "/api/v1/tubes/big/flush", {"state": "tube"})
+    done.set()
+    await task
+    assert d == {"flushed": n}
+    assert len([x for x in seen if 0 < x < n]) >= 3  # served while the flush was half done
+    assert big.nready == big.nreserved == 0
 
 
 def test_listings_yield_between_slices(monkeypatch, loop):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import protocol as P
+from .admin import state_keys
 from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, WIDE, wide_budget
@@ -36,6 +37,7 @@ from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
+    from .outcome import Outcome
     from .protocol import Command
     from .extqueue import ExtQueue
     from .job import Job
@@ -320,19 +322,29 @@ def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
     NOT_FOUND for them; no work time is sampled). Counted as t's deletes
     (its cmd-delete), not as delete commands. The value is how many, or -1
     if the binlog could not record one (that job is gone from memory; a
-    restart brings it back).
+    restart brings it back). Which jobs: see flush_every."""
+    n, outcome = yield from flush_every(q, t, now, count=True)
+    return -1 if outcome is NOT_LOGGED else n
+
+
+def flush_every(q: Queue, t: Tube, now: int,
+                count: bool = True) -> Generator[None, int, tuple[int, Outcome]]:
+    """flush-tube's slices (count: as t's cmd-delete; the HTTP side's
+    flush counts none). The value is (how many, DONE), or it stops at the
+    first delete the binlog could not record: (how many before it,
+    NOT_LOGGED).
 
     Which jobs: those with an id below the next one at the start (a job put
     meanwhile stays) found in t's ready, delayed and buried sets at the
-    start (copies of the lists, in C), among the reservations (a walk over
-    every reservation, in slices, until it has found as many of t's as t
-    had), and in those sets again after the walk (a job released or timed
-    out before the walk came to it). Each is deleted if it is still in
-    the queue, whatever its state by then. Only a job that changes state
-    twice while the walk runs (reserved, then released and reserved
-    again) can be missed."""
+    start (copies of the lists, in C: admin.state_keys), among the
+    reservations (a walk over every reservation, in slices, until it has
+    found as many of t's as t had), and in those sets again after the walk
+    (a job released or timed out before the walk came to it). Each is
+    deleted if it is still in the queue, whatever its state by then. Only
+    a job that changes state twice while the walk runs (reserved, then
+    released and reserved again) can be missed."""
     last = q.next_id
-    keys = _set_keys(t) + q.hidden(t)
+    keys = state_keys(q, t)
     want = t.nreserved
     held: list[int] = []
     k = SLICE
@@ -348,7 +360,7 @@ def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
         if len(held) >= want:
             break
     if want:
-        keys += _set_keys(t) + q.hidden(t)
+        keys += state_keys(q, t)
     n = 0
     for group in (held, keys):
         for x in group:
@@ -362,16 +374,10 @@ def flush_tube(q: Queue, t: Tube, now: int) -> Generator[None, int, int]:
             j = q.jobs.get(id_)
             if j is None or j.tube is not t or j.deadline == HELD:
                 continue  # deleted meanwhile (or a stale entry of a deleted job), or held
-            outcome = q.delete(None, id_, now, count=True, any_holder=True)
+            outcome = q.delete(None, id_, now, count=count, any_holder=True)
             if outcome is NOT_LOGGED:
-                return -1
+                return n, outcome
             n += outcome is DONE
     if q.ext is not None:
         q.clear_tube(t.name, last)  # type: ignore[attr-defined]  # (an ExtQueue)
-    return n
-
-
-def _set_keys(t: Tube) -> list[int]:
-    """The keys (or ids) of t's ready, delayed and buried jobs: copies made
-    in C (stale heap entries included: a job found twice is deleted once)."""
-    return [*t.ready, *(t.run or ()), *t.delayed, *t.buried]
+    return n, DONE

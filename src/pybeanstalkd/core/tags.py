@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .protocol import U32_MAX, Bad, name_ok
+from .protocol import MAX_TUBE_NAME_LEN, NAME_CHARS, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
     from .tube import Tube
@@ -117,15 +117,17 @@ def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
     decides). A put's fast path: unique keys make every tail new."""
     if word[:4] != b"idp:" or (tags is not None and tags.idp is not None):
         return None
-    key, colon, num = word[4:].rpartition(b":")
-    if not colon:
+    i = word.rfind(b":")
+    if i == 3:
         key = word[4:]
         ttl = 0
-    elif num.isdigit() and len(num) < 10:
-        ttl = int(num)
     else:
-        return None
-    if not name_ok(key):
+        key, num = word[4:i], word[i + 1:]
+        if not num.isdigit() or len(num) > 9:
+            return None
+        ttl = int(num)
+    # name_ok(key), inline
+    if not 0 < len(key) <= MAX_TUBE_NAME_LEN or key.translate(None, NAME_CHARS) or key[0] == 45:
         return None
     if tags is None:
         return _new_tags(Tags, (key, ttl, None, 1, None, None, 0))

@@ -1,11 +1,12 @@
 """pybeanstalkd-admin: look at and operate any beanstalkd-protocol server
 (pybeanstalkd or beanstalkd itself) over the protocol alone: stats, tubes,
 a live top, peek, kick, bury, delete, put, pause, flush, move, tail and
-groups (admin_groups.py); and a pybeanstalkd cluster over its HTTP side (`cluster`).
+groups (admin_groups.py); and over pybeanstalkd's HTTP side, a cluster
+(`cluster`) and a tube's put-tag keys (`keys`, admin_keys.py).
 
 On a terminal the tables are drawn to its width (low-value columns left out
 when it is narrow, never a number cut). When stdout is not a terminal,
-stats, tubes, top and groups are tab-separated values with a header line, every
+stats, tubes, top, groups and keys are tab-separated values with a header line, every
 number whole and without thousands separators (admin_plain.py), and the
 cluster report is drawn at its full width; messages never use separators.
 
@@ -29,6 +30,7 @@ import time
 from .admin_client import (MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_text, check_tube,
                            parse_address)
 from .admin_groups import register as add_groups
+from .admin_keys import register as add_keys
 from .admin_plain import run_top as plain_top, stats as plain_stats, tubes as plain_tubes
 
 PROG = "pybeanstalkd-admin"
@@ -560,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect and operate a beanstalkd-protocol server (pybeanstalkd or beanstalkd) "
                     "over the protocol.",
         epilog="Output: on a terminal, tables fitted to its width (never a number cut); "
-               "otherwise (a pipe, a file) stats, tubes, top and groups print tab-separated values with a "
+               "otherwise (a pipe, a file) stats, tubes, top, groups and keys print tab-separated values with a "
                "header line and whole numbers without thousands separators, and cluster its "
                "report at full width; --json where offered. Exit status: 0 done, 1 refused by the server (NOT_FOUND, ...), 2 bad usage, "
                "3 cannot reach the server, 130 interrupted.")
@@ -664,6 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="unregister NODE, gone for good: it must be out of the ISR (stopped)")
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
     add_groups(add)
+    add_keys(add)
     return p
 
 

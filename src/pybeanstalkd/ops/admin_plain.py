@@ -1,4 +1,4 @@
-"""What pybeanstalkd-admin's stats, tubes, top and groups print when stdout is not a
+"""What pybeanstalkd-admin's stats, tubes, top, groups and keys print when stdout is not a
 terminal (a pipe, a file): tab-separated values, a header line first, every value whole (no
 thousands separators, nothing cut to a width), one token per cell so that
 `cut -f`, `awk` and `sort -k` work. No rich needed.
@@ -52,6 +52,14 @@ def groups(groups: list[dict]):
     """stats-group of each group: waiting, the aft: jobs it holds."""
     write_rows([h for h, _ in GROUP_COLUMNS],
                ([g.get(k, 0) for _, k in GROUP_COLUMNS] for g in groups))
+
+
+def keys(d: dict):
+    """GET /api/v1/keys' answer: the keys held (kind `key`, no end), then
+    those in their cooldown (kind `cooldown`, the deleted job, seconds left)."""
+    write_rows(["kind", "key", "job", "ends-in-s"],
+               [*(["key", k["key"], k["job"], None] for k in d.get("keys", ())),
+                *(["cooldown", c["key"], c["job"], c["ends_in_s"]] for c in d.get("cooldowns", ()))])
 
 
 def rate(r: float | None) -> str:

@@ -1,5 +1,5 @@
 """What pybeanstalkd-admin shows, drawn with rich: the grouped stats, the
-tubes and groups tables, a peeked job, and `top`'s live view with its rates. Imported
+tubes, groups and keys tables, a peeked job, and `top`'s live view with its rates. Imported
 only by the commands that draw something, so `--help`, `--json` and errors
 never load rich."""
 from __future__ import annotations
@@ -231,6 +231,39 @@ def show_groups(console: Console, groups: list[dict], where: str):
         t.add_row(Text(str(g.get("name", "?"))),
                   *(_count(g.get(k, 0), styles.get(h, "")) for h, k in GROUP_COLUMNS[1:]))
     console.print(t)
+
+
+def show_keys(console: Console, d: dict, where: str):
+    """GET /api/v1/keys' answer: the tube's idp: keys with the job holding
+    each; then the keys in their cooldown, with the deleted job and the
+    time left. Long keys are folded, numbers never cut."""
+    tube = d.get("tube", "?")
+    more = "the first 1,000 by key: the tube has more" if d.get("truncated") else None
+    keys, cools = d.get("keys", []), d.get("cooldowns", [])
+    title = f"idp: keys of {tube} on {where}"
+    # (as wide as its title, so that it is not folded over a narrow table)
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", header_style="bold",
+              min_width=min(len(title), console.width))
+    t.add_column("key", style="cyan", overflow="fold")
+    t.add_column("job", justify="right", no_wrap=True)
+    for k in keys:
+        t.add_row(Text(str(k.get("key", "?"))), Text(str(k.get("job", "?"))))
+    if not keys:
+        t.add_row(Text("(none)", style="dim"), Text(""))
+    console.print(t)
+    title = "cooldowns (a deleted job's key, taken until its TTL ends)"
+    c = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", header_style="bold",
+              caption=more, caption_justify="left", caption_style="dim",
+              min_width=min(len(title), console.width))
+    c.add_column("key", style="cyan", overflow="fold")
+    c.add_column("job", justify="right", no_wrap=True)
+    c.add_column("ends in", justify="right", no_wrap=True)
+    for cd in cools:
+        c.add_row(Text(str(cd.get("key", "?"))), Text(str(cd.get("job", "?"))),
+                  Text(duration(cd.get("ends_in_s", 0)), style="yellow"))
+    if not cools:
+        c.add_row(Text("(none)", style="dim"), Text(""), Text(""))
+    console.print(c)
 
 
 def hexdump(data: bytes) -> str:

@@ -37,9 +37,14 @@ def as_dict(fields) -> dict:
 
 
 def stats(e) -> dict:
+    """With --extensions, "held-jobs" too: aft: jobs held by their group,
+    which no current-jobs-* count (as in tuber)."""
     q = e.q
-    return {"stats": as_dict(server_fields(q, e.counts, e)), "draining": bool(e.draining),
-            "memory": {"used": q.memory_used(), "cap": e.max_memory}}
+    out = {"stats": as_dict(server_fields(q, e.counts, e)), "draining": bool(e.draining),
+           "memory": {"used": q.memory_used(), "cap": e.max_memory}}
+    if q.ext is not None:
+        out["held-jobs"] = q.ext.nheld
+    return out
 
 
 def tube(t, now: int) -> dict:

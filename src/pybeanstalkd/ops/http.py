@@ -26,7 +26,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ..core import admin
+from ..core import admin, extensions
 from ..core.job import RESERVED
 from ..core.outcome import DONE, Outcome
 from ..core.protocol import NS
@@ -484,9 +484,20 @@ class Http:
     async def flush(self, request):
         req = await self._body(request)
         _, t = self._tube(request)
-        state = api.state(req.get("state"), MOVABLE + ("all",))
+        state = api.state(req.get("state"), MOVABLE + ("all", "tube"))
+        if state == "tube" and self.engine.q.ext is None:
+            raise api.BadRequest('"state": "tube" (flush-tube: every job, reserved ones too) '
+                                 "needs a server started with --extensions")
         if t is None:
             return _error(404, "no such tube")
+        if state == "tube":
+            # flush-tube's jobs (reserved ones too, whoever holds them), in
+            # slices; as every action, counted as no cmd-delete.
+            flushed, outcome = await self.slices(
+                extensions.flush_every(self.engine.q, t, self.now(), count=False))
+            if outcome is not DONE:
+                return _failed("flush", outcome, flushed=flushed)
+            return web.json_response({"flushed": flushed})
         states = MOVABLE if state == "all" else (state,)
 
         def each_state():  # one state after another, as the CLI's flush --state all

@@ -463,6 +463,7 @@
     S.stats = st;
     S.draining = !!resp.draining;
     S.memory = resp.memory || null;
+    S.aftHeld = resp['held-jobs'] || 0;  // --extensions: jobs no current-jobs-* counts
     S.lastPid = st.pid;
     S.lastUptime = st.uptime;
     renderHeader();
@@ -542,7 +543,7 @@
     set('kpi-waiting', st['current-waiting'], fmtInt(st['current-waiting']), false);
     set('kpi-tubes', st['current-tubes'], fmtInt(st['current-tubes']));
     // what the server holds now (not total-jobs: every job put since start)
-    const held = heldJobs(st);
+    const held = heldJobs(st) + (S.aftHeld || 0);
     set('kpi-held-jobs', held, fmtInt(held), false);
     setWord(byTest('kpi-held-jobs'), held, 'job held', 'jobs held');
 
@@ -577,7 +578,7 @@
     { key: 'current-jobs-reserved', label: 'Reserved', state: 'reserved', cls: 'st-reserved' },
     { key: 'current-jobs-delayed', label: 'Delayed', state: 'delayed', cls: 'st-delayed' },
     { key: 'current-jobs-buried', label: 'Buried', state: 'buried', cls: 'st-buried' },
-    { key: 'held', label: 'Held', title: 'jobs in this tube now: ready + reserved + delayed + buried' },
+    { key: 'held', label: 'Held', title: 'jobs in this tube now: ready + reserved + delayed + buried (+ aft-held)' },
     { key: 'total-jobs', label: 'Put since start', cls: 'cumulative', title: 'jobs put into this tube since the server started (total-jobs)' },
     { key: 'rate-put', label: 'In/s', rate: true, title: 'jobs put into this tube per second' },
     { key: 'rate-del', label: 'Del/s', rate: true, title: 'deletes per second in this tube (cmd-delete)' },
@@ -587,7 +588,7 @@
   ];
   // With --extensions (put tags), after Held: what the tube JSON then has.
   const EXT_TUBE_COLS = [
-    { key: 'held-jobs', label: 'Aft-held', cls: 'ext-col', title: 'aft: jobs held until their group has no job left (not counted in Delayed nor Held)' },
+    { key: 'held-jobs', label: 'Aft-held', cls: 'ext-col', title: 'aft: jobs held until their group has no job left (counted in Held, not in Delayed)' },
     { key: 'blocked-jobs', label: 'Blocked', cls: 'ext-col', title: 'ready jobs hidden from reserves while their con: key is at its limit' },
     { key: 'dedup-hits', label: 'Dedup', cls: 'ext-col wide-col', title: 'puts answered with the job already holding their idp: key, since start' },
   ];
@@ -617,10 +618,12 @@
     return (S.tubes.get(name) || {})[key];
   }
 
-  // The jobs in a tube (or in the server) now, from its stats.
+  // The jobs in a tube (or in the server) now, from its stats (and, with
+  // --extensions, a tube's aft: jobs held by their group, in no count).
   function heldJobs(st) {
     return (st['current-jobs-ready'] || 0) + (st['current-jobs-reserved'] || 0) +
-      (st['current-jobs-delayed'] || 0) + (st['current-jobs-buried'] || 0);
+      (st['current-jobs-delayed'] || 0) + (st['current-jobs-buried'] || 0) +
+      (st['held-jobs'] || 0);
   }
 
   // The word after a count's element (its next text node), singular or plural.
@@ -914,6 +917,7 @@
     renderJobsChrome();
     for (const row of S.rows.values()) row.tr.classList.toggle('selected', row.name === J.tube);
     refreshJobs();
+    if (changed) refreshKeys();
     if (scroll) $('#jobs-panel').scrollIntoView({ behavior: 'smooth', block: 'start' });
   }
 
@@ -991,6 +995,11 @@
     flush.disabled = !has || J.state === 'reserved' || !tb['current-jobs-' + J.state];
     flush.textContent = J.state === 'reserved' ? 'Flush…' : 'Flush ' + J.state + '…';
     flush.title = J.state === 'reserved' ? 'Reserved jobs belong to their workers' : 'Delete every ' + J.state + ' job of this tube';
+    // --extensions: the protocol's flush-tube, reserved jobs too
+    const flushAll = $('#btn-tube-flush-all');
+    flushAll.hidden = !S.tubeExt;
+    flushAll.disabled = !has;
+    flushAll.title = 'Delete every job of this tube, reserved ones too, and its idp: keys and cooldowns (flush-tube)';
   }
 
   function renderJobs() {
@@ -1358,22 +1367,36 @@
       (r) => (v.seconds ? 'Paused ' + name + ' for ' + fmtDur(r.paused != null ? r.paused : v.seconds) + '.' : 'Resumed ' + name + '.'));
   }
 
+  // state: the one offered first; 'tube' (with --extensions): the whole
+  // tube, reserved jobs too, as the protocol's flush-tube.
   async function flushTube(name, state) {
     const tb = S.tubes.get(name) || {};
     const options = ['ready', 'delayed', 'buried'].map((st) => ({
       value: st, label: st + ' (' + fmtInt(tb['current-jobs-' + st] || 0) + ')',
     }));
-    let def = state && state !== 'reserved' ? state : null;
+    const whole = !!S.tubeExt;
+    if (whole) {
+      const all = ['ready', 'reserved', 'delayed', 'buried'].reduce((n, st) => n + (tb['current-jobs-' + st] || 0), 0);
+      options.push({ value: 'tube', label: 'whole tube, reserved too (' + fmtInt(all) + ')' });
+    }
+    let def = state && state !== 'reserved' && (state !== 'tube' || whole) ? state : null;
     if (!def) def = ['buried', 'delayed', 'ready'].find((st) => tb['current-jobs-' + st] > 0) || 'buried';
+    const body = [h('p', null, 'Deletes every job of the chosen state in ', tubeLabel(name), '. This cannot be undone. A state’s flush never touches reserved jobs.')];
+    if (whole) {
+      body.push(h('p', null, h('b', null, 'Whole tube'), ' deletes every job the tube holds, reserved ones too (their workers’ deletes then find nothing), and its idp: keys and cooldowns, as the protocol’s ',
+        h('code', null, 'flush-tube'), '; aft: jobs held by their group stay.'));
+    }
     const v = await confirmDialog({
       title: 'Flush ' + name,
-      body: [h('p', null, 'Deletes every job of the chosen state in ', tubeLabel(name), '. This cannot be undone. Reserved jobs are never touched.')],
+      body,
       fields: [{ name: 'state', label: 'State', type: 'select', value: def, options }],
       confirm: 'Flush',
       danger: true,
     });
     if (!v) return;
-    await act('Flush', tubePath(name) + '/flush', { state: v.state }, (r) => 'Flushed ' + plural(r.flushed || 0, v.state + ' job') + ' from ' + name + '.');
+    const what = v.state === 'tube' ? 'job' : v.state + ' job';
+    await act('Flush', tubePath(name) + '/flush', { state: v.state },
+      (r) => 'Flushed ' + plural(r.flushed || 0, what) + ' from ' + name + (v.state === 'tube' ? ' (the whole tube).' : '.'));
   }
 
   async function putJob(name) {
@@ -1549,6 +1572,77 @@
       : 'Showing the first ' + fmtInt(list.length) + ' groups by name' + (gr.total > list.length ? ' of ' + fmtInt(gr.total) : '') + '.';
   }
 
+  // ------------------------------------------------------------ keys (--extensions)
+
+  // The job browser's tube's idp: keys and cooldowns (GET /keys?tube=).
+  const KEYS = { tube: null, keyRows: new Map(), coolRows: new Map() };
+
+  async function refreshKeys() {
+    const tube = S.jobs.tube;
+    if (!S.tubeExt || !tube) { renderKeys(null, tube); return; }
+    let d;
+    try {
+      d = await getJSON('/keys?tube=' + encodeURIComponent(tube));
+    } catch (e) {
+      // 404: no --extensions any more (a restart); else keep what is shown
+      d = e.status === 404 ? null : undefined;
+    }
+    if (tube !== S.jobs.tube || d === undefined) return;
+    renderKeys(d, tube);
+  }
+
+  // rows: key -> {tr, cells}; list: [{key, ...}]; cols: [[field, class, text(value)]]
+  function keyRows(body, rows, list, cols, testid) {
+    const keep = new Set(list.map((x) => x.key));
+    for (const [key, row] of rows) {
+      if (!keep.has(key)) {
+        row.tr.remove();
+        rows.delete(key);
+      }
+    }
+    list.forEach((x, i) => {
+      let row = rows.get(x.key);
+      if (!row) {
+        const tr = h('tr', { dataset: { key: x.key, testid } }, h('td', { class: 'key', title: x.key, text: x.key }));
+        row = { tr, cells: {} };
+        for (const [field, cls] of cols) {
+          row.cells[field] = h('td', { class: 'num ' + cls, dataset: { col: field } });
+          tr.append(row.cells[field]);
+        }
+        rows.set(x.key, row);
+      }
+      for (const [field, , text] of cols) setCell(row.cells[field], x[field], text(x[field]), field !== 'ends_in_s');
+      if (body.children[i] !== row.tr) body.insertBefore(row.tr, body.children[i] || null);
+    });
+  }
+
+  function renderKeys(d, tube) {
+    const panel = $('#keys-panel');
+    if (!d || tube !== KEYS.tube) {
+      $('#keys-body').textContent = '';
+      $('#cools-body').textContent = '';
+      KEYS.keyRows.clear();
+      KEYS.coolRows.clear();
+      KEYS.tube = d ? tube : null;
+    }
+    if (!d) { panel.hidden = true; return; }
+    panel.hidden = false;
+    const keys = d.keys || [];
+    const cools = d.cooldowns || [];
+    const sub = $('#keys-sub');
+    sub.textContent = '';
+    sub.append(tubeLabel(tube), ' · ' + plural(keys.length, 'key') + ' · ' + plural(cools.length, 'cooldown'));
+    keyRows($('#keys-body'), KEYS.keyRows, keys, [['job', 'job', fmtInt]], 'key-row');
+    keyRows($('#cools-body'), KEYS.coolRows, cools, [['job', 'job', fmtInt], ['ends_in_s', 'ends', fmtDur]], 'cool-row');
+    $('#keys-table').hidden = !keys.length;
+    $('#keys-empty').hidden = keys.length > 0;
+    $('#cools-table').hidden = !cools.length;
+    $('#cools-empty').hidden = cools.length > 0;
+    const note = $('#keys-note');
+    note.hidden = !d.truncated;
+    note.textContent = d.truncated ? 'Showing the first keys by name: the tube has more than are listed.' : '';
+  }
+
   // ------------------------------------------------------------ refresh loop
 
   function setOnline(ok, err) {
@@ -1611,7 +1705,7 @@
       applyTubes(tb.tubes || [], tb.mono != null ? tb.mono : Date.now());
       renderCharts();
       setOnline(true);
-      await refreshJobs();
+      await Promise.all([refreshJobs(), refreshKeys()]);
     } catch (e) {
       setOnline(false, e);
     } finally {
@@ -1687,6 +1781,7 @@
     $('#btn-tube-kick').addEventListener('click', () => S.jobs.tube && kickTube(S.jobs.tube));
     $('#btn-tube-pause').addEventListener('click', () => S.jobs.tube && pauseTube(S.jobs.tube));
     $('#btn-tube-flush').addEventListener('click', () => S.jobs.tube && flushTube(S.jobs.tube, S.jobs.state));
+    $('#btn-tube-flush-all').addEventListener('click', () => S.jobs.tube && flushTube(S.jobs.tube, 'tube'));
     $('#btn-tube-put').addEventListener('click', () => S.jobs.tube && putJob(S.jobs.tube));
     $('#btn-drain').addEventListener('click', toggleDrain);
     $('#btn-undrain-banner').addEventListener('click', toggleDrain);
