@@ -274,23 +274,28 @@ class ExtQueue(Queue):
         if g is None or not g.complete():
             return
         del self.ext.groups[name]
-        ids = list(g.waiting)
-        if len(ids) <= SLICE:
-            self._release_held(ids, now)
+        # (nothing adds to g.waiting now: a later aft:name put finds no group)
+        if len(g.waiting) <= SLICE:
+            self._release_held(g.waiting, now)
         else:
-            self.spawn(self._release_later(ids))
+            self.spawn(self._release_later(g.waiting))
 
-    def _release_held(self, ids: Iterable[int], now: int) -> None:
-        for id_ in ids:
-            j = self.jobs.get(id_)
+    def _release_held(self, waiting: dict[int, None], now: int, n: int = -1) -> None:
+        """Release n (-1: all) of the jobs `waiting` lists, taking them out
+        of it one at a time: no copy, and a big one is freed as it goes."""
+        jobs = self.jobs
+        while waiting and n:
+            n -= 1
+            id_, _ = waiting.popitem()
+            j = jobs.get(id_)
             if j is not None and j.state == DELAYED and j.deadline == HELD:
                 self.remove(j)
                 self.place_ready(j, now, log=self.store.reserve_update(j))
 
-    def _release_later(self, ids: list[int]) -> Generator[None, int, None]:
+    def _release_later(self, waiting: dict[int, None]) -> Generator[None, int, None]:
         now = yield
-        for i in range(0, len(ids), SLICE):
-            self._release_held(ids[i:i + SLICE], now)
+        while waiting:
+            self._release_held(waiting, now, SLICE)
             now = yield
 
     # -- deletes, cooldowns -------------------------------------------------
@@ -595,8 +600,7 @@ class ExtQueue(Queue):
             self.body_bytes += len(j.body)
             self._hold(j, log=False)
         for name in [n for n, g in ext.groups.items() if g.complete() and g.waiting]:
-            g = ext.groups.pop(name)
-            self._release_held(list(g.waiting), now)
+            self._release_held(ext.groups.pop(name).waiting, now)
 
     def find_record(self, id_: int) -> Job | Cooldown | None:
         """The binlog's lookup (compaction): a job, or a cooldown."""
