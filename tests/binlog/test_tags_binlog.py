@@ -155,3 +155,55 @@ def test_the_reference_serves_the_plain_jobs_of_a_directory_with_tags(tmp_path):
     c.expect(b"kick-job 3\r\n", b"KICKED\r\n")
     assert b"WARN" not in ref.stderr_so_far() and b"missing" not in ref.stderr_so_far()
     ref.kill9()
+
+
+def _ours_at(data: bytes) -> list[int]:
+    """Offsets of the records of ours (binlog/ext.py) in a binlog file's bytes."""
+    out, pos = [], 4
+    while pos + 84 <= len(data):
+        (namelen,) = F.FULL_HEAD.unpack_from(data, pos)
+        if namelen:
+            r = F.JOBREC.unpack_from(data, pos + 4 + namelen)
+            if r[0] == 0:
+                break
+            pos += 4 + namelen + 80 + r[5]
+            continue
+        r = F.JOBREC.unpack_from(data, pos + 4)
+        if r[0] == 0:
+            break
+        if X.is_ours(r):
+            out.append(pos)
+        pos += 84
+    return out
+
+
+@pytest.mark.parametrize("damage", ["payload", "torn", "kind"])
+def test_a_damaged_record_of_ours_loses_only_its_tags(tmp_path, damage):
+    h, wal = with_binlog(tmp_path, extensions=True)
+    s = h.conn()
+    put(h, s, b"idp:" + b"k" * 150 + b" grp:g")  # 1: its tags take 3 chunks
+    put(h, s, b"idp:other")  # 2
+    h.e.q.store.flush()
+    os.close(wal.cur.fd)
+    path = wal.path_of(wal.cur.seq)
+    data = bytearray(open(path, "rb").read())
+    first = _ours_at(bytes(data))[0]
+    if damage == "payload":  # a length byte that runs past the message
+        data[first + 4 + 8 + 21] = 0xFF
+    elif damage == "torn":  # the second chunk of three lost: its index no longer follows
+        data[first + 84 + 4 + 4] = 0x55
+    else:  # a kind we do not know
+        data[first + 4 + 8] = 0x09
+    open(path, "wb").write(bytes(data))
+    warnings = []
+    from pybeanstalkd.binlog.files import Wal
+    from pybeanstalkd.binlog.recovery import recover
+    from fakeclock import Harness
+    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append)
+    h2 = Harness(store=wal2, extensions=True)
+    recover(wal2, h2.e.q, h2.e.max_job_size, h2.now, warnings.append)
+    c = h2.conn()
+    assert h2.send(c, b"peek 1\r\n") == b"FOUND 1 1\r\na\r\n"  # the job itself is there
+    assert field(h2.send(c, b"stats-job 1\r\n"), b"group") == b""  # its tags are not
+    assert put(h2, c, b"idp:other") == b"INSERTED 2 READY\r\n"  # the next job's are
+    assert damage == "torn" or any("a bad tags record" in w for w in warnings)
