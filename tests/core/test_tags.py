@@ -553,3 +553,19 @@ def test_tagged_puts_answer_alike_by_the_fast_path_and_by_parse(puts):
         line = b"put 0 0 %s 1 %s\r\nx\r\n" % (num, sep.join(tags))
         assert fast.send(cf, line) == slow.send(cs, line), line
         assert fast.send(cf, b"stats-job 1\r\n") == slow.send(cs, b"stats-job 1\r\n")
+
+
+def test_the_memory_cap_counts_the_tags_and_cooldowns():
+    def fits(tags):
+        h = Harness(extensions=True, max_memory=200_000)
+        s = h.conn()
+        n = 0
+        while put(h, s, tags % n if b"%" in tags else tags).startswith(b"INSERTED"):
+            n += 1
+        return h, s, n
+    _, _, plain = fits(b"")
+    h, s, tagged = fits(b"idp:key-%d:3600")
+    assert tagged < plain * 0.7, (tagged, plain)
+    used = h.e.q.memory_used()
+    h.send(s, b"delete 1\r\n")  # (its cooldown stays, and counts)
+    assert used - h.e.q.memory_used() < 256 + 400

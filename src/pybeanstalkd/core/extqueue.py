@@ -40,6 +40,13 @@ if TYPE_CHECKING:
     from .tube import Conn, Tube
 
 NEVER = 1 << 62  # max_tries when only some jobs have a limit (try:N)
+# What the tags add to a job, and what a cooldown costs, for --max-memory:
+# measured with tracemalloc over 100,000 puts (docs/performance/
+# 2026-11-26-put-tags.md): idp:key-<n> +251 bytes a job (its tags and key
+# are its own), idp: grp: con: +303, tags that repeat +52; a job deleted
+# into a cooldown left 357 bytes more than it freed.
+TAGS_OVERHEAD = 256
+COOL_OVERHEAD = 400
 STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
 
 
@@ -575,7 +582,11 @@ class ExtQueue(Queue):
             self.maybe_free(t)
 
     def memory_used(self) -> int:
-        return Queue.memory_used(self) + self.ext.nheld * JOB_OVERHEAD
+        """Queue.memory_used, and the tags' state: held jobs (in no state's
+        count), each tagged job's tags and keys, each cooldown."""
+        ext = self.ext
+        return (Queue.memory_used(self) + ext.nheld * JOB_OVERHEAD
+                + len(ext.jobs) * TAGS_OVERHEAD + len(ext.cool_ids) * COOL_OVERHEAD)
 
     # -- recovery -----------------------------------------------------------
 
