@@ -569,3 +569,19 @@ def test_the_memory_cap_counts_the_tags_and_cooldowns():
     used = h.e.q.memory_used()
     h.send(s, b"delete 1\r\n")  # (its cooldown stays, and counts)
     assert used - h.e.q.memory_used() < 256 + 400
+
+
+def test_a_hidden_job_whose_priority_a_duplicate_lowers_comes_first():
+    # (found by the model test: the job stayed hidden behind worse ones
+    # brought back while its key had room)
+    h = Harness(extensions=True)
+    s, w = h.conn(), h.conn()
+    put(h, s, b"con:y")  # 1, reserved below: y at its limit
+    put(h, s, b"con:y idp:k", pri=2000)  # 2
+    put(h, s, b"con:y", pri=5)  # 3
+    put(h, s, b"con:y", pri=6)  # 4
+    assert reserve(h, w).startswith(b"RESERVED 1 ")
+    assert reserve(h, w) == b"TIMED_OUT\r\n"  # (2, 3 and 4 hidden)
+    put(h, s, b"con:y:3", pri=9000)  # 5: room for two more: 3 and 4 come back
+    assert put(h, s, b"idp:k", pri=0) == b"INSERTED 2 READY 0\r\n"
+    assert reserve(h, w).startswith(b"RESERVED 2 ")

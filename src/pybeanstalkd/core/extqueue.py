@@ -128,6 +128,10 @@ class ExtQueue(Queue):
             tags = ext.jobs[j.id]
             if j.id in ext.parked_ids and tags.con is not None:
                 heappush(ext.parked[tags.con][t], key)  # (the old entry is stale now)
+                if ext.room(tags.con) > 0:
+                    # Now better than jobs brought back before it: its turn
+                    # comes first among them (those come back after it).
+                    self._unpark(tags.con)
             else:
                 # A run entry goes stale (run_job wants deadline 0); ready since then.
                 j.deadline = j.deadline or j.created or 1
