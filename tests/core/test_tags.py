@@ -585,3 +585,21 @@ def test_a_hidden_job_whose_priority_a_duplicate_lowers_comes_first():
     put(h, s, b"con:y:3", pri=9000)  # 5: room for two more: 3 and 4 come back
     assert put(h, s, b"idp:k", pri=0) == b"INSERTED 2 READY 0\r\n"
     assert reserve(h, w).startswith(b"RESERVED 2 ")
+
+
+def test_peek_ready_looks_at_one_heap_however_many_keys_hide_jobs():
+    h = Harness(extensions=True)
+    s, w = h.conn(), h.conn()
+    for i in range(300):  # 300 keys, each at its limit with a job hidden
+        put(h, s, b"con:k%d" % i, pri=1000 + i)
+        put(h, s, b"con:k%d" % i, pri=10 + i)
+    for _ in range(300):  # (each key's better job: pri 10 + i)
+        assert reserve(h, w).startswith(b"RESERVED")
+    assert reserve(h, w) == b"TIMED_OUT\r\n"  # (the others hidden on the way)
+    assert len(h.e.q.ext.parked) == 300
+    # the best hidden job, by pri then id: k0's first (pri 1000)
+    assert h.send(s, b"peek-ready\r\n") == b"FOUND 1 1\r\na\r\n"
+    hidden = h.e.q.ext.hidden[h.e.q.tubes[b"default"]]
+    assert len(hidden) <= 2 * 300 + 64
+    assert h.send(s, b"flush-tube default\r\n") == b"FLUSHED 600\r\n"
+    assert not h.e.q.ext.hidden and not h.e.q.ext.parked_ids

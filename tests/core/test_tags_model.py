@@ -57,6 +57,11 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
             errs.append(f"job {j.id} tube {j.tube.name} not alive")
     eq(q.urgent_ct, sum(1 for j in ready if j.pri < 1024), "urgent_ct")
     # parked
+    for t in q.tubes.values():  # every hidden job is in its tube's heap of them
+        hid = {i for i in ext.parked_ids if i in jobs and jobs[i].tube is t}
+        heap = {k & ((1 << 64) - 1) for k in ext.hidden.get(t, ())}
+        if not hid <= heap:
+            errs.append(f"{t.name} hidden {sorted(hid - heap)} not in its heap")
     for i in ext.parked_ids:
         j = jobs.get(i)
         if j is None or j.state != READY:

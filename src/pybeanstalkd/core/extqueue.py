@@ -24,7 +24,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
-from .heaps import MASK, SHIFT
+from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES, Job
 from .outcome import NOT_FOUND, Outcome
 from .protocol import NS
@@ -34,7 +34,7 @@ from .slices import SLICE
 from .tags import EXT_ID, HELD, HELD_MIN, NO_TAGS, Clear, Cooldown, ExtState, Group, Tags, void_idp
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterable
+    from collections.abc import Callable, Generator, Iterable
 
     from .store import Store
     from .tube import Conn, Tube
@@ -128,6 +128,7 @@ class ExtQueue(Queue):
             tags = ext.jobs[j.id]
             if j.id in ext.parked_ids and tags.con is not None:
                 heappush(ext.parked[tags.con][t], key)  # (the old entry is stale now)
+                self._hide(t, key)
                 if ext.room(tags.con) > 0:
                     # Now better than jobs brought back before it: its turn
                     # comes first among them (those come back after it).
@@ -469,10 +470,32 @@ class ExtQueue(Queue):
         heap = tubes.get(t)
         if heap is None:
             heap = tubes[t] = []
-        heappush(heap, (j.pri << SHIFT) | j.id)
+        key_ = (j.pri << SHIFT) | j.id
+        heappush(heap, key_)
+        self._hide(t, key_)
         if j.id not in ext.parked_ids:
             ext.parked_ids.add(j.id)
             ext.bump(ext.blocked, t.name, 1)
+
+    def _hide(self, t: Tube, key: int) -> None:
+        """key's job is hidden: it goes into t's heap of hidden jobs (for
+        peek-ready and flush-tube, without a walk over every key)."""
+        hidden = self.ext.hidden.get(t)
+        if hidden is None:
+            hidden = self.ext.hidden[t] = StaleHeap(TUBE_SLACK)
+        heappush(hidden, key)
+        if hidden.over(self.ext.blocked.get(t.name, 0) + 1):
+            hidden.sweep(self, self._hidden_live(t), lambda: self.ext.blocked.get(t.name, 0))
+
+    def _hidden_live(self, t: Tube) -> Callable[[int], bool]:
+        jobs, ids = self.jobs, self.ext.parked_ids
+
+        def live(key: int) -> bool:
+            id_ = key & MASK
+            j = jobs.get(id_)
+            return (j is not None and id_ in ids and j.tube is t and j.state == READY
+                    and j.pri == key >> SHIFT)
+        return live
 
     def _unpark_id(self, j: Job) -> None:
         """A hidden job leaves ready (deleted, reserved by id): its entry
@@ -480,6 +503,8 @@ class ExtQueue(Queue):
         ext = self.ext
         ext.parked_ids.discard(j.id)
         ext.bump(ext.blocked, j.tube.name, -1)
+        if j.tube.name not in ext.blocked:
+            ext.hidden.pop(j.tube, None)  # (none hidden: its entries are all stale)
 
     def _unpark(self, key: bytes) -> None:
         """key has room: bring back as many of its hidden jobs, from each tube."""
@@ -554,22 +579,19 @@ class ExtQueue(Queue):
     def peek_ready(self, t: Tube) -> Job | None:
         """The best ready job, hidden ones included (tuber's peek-ready)."""
         best = self.ready_top(t)
-        jobs, ids = self.jobs, self.ext.parked_ids
-        for tubes in self.ext.parked.values():
-            heap = tubes.get(t)
-            while heap:
-                id_ = heap[0] & MASK
-                j = jobs.get(id_)
-                if j is not None and j.state == READY and j.pri == heap[0] >> SHIFT and id_ in ids:
-                    if best is None or (j.pri, j.id) < (best.pri, best.id):
-                        best = j
-                    break
-                heappop(heap)
+        hidden = self.ext.hidden.get(t)
+        if hidden:
+            key = hidden.top(self._hidden_live(t))
+            if key is not None:
+                j = self.jobs[key & MASK]
+                if best is None or (j.pri, j.id) < (best.pri, best.id):
+                    best = j
         return best
 
     def hidden(self, t: Tube) -> list[int]:
-        """t's hidden jobs' entries (flush-tube deletes them too)."""
-        return [k for tubes in self.ext.parked.values() for k in tubes.get(t, ())]
+        """t's hidden jobs' entries (flush-tube deletes them too): a copy,
+        made in C, stale entries included."""
+        return list(self.ext.hidden.get(t, ()))
 
     def maybe_free(self, t: Tube) -> None:
         # Held jobs are counted in no state; and a tube keeps its keys and

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .protocol import MAX_TUBE_NAME_LEN, NAME_CHARS, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
+    from .heaps import StaleHeap
     from .tube import Tube
 
 # Binlog ids from EXT_ID on name the records of this state (binlog/ext.py),
@@ -248,6 +249,8 @@ class ExtState:
         # key -> tube -> heap of pri << 64 | id (stale entries allowed)
         self.parked: dict[bytes, dict[Tube, list[int]]] = {}
         self.parked_ids: set[int] = set()
+        # ... and by tube, all keys together: tube -> heap (heaps.StaleHeap)
+        self.hidden: dict[Tube, StaleHeap] = {}
         self.groups: dict[bytes, Group] = {}
         # For /metrics, by tube name: duplicate puts answered; held aft:
         # jobs; jobs hidden by their concurrency key.
