@@ -203,21 +203,28 @@ def case_fill(s, o, n, progress, fill_s):
         probe.kill()
 
 
+def _timed(s, o, probe, command: bytes, want: bytes, what: str) -> float:
+    """Send one command that does big work (from `o.tube`), with the probe
+    running, and time its reply: the work's seconds."""
+    with connect(s.addr) as c:
+        c.settimeout(WORK_TIMEOUT)  # the reply comes after the last slice
+        exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
+        probe.go()
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        got = exchange(c, command, 1)
+        took = time.monotonic() - t0
+        if got != want:
+            raise BenchError(f"{what}: {got[:80]!r}")
+    time.sleep(0.05)
+    return took
+
+
 def case_kick(s, o, n, progress, fill_s):
     _fill(s, o, n, progress, "delayed fill", delay=100_000)
     probe = Probe(s.addr)
     try:
-        with connect(s.addr) as c:
-            c.settimeout(WORK_TIMEOUT)  # the kick's reply comes after its last slice
-            exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
-            probe.go()
-            time.sleep(0.05)
-            t0 = time.monotonic()
-            got = exchange(c, b"kick %d\r\n" % n, 1)
-            took = time.monotonic() - t0
-            if got != b"KICKED %d\r\n" % n:
-                raise BenchError(f"kick: {got[:80]!r}")
-        time.sleep(0.05)
+        took = _timed(s, o, probe, b"kick %d\r\n" % n, b"KICKED %d\r\n" % n, "kick")
         return _stopped(probe, took, {})
     finally:
         probe.kill()
@@ -309,16 +316,8 @@ def case_flush(s, o, n, progress, fill_s):
     _fill(s, o, n, progress, "fill")
     probe = Probe(s.addr)
     try:
-        with connect(s.addr) as c:
-            c.settimeout(WORK_TIMEOUT)  # the reply comes after the last slice
-            probe.go()
-            time.sleep(0.05)
-            t0 = time.monotonic()
-            got = exchange(c, b"flush-tube %s\r\n" % o.tube.encode(), 1)
-            took = time.monotonic() - t0
-            if got != b"FLUSHED %d\r\n" % n:
-                raise BenchError(f"flush-tube: {got[:80]!r}")
-        time.sleep(0.05)
+        took = _timed(s, o, probe, b"flush-tube %s\r\n" % o.tube.encode(),
+                      b"FLUSHED %d\r\n" % n, "flush-tube")
         return _stopped(probe, took, {})
     finally:
         probe.kill()
