@@ -298,7 +298,7 @@ class ExtensionCommands:
             if not found:
                 return P.NOT_FOUND
             j = found[0]
-            return b"FOUND %d %d\r\n%s" % (j.id, len(j.body) - 2, j.body)
+            return P.job_header(b"FOUND", j.id, len(j.body) - 2) + j.body
 
         if not self.q.spawn(self._in_slices(s, look(), answer)):
             s.state = BUSY

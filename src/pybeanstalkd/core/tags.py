@@ -144,17 +144,8 @@ def parse_tags(words: list[bytes]) -> Tags:
     for w in words:
         kind, value = w[:4], w[4:]
         if kind == b"idp:":
-            key, colon, num = value.rpartition(b":")
-            if not colon:
-                key = value
-                ttl = 0
-            elif num.isdigit() and len(num) < 10:
-                ttl = int(num)
-            else:
-                ttl = rust_uint(num)
-            if not name_ok(key):
-                raise Bad
-            idp = key
+            idp, n = _keyed(value)
+            ttl = n or 0
         elif kind == b"grp:" or kind == b"aft:":
             if not name_ok(value):
                 raise Bad
