@@ -1,6 +1,7 @@
 """Drive the pure Engine with a fake clock: no sockets, no sleeping."""
 from __future__ import annotations
 
+from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal, _falloc
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.core.engine import Engine
@@ -56,10 +57,18 @@ class Harness:
 
 
 
-def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, **kw):
+def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, ram_min=None,
+                warn=lambda m: None, **kw):
     """A Harness whose queue writes a binlog in tmp_path (recovered first),
-    wired as the server does: the binlog is the engine's store from the start."""
-    wal = Wal(str(tmp_path), filesize, warn=lambda m: None, falloc=falloc, zero_ahead=zero_ahead)
+    wired as the server does: the binlog is the engine's store from the start.
+    ram_min: --bodies-on-disk, bodies of ram_min bytes (CRLF included) or
+    more left in the files."""
+    if ram_min is None:
+        wal = Wal(str(tmp_path), filesize, warn=warn, falloc=falloc, zero_ahead=zero_ahead)
+    else:
+        wal = DiskWal(str(tmp_path), filesize, ram_min, warn=warn, falloc=falloc,
+                      zero_ahead=zero_ahead)
+        kw["bodies_on_disk"] = True
     h = Harness(filesize=filesize, store=wal, **kw)
     recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
     return h, wal

@@ -1085,6 +1085,25 @@ def test_cluster_options_parse(capsys):
     assert parse([], capsys)[0].cluster is None
 
 
+def test_bodies_on_disk_options_parse(capsys):
+    opts = parse(["-b", "/tmp", "--bodies-on-disk"], capsys)[0]
+    assert (opts.bodies_on_disk, opts.body_ram_min) == (True, 1024)
+    opts = parse(["-b", "/tmp", "--bodies-on-disk", "--body-ram-min=4K"], capsys)[0]
+    assert opts.body_ram_min == 4096
+    assert parse(["-b", "/tmp", "--bodies-on-disk", "--body-ram-min", "0"], capsys)[0] \
+        .body_ram_min == 0
+    assert parse([], capsys)[0].bodies_on_disk is False
+
+
+BODIES_OPTION_ERRORS = [
+    (["--bodies-on-disk"], "PROG: --bodies-on-disk needs -b"),
+    (["-b", "/tmp", "--body-ram-min", "100"], "PROG: --body-ram-min needs --bodies-on-disk"),
+    (["-b", "/tmp", "--bodies-on-disk", "--body-ram-min", "x"],
+     "PROG: invalid value for --body-ram-min: 'x' (expected a byte count (K, M, G suffixes))"),
+    (["-b", "/tmp", "--bodies-on-disk=1"], "PROG: --bodies-on-disk takes no value"),
+]
+
+
 CLUSTER_OPTION_ERRORS = [
     (["--cluster", "c", "--etcd", "h:1", "--node", "n", "--peer-listen", ":1"],
      "PROG: --cluster needs -b, --etcd, --node and --peer-listen"),
@@ -1098,7 +1117,7 @@ CLUSTER_OPTION_ERRORS = [
 
 
 @pytest.mark.parametrize("argv, msg", LONG_OPTION_ERRORS + HTTP_OPTION_ERRORS
-                         + CLUSTER_OPTION_ERRORS)
+                         + CLUSTER_OPTION_ERRORS + BODIES_OPTION_ERRORS)
 def test_long_option_errors(argv, msg, capsys):
     _, code, _, err = parse(argv, capsys)
     assert code == 5

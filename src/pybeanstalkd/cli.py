@@ -32,6 +32,10 @@ DEFAULT_PORT = "11300"
 DEFAULT_FILESIZE = 10485760
 DEFAULT_FSYNC_MS = 50
 HTTP_MAX_CONNECTIONS_DEFAULT = 64  # (ops/httpguard.py's MAX_CONNECTIONS)
+# --body-ram-min's default: with --bodies-on-disk, smaller bodies stay in
+# RAM (README, "Bodies on disk": what a body left in the binlog saves and
+# costs, measured).
+BODY_RAM_MIN_DEFAULT = 1024
 
 EXIT_USAGE = 5
 EXIT_LISTEN = 111
@@ -97,6 +101,10 @@ class Options:
     # --extensions: tuber's protocol extensions (off: every reply as 1.13's)
     extensions: bool = False
     max_tries: int | None = None  # --max-tries N: bury a job at its Nth release or TTR expiry
+    # --bodies-on-disk (needs -b): bodies of --body-ram-min bytes or more are
+    # read back from the binlog instead of kept in RAM
+    bodies_on_disk: bool = False
+    body_ram_min: int = BODY_RAM_MIN_DEFAULT
     # Loaded after the socket is bound (ssl is slow to import).
     tls: Certs | None = None
     auth_tokens: TokenFile | None = None
@@ -154,11 +162,15 @@ LONG_USAGE = (
     " --extensions            tuber's protocol extensions: flush-tube, reserve-batch,\n"
     "                         delete-batch, drain/undrain, watch TUBE WEIGHT,\n"
     "                         reserve-mode (COMPATIBILITY.md)\n"
+    " --bodies-on-disk        keep job bodies in the binlog files, not in RAM, and\n"
+    "                         read them back for reserve and peek (needs -b)\n"
+    " --body-ram-min BYTES    with --bodies-on-disk, smaller bodies stay in RAM\n"
+    f"                         (default {BODY_RAM_MIN_DEFAULT})\n"
     " --help                  this text"
 )
 
 # name -> Options field: long options that take no value
-LONG_SWITCHES = {"extensions": "extensions"}
+LONG_SWITCHES = {"extensions": "extensions", "bodies-on-disk": "bodies_on_disk"}
 
 
 def _parse_bytes(text: str) -> int | None:
@@ -243,6 +255,7 @@ LONG_OPTIONS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "peer-listen": ("peer_listen", _checked_addr, "host:port"),
     "peer-advertise": ("peer_advertise", _checked_addr, "host:port"),
     "max-tries": ("max_tries", _parse_count, "a positive count"),
+    "body-ram-min": ("body_ram_min", _parse_bytes, "a byte count (K, M, G suffixes)"),
 }
 
 
@@ -393,6 +406,12 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
         diag.usage(EXIT_USAGE)
     if opts.cluster is not None and (opts.wal_dir is None or None in parts[:3]):
         diag.warn("--cluster needs -b, --etcd, --node and --peer-listen")
+        diag.usage(EXIT_USAGE)
+    if opts.bodies_on_disk and opts.wal_dir is None:
+        diag.warn("--bodies-on-disk needs -b")
+        diag.usage(EXIT_USAGE)
+    if "body_ram_min" in given_long and not opts.bodies_on_disk:
+        diag.warn("--body-ram-min needs --bodies-on-disk")
         diag.usage(EXIT_USAGE)
     return opts
 

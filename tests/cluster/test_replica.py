@@ -3,23 +3,31 @@ core/replica.py) holds the same jobs as the leader, in the same states
 (reserved there is ready here), and its own binlog recovers them."""
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fakeclock import Harness
 from pybeanstalkd.binlog import format as F
+from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
-from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
+from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED, OnDisk
 from support import Client, Server, require_reference
 
 quiet = lambda m: None  # noqa: E731
 
 
-def node(path, now=None):
+def node(path, now=None, ram_min=None):
+    """ram_min: --bodies-on-disk (bodies of ram_min bytes or more left in
+    the node's own binlog files)."""
     os.makedirs(path, exist_ok=True)
-    wal = Wal(path, 1 << 20, warn=quiet)
-    h = Harness(store=wal)
+    if ram_min is None:
+        wal = Wal(path, 1 << 20, warn=quiet)
+        h = Harness(store=wal)
+    else:
+        wal = DiskWal(path, 1 << 20, ram_min, warn=quiet)
+        h = Harness(store=wal, bodies_on_disk=True)
     if now is not None:
         h.now = now
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)
@@ -30,9 +38,9 @@ class Pair:
     """A leader engine with a binlog, and a follower queue applying what
     the leader's binlog writes, on one fake clock."""
 
-    def __init__(self, path):
-        self.lh, self.lwal = node(os.path.join(path, "leader"))
-        self.fh, self.fwal = node(os.path.join(path, "follower"))
+    def __init__(self, path, ram_min=None):
+        self.lh, self.lwal = node(os.path.join(path, "leader"), ram_min=ram_min)
+        self.fh, self.fwal = node(os.path.join(path, "follower"), ram_min=ram_min)
         self.fwal.wall_offset = self.lwal.wall_offset  # one host, one clock
         self.batches = []
         self.lwal.tap(self.batches.append)
@@ -99,7 +107,7 @@ def jobs(q, exact=True):
     for b in q.blocks.values():
         for j in b.values():
             state = READY if j.state == RESERVED else j.state
-            out[j.id] = (j.tube.name, j.pri, j.body, state,
+            out[j.id] = (j.tube.name, j.pri, q.store.body(j), state,
                          j.deadline if exact and state == DELAYED else None)
     return out
 
@@ -162,11 +170,14 @@ ops = st.lists(st.one_of(
 ), max_size=60)
 
 
+@pytest.mark.parametrize("ram_min", [None, 0], ids=["bodies-in-ram", "bodies-on-disk"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops)
-def test_a_follower_holds_what_its_leader_holds(tmp_path_factory, steps):
+def test_a_follower_holds_what_its_leader_holds(tmp_path_factory, ram_min, steps):
+    """With --bodies-on-disk, each node's bodies are in its own files (read
+    back to compare)."""
     path = str(tmp_path_factory.mktemp("pair"))
-    p = Pair(path)
+    p = Pair(path, ram_min)
     held = []  # ids reserved by p.c
     for op in steps:
         kind = op[0]
@@ -209,7 +220,10 @@ def test_a_follower_holds_what_its_leader_holds(tmp_path_factory, steps):
     same(p)
     # The follower's own binlog holds the same jobs.
     p.fwal.flush()
-    h2, _ = node(os.path.join(path, "follower"), now=p.fh.now)
+    h2, _ = node(os.path.join(path, "follower"), now=p.fh.now, ram_min=ram_min)
+    if ram_min is not None:  # (recovered: no body loaded, each read back from the files)
+        assert all(type(j.body) is OnDisk for j in h2.e.q.jobs.values())
+        assert all(type(j.body) is OnDisk for j in p.fh.e.q.jobs.values())
     assert jobs(h2.e.q, exact=False) == jobs(p.lh.e.q, exact=False) or _delayed_came_due(h2, p)
 
 

@@ -6,24 +6,30 @@ import os
 import pytest
 
 from fakeclock import Harness
+from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from test_replica import Pair, quiet
 
 
-def ext_node(path, now=None):
+def ext_node(path, now=None, ram_min=None):
+    """ram_min: --bodies-on-disk, as in test_replica.node."""
     os.makedirs(path, exist_ok=True)
-    wal = Wal(path, 1 << 20, warn=quiet)
-    h = Harness(store=wal, extensions=True)
+    if ram_min is None:
+        wal = Wal(path, 1 << 20, warn=quiet)
+        h = Harness(store=wal, extensions=True)
+    else:
+        wal = DiskWal(path, 1 << 20, ram_min, warn=quiet)
+        h = Harness(store=wal, extensions=True, bodies_on_disk=True)
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)
     return h, wal
 
 
-@pytest.fixture
-def pair(tmp_path, monkeypatch):
+@pytest.fixture(params=[None, 0], ids=["bodies-in-ram", "bodies-on-disk"])
+def pair(tmp_path, monkeypatch, request):
     import test_replica
     monkeypatch.setattr(test_replica, "node", ext_node)
-    return Pair(str(tmp_path))
+    return Pair(str(tmp_path), request.param)
 
 
 def put(p, tags, body=b"a", pri=0):

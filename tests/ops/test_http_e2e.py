@@ -309,6 +309,36 @@ def test_actions_go_into_the_binlog(tmp_path):
         again.stop()
 
 
+def test_bodies_on_disk_over_http(tmp_path):
+    """--bodies-on-disk: the job browser reads bodies back, a move copies
+    them, and /metrics says where the bodies are (as stats does)."""
+    wal = tmp_path / "wal"
+    wal.mkdir()
+    srv, hport = start("-b", str(wal), "--bodies-on-disk", "--body-ram-min", "10")
+    try:
+        big = "b" * 2000
+        for body in ("small", big):
+            assert request(hport, "POST", "/api/v1/tubes/x/put", {"body": body}, ACT)[0] == 200
+        st, body = request(hport, "GET", "/api/v1/jobs/2")
+        job = json.loads(body)["job"]
+        assert (job["size"], job["preview"]["text"], job["preview"]["truncated"]) == \
+            (2000, big[:1024], True)
+        st, body = request(hport, "POST", "/api/v1/tubes/x/move", {"to": "y"}, ACT)
+        assert json.loads(body) == {"moved": 2}
+        st, body = request(hport, "GET", "/api/v1/tubes/y/jobs")
+        assert [j["preview"]["text"][:5] for j in json.loads(body)["jobs"]] == ["small", "bbbbb"]
+        time.sleep(0.2)
+        m = scrape(hport)
+        st = Proto(srv).yaml(b"stats")
+        assert m[("pybeanstalkd_body_bytes", (("where", "disk"),))] == \
+            int(st["body-bytes-on-disk"]) == 2002
+        assert m[("pybeanstalkd_body_bytes", (("where", "ram"),))] == \
+            int(st["body-bytes-in-ram"]) == 7
+        assert m[("pybeanstalkd_body_read_errors_total", ())] == 0
+    finally:
+        srv.stop()
+
+
 # -- start-up --------------------------------------------------------------------------------
 
 # Serves as the real server does, and writes sys.modules to $MODS_OUT once

@@ -12,11 +12,13 @@
     pybeanstalkd-bench --compare --http-cost        throughput with --http scraped and browsed
     pybeanstalkd-bench --compare --hostile          junk, clients that never read, bodies in flight
     pybeanstalkd-bench --micro                      each hot command's Python cost, by layer
+    pybeanstalkd-bench --compare --disk-bodies      --bodies-on-disk: memory, rates, a storm
+    pybeanstalkd-bench --compare --disk-fill 30     a 30 GiB backlog (bigger than RAM)
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
 recovery), stalls.py (a probe during big work), memcap.py (--max-memory),
-hostile.py (what hostile clients cost the others),
+hostile.py (what hostile clients cost the others), disk.py (--bodies-on-disk),
 micro.py (in-process cost by layer), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
@@ -33,7 +35,7 @@ from dataclasses import asdict, replace
 from time import monotonic
 
 from . import hostile as hostile_mod, httpcost, memcap as memcap_mod, micro as micro_mod, modes
-from . import batch as batch_mod, stalls as stalls_mod
+from . import batch as batch_mod, disk as disk_mod, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference, describe
@@ -307,6 +309,15 @@ def parse_args(argv):
     a("--batch", type=int, metavar="K", default=None,
       help="with --compare: drain -n jobs one reserve+delete at a time, then (a server "
            "with --extensions) with reserve-batch K + delete-batch, one connection; jobs/s")
+    a("--disk-bodies", action="store_true",
+      help="with --compare: --bodies-on-disk's RSS per job (100 B, 8 KiB, 64 KiB), "
+           "reserve rates of 4 KiB bodies hot and cold, a probe during a cold reserve storm")
+    a("--disk-fill", type=float, metavar="GIB",
+      help="with --compare: ours with --bodies-on-disk filled with GIB of 4 KiB bodies, "
+           "killed, recovered, drained; the reference under --ref-vmem, as far as it goes")
+    a("--disk-dir", metavar="DIR", help="where --disk-fill's binlog goes (default: TMPDIR)")
+    a("--ref-vmem", type=parse_bytes, default=8 << 30, metavar="BYTES",
+      help="--disk-fill: the reference's ulimit -v (default 8G)")
     a("--cases", default=",".join(stalls_mod.CASES),
       help=f"--stalls cases (default {','.join(stalls_mod.CASES)})")
     args = p.parse_args(argv)
@@ -329,6 +340,8 @@ def parse_args(argv):
         p.error("--hostile needs --compare (it starts the servers with its own flags)")
     if args.batch is not None and not (args.compare and 1 <= args.batch <= 1000):
         p.error("--batch K needs --compare and K in 1..1000")
+    if (args.disk_bodies or args.disk_fill) and not args.compare:
+        p.error("--disk-bodies and --disk-fill need --compare (they start the servers)")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
     bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES) - set(stalls_mod.OPTIONAL)
@@ -376,7 +389,8 @@ def main(argv=None) -> int:
     if not args.floor:
         load_servers, load_names = servers, names
     special = (args.batch or args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
-               or args.memcap or args.http_cost or args.micro or args.hostile)
+               or args.memcap or args.http_cost or args.micro or args.hostile
+               or args.disk_bodies or args.disk_fill)
     out = {"options": vars(args), "servers": load_names if args.workloads or not special
            else names}
     t0 = monotonic()
@@ -496,6 +510,8 @@ def main(argv=None) -> int:
             say(table(["conns", "body", "cap", "RSS growth", "stored", "refused"],
                       [[r["conns"], r["size"], r["cap"], r["rss_growth"], r["stored"],
                         r["refused"]] for r in res["inflight"]]))
+        if args.disk_bodies or args.disk_fill:
+            out["disk"] = disk_mod.run(ref, ours, args, o, progress, say, table)
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)

@@ -87,6 +87,8 @@ def _falloc(fd: int, size: int) -> None:
 
 
 class Wal:
+    on_disk = 0  # bytes of bodies left in the files (only DiskWal leaves any: bodies.py)
+
     def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
                  falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False) -> None:
         self.dir = dirname
@@ -386,6 +388,10 @@ class Wal:
 
     def forget(self, rec: Record) -> None:
         self.drop(rec)  # type: ignore[arg-type]
+
+    def body(self, j: Job) -> bytes | None:
+        """j's body (this binlog leaves none in its files: bodies.py does)."""
+        return j.body
 
     def _ratio(self) -> int:
         d = self.alive + self.resv

@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from ..core.job import OnDisk
+
 if TYPE_CHECKING:
     from ..core.job import Job
 
@@ -38,8 +40,9 @@ INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
 # deadline_at, the five counters, state, and the 3-byte pad (MARK).
 Jobrec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]
 # What read_records yields: (offset, name, fields, body); a short record has
-# name b"" and body None.
-Record = tuple[int, bytes, Jobrec, bytes | None]
+# name b"" and body None. A body left in the file (read_records' ram_min)
+# is an OnDisk: where it starts, and its size.
+Record = tuple[int, bytes, Jobrec, bytes | OnDisk | None]
 # Where warnings go: called with the message (what it returns is not used).
 Warn = Callable[[str], object]
 
@@ -62,7 +65,7 @@ def version_of(data: bytes, path: str, warn: Warn) -> int | None:
 
 
 def read_records(data: bytes, version: int, max_job_size: int, path: str, warn: Warn,
-                 st: list[int]) -> Iterator[Record]:
+                 st: list[int], ram_min: int | None = None) -> Iterator[Record]:
     """Yield (offset, name, fields, body) for each record of one file's bytes.
 
     `fields` is a JOBREC tuple (v5 records are converted to it). A short
@@ -70,9 +73,10 @@ def read_records(data: bytes, version: int, max_job_size: int, path: str, warn: 
     trailing zeros; on a bad or torn record it warns "<path>:<offset>:
     <reason>", sets st[1] = False and stops. st[0] is raised to the largest
     id of a full record, torn ones included: like the reference, such an id
-    is used up."""
+    is used up. ram_min (--bodies-on-disk): a body of this size or more
+    is not copied but yielded as an OnDisk into data."""
     read = _read_v7 if version == VERSION else _read_v5
-    for rec in read(data, 4, max_job_size, path, warn, st):
+    for rec in read(data, 4, max_job_size, path, warn, st, ram_min):
         if rec is None:
             st[1] = False
             return
@@ -105,15 +109,24 @@ def _name(data: bytes, pos: int, namelen: int, start: int, path: str, warn: Warn
 
 
 def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: int, path: str,
-          warn: Warn, st: list[int], what: str) -> bytes | None:
-    """A full record's body, or None (warned). Its id is used up even if the
-    body is torn (st[0], see read_records)."""
+          warn: Warn, st: list[int], what: str, ram_min: int | None) -> bytes | OnDisk | None:
+    """A full record's body (an OnDisk if ram_min says so), or None
+    (warned). Its id is used up even if the body is torn (st[0], see
+    read_records)."""
     if size < 2 or size - 2 > max_job_size:
         warn(f"{path}:{start}: job {id_} is too big ({size} > {max_job_size})")
         return None
     if id_ > st[0]:
         st[0] = id_
-    body = _take(data, pos, size, path, warn, what)
+    if ram_min is not None and size >= ram_min:
+        if len(data) - pos < size:
+            _eof(path, warn, pos, size, len(data) - pos, what)
+            return None
+        if data[pos + size - 2:pos + size] == b"\r\n":
+            return OnDisk(pos << 32 | size)
+        body: bytes | None = b""  # (damaged: said below)
+    else:
+        body = _take(data, pos, size, path, warn, what)
     if body is not None and body[-2:] != b"\r\n":
         # Every body ends with the CRLF its put required. One that does not
         # has a damaged size: its bytes would be the records after it (an
@@ -126,7 +139,7 @@ def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: 
 
 # The readers yield None after warning about a bad or torn record, then stop.
 def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
-             st: list[int]) -> Iterator[Record | None]:
+             st: list[int], ram_min: int | None) -> Iterator[Record | None]:
     n = len(data)
     unpack = JOBREC.unpack_from
     unpack_len = FULL_HEAD.unpack_from
@@ -160,7 +173,8 @@ def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
             return
         body = None
         if namelen:
-            body = _body(data, pos, f[0], f[5], start, max_job_size, path, warn, st, "job body")
+            body = _body(data, pos, f[0], f[5], start, max_job_size, path, warn, st, "job body",
+                         ram_min)
             if body is None:
                 yield None
                 return
@@ -169,7 +183,7 @@ def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
 
 
 def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
-             st: list[int]) -> Iterator[Record | None]:
+             st: list[int], ram_min: int | None) -> Iterator[Record | None]:
     n = len(data)
     while pos < n:
         start = pos
@@ -201,7 +215,8 @@ def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
              deadline * 1000, *counts, state, b"\0\0\0")
         body = None
         if namelen:
-            body = _body(data, pos, id_, size, start, max_job_size, path, warn, st, "v5 job body")
+            body = _body(data, pos, id_, size, start, max_job_size, path, warn, st, "v5 job body",
+                         ram_min)
             if body is None:
                 yield None
                 return
@@ -214,8 +229,11 @@ def bury_pos(f: Jobrec, seq: int, offset: int) -> int:
     return (f[6] << 32 | f[2]) if f[15] == MARK else (seq << 32 | offset)
 
 
-def encode(j: Job, full: bool, wall_offset: int) -> bytes:
-    """A record for job j in its current state (times converted to wall clock)."""
+def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None) -> bytes:
+    """A record for job j in its current state (times converted to wall clock).
+    body: j's, when j.body is not its bytes (OnDisk: a full record needs them)."""
+    if body is None:
+        body = j.body
     state = j.state
     if full and state == READY and not j.counts:
         # A put's record (or one compaction moves): no deadline, no bury
@@ -225,8 +243,8 @@ def encode(j: Job, full: bool, wall_offset: int) -> bytes:
         if head is None:
             head = _FRESH[len(name)] = struct.Struct("<i%dsQI4xqqi4xq28xB3s" % len(name))
         delay, ttr = j.times
-        return head.pack(len(name), name, j.id, j.pri, delay, ttr, len(j.body),
-                         j.created + wall_offset, READY, MARK) + j.body
+        return head.pack(len(name), name, j.id, j.pri, delay, ttr, len(body),
+                         j.created + wall_offset, READY, MARK) + body
     deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see files.py
     delay, ttr = j.times
@@ -240,8 +258,8 @@ def encode(j: Job, full: bool, wall_offset: int) -> bytes:
     head = _FULL.get(len(name))
     if head is None:
         head = _FULL[len(name)] = struct.Struct("<i%ds%s" % (len(name), _OUT[1:]))
-    return head.pack(len(name), name, j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body),
-                     pos >> 32, j.created + wall_offset, deadline, counts, state, MARK) + j.body
+    return head.pack(len(name), name, j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(body),
+                     pos >> 32, j.created + wall_offset, deadline, counts, state, MARK) + body
 
 
 _OUT = "<QIIqqiIqq20sB3s"  # JOBREC with the counters as one 20-byte field

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from . import format as F
 from .ext import Codec, Recovered, is_ours
-from ..core.job import Job, pack_counters, times
+from ..core.job import Job, OnDisk, pack_counters, times
+from .bodies import DiskWal
 from .files import SHORT, File, Wal
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
         reader = Recovered(wal, q.ext, warn)
         wal.ext = Codec(q.ext)
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
+    # --bodies-on-disk: bodies this size or more stay in the files (bodies.py)
+    ram_min = wal.ram_min if isinstance(wal, DiskWal) else None
     if seqs:
         wal.next_seq = seqs[-1] + 1
         present = set(seqs)
@@ -102,7 +105,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
             f.refs = 1  # held while reading
             wal.add_file(f)
             st[1] = True
-            records = F.read_records(data, version, max_job_size, path, warn, st)
+            records = F.read_records(data, version, max_job_size, path, warn, st, ram_min)
             if (not _load_file(records, f, jobs, q, loading, wal, wall_offset, warn, reader)
                     or not st[1]):
                 err = True
@@ -115,6 +118,12 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     wal.cur = wal.tail
     q.next_id = max(q.next_id, st[0] + 1)
     _reserve_deletes(jobs, wal)
+    if isinstance(wal, DiskWal):  # (what recovery's drops took off it meanwhile: recounted)
+        wal.on_disk = 0
+        for j in jobs.values():
+            body: bytes | OnDisk = j.body
+            if body.__class__ is OnDisk:
+                wal.on_disk += len(body)
     q.loading = None
     if reader is not None:
         reader.install(q, jobs.__contains__, wall_offset, now)  # type: ignore[arg-type]
@@ -139,7 +148,8 @@ def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Qu
             # slot set once.
             t = tubes.get(name) or q.tube(name)
             j = jobs[id_] = new_job(Job)
-            j.id, j.tube, j.pri, j.times, j.body = id_, t, r[1], times(r[3], r[4]), body
+            j.id, j.tube, j.pri, j.times = id_, t, r[1], times(r[3], r[4])
+            j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
             j.created = r[7] - wall_offset
             j.counts = _counts(r)
             j.file = f
@@ -175,8 +185,9 @@ def _set_fields(j: Job, r: F.Jobrec, f: File, off: int) -> None:
         j.deadline = F.bury_pos(r, f.seq, off)
 
 
-def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | None, j: Job | None, f: File,
-           jobs: dict[int, Job], q: Queue, wal: Wal, wall_offset: int, warn: F.Warn) -> bool:
+def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | OnDisk | None, j: Job | None,
+           f: File, jobs: dict[int, Job], q: Queue, wal: Wal, wall_offset: int,
+           warn: F.Warn) -> bool:
     """Any other record: a short one, or one for a job already seen."""
     if j is None:
         return True  # a short record whose job was deleted or moved
@@ -191,7 +202,7 @@ def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | None, j: Job | None
     j.pri, j.times, j.created = r[1], times(r[3], r[4]), r[7] - wall_offset
     _set_fields(j, r, f, off)
     if body is not None:
-        j.body = body
+        j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
         wal.drop(j)
         j.file = f
         f.ids.append(j.id)

@@ -55,7 +55,8 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
             n += 1
             continue
         deadline = r[8] - wall_offset if r[8] else 0
-        if not replica.apply(q, r[0], name or None, r[1], r[3], r[4], body,
+        if not replica.apply(q, r[0], name or None, r[1], r[3], r[4],
+                             body,  # type: ignore[arg-type]  # (a frame's: bytes, no ram_min)
                              r[7] - wall_offset, deadline, pack_counters(*r[9:14]), r[14], now):
             raise ApplyError(f"job {r[0]}: no room in this node's binlog")
         n += 1
@@ -103,7 +104,10 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
         j = jobs.get(id_)
         if j is None:
             continue  # deleted meanwhile
-        rec = F.encode(j, True, wall_offset)
+        body = q.store.body(j)  # (--bodies-on-disk: read back)
+        if body is None:
+            continue  # (the store said where it failed; the follower's snapshot lacks it)
+        rec = F.encode(j, True, wall_offset, body)
         if codec is not None:
             rec = codec.prefix(j) + rec
         out.append(rec)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS
-from .outcome import DONE, IDS_USED_UP, NO_ROOM, Outcome
+from .outcome import DONE, IDS_USED_UP, NO_ROOM, UNREADABLE, Outcome
 from .protocol import NS
 from .heaps import MASK, SHIFT
 from .queue import Queue
@@ -261,9 +261,9 @@ def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
     """Slices moving up to `bound` of t's jobs in `state` into tube `to`, in
     serve order: each is put there (same priority, delay left, ttr and
     body; a new id) and deleted here. The value is (how many, DONE), or
-    it stops where one could not be: IDS_USED_UP or NO_ROOM (the job stays
-    where it is), or NOT_LOGGED (its delete here was not recorded: after
-    a restart it is in both tubes).
+    it stops where one could not be: IDS_USED_UP, NO_ROOM or UNREADABLE
+    (the job stays where it is), or NOT_LOGGED (its delete here was not
+    recorded: after a restart it is in both tubes).
 
     Not a put's admission: a move adds no job (the memory cap is not
     passed) and is not new work (draining does not stop it)."""
@@ -274,8 +274,11 @@ def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
             return IDS_USED_UP
         dest = q.tube(to)  # looked up each time: it may be freed between slices
         delay = max(j.deadline - now, 0) if state == DELAYED else 0
+        body = q.store.body(j)  # (--bodies-on-disk: read back)
+        if body is None:
+            return UNREADABLE
         new = q.new_job(dest, j.pri, delay, j.times[1], now)
-        new.body = j.body
+        new.body = body
         if not q.store.reserve_put(new):
             q.maybe_free(dest)
             return NO_ROOM

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import protocol as P, replies as R
-from .job import JOB_OVERHEAD, Job
+from .job import JOB_OVERHEAD, RESERVED, Job
 from .jobmap import EMPTY
 from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
 from .protocol import NS, name_ok
@@ -48,6 +48,8 @@ class Commands:
     inflight: int
     said_ids_used_up: bool
     auth: Verifier | None
+    resume: list[Session]
+    broken: list[tuple[Session, Job]]
 
     if TYPE_CHECKING:
         # Engine's methods that the handlers call (defined there).
@@ -202,6 +204,22 @@ class Commands:
         else:
             del jobs[id_]
             s.send(R.PUT[NO_ROOM])
+
+    def unreadable(self, s: Session, j: Job) -> None:
+        """j's body is in the binlog and could not be read (the store said
+        where): s gets INTERNAL_ERROR. If s has just reserved j, j is buried
+        when the command that reserved it is done (_resume), so that it
+        stays for an operator and is not handed out again and again."""
+        s.send(P.INTERNAL_ERROR)
+        if j.state == RESERVED:
+            self.broken.append((s, j))
+            self.resume.append(s)  # (so that _resume runs)
+
+    def _bury_broken(self, now: int) -> None:
+        broken, self.broken = self.broken, []
+        for s, j in broken:
+            if j.state == RESERVED and self.q.bury(s, j.id, j.pri, now) is DONE:
+                self.log("job %d buried: its body could not be read" % j.id)
 
     def _found(self, s: Session, j: Job | None) -> None:
         if j is None:

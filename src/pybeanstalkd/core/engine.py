@@ -25,13 +25,14 @@ from .slices import SLICE
 from .tags import tags_of, with_idp
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
-    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, Session, VerboseSession,
-    wide_budget)
+    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, DiskSession, Session,
+    VerboseDiskSession, VerboseSession, wide_budget)
 from .stats import CMD_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
+    from .job import Job
     from .tags import Tags
 
     from .commands import Verifier
@@ -97,7 +98,7 @@ class Engine(Commands, ExtensionCommands):
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
                  auth: Verifier | None = None, store: Store | None = None,
                  extensions: bool = False, max_tries: int = 0,
-                 rand: Callable[[], float] | None = None) -> None:
+                 rand: Callable[[], float] | None = None, bodies_on_disk: bool = False) -> None:
         self.q = (ExtQueue(now, store, max_tries) if extensions
                   else Queue(now, store, max_tries))
         self.now = now
@@ -115,6 +116,14 @@ class Engine(Commands, ExtensionCommands):
             self.counts[op] = 0
         self.dirty: list[Session] = []  # connections with replies to write
         self.resume: list[Session] = []  # connections whose blocking reserve ended
+        # --bodies-on-disk: jobs reserved whose body the binlog could not give
+        # back, with who reserved them: buried once the command is done
+        # (unreadable()), at the next _resume
+        self.broken: list[tuple[Session, Job]] = []
+        self.bodies_on_disk = bodies_on_disk  # (the store reads bodies back: DiskSession)
+        self.session_class: type[Session] = (
+            (VerboseDiskSession if verbose >= 2 else DiskSession) if bodies_on_disk
+            else VerboseSession if verbose >= 2 else Session)
         self.backlog: list[Session] = []  # stopped at OUT_LIMIT with commands left
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
         self.draining = False
@@ -166,7 +175,7 @@ class Engine(Commands, ExtensionCommands):
     # -- connection lifecycle ---------------------------------------------
 
     def connect(self) -> Session:
-        s = VerboseSession(self) if self.verbose >= 2 else Session(self)
+        s = self.session_class(self)
         self.q.attach(s)
         self.conn_ct += 1
         self.total_conn_ct += 1
@@ -297,6 +306,8 @@ class Engine(Commands, ExtensionCommands):
         self._resume(now)
 
     def _resume(self, now: int) -> None:
+        if self.broken:
+            self._bury_broken(now)
         while self.resume:
             s = self.resume.pop()
             # (one stopped for a later turn waits for it: backlog)

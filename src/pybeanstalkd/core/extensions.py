@@ -150,6 +150,7 @@ class ExtensionCommands:
     rand: Callable[[], float]  # uniform in [0, 1): the weighted reserves' draws
     verbose: int
     log: Callable[[str], None]
+    broken: list[tuple[Session, Job]]  # (--bodies-on-disk: Commands.unreadable)
 
     if TYPE_CHECKING:
         def _in_slices(self, s: Session, gen: Generator[None, int, int],
@@ -177,6 +178,10 @@ class ExtensionCommands:
             n += 1
         if not out:
             s.sink.append(s)
+        if self.broken:  # (--bodies-on-disk) a body not read back: not an entry
+            kept = [x for x in out[at:] if x is not P.INTERNAL_ERROR]
+            n -= len(out) - at - len(kept)
+            out[at:] = kept
         out.insert(at, b"RESERVED_BATCH %d\r\n" % n)  # (before the entries reserve wrote)
         if self.verbose >= 2:  # (-V -V logs each reply; this one bypassed send)
             self.log(">%d reply RESERVED_BATCH %d" % (s.fd, n))
@@ -298,7 +303,10 @@ class ExtensionCommands:
             if not found:
                 return P.NOT_FOUND
             j = found[0]
-            return P.job_header(b"FOUND", j.id, len(j.body) - 2) + j.body
+            body = self.q.store.body(j)  # (--bodies-on-disk: maybe read back)
+            if body is None:
+                return P.INTERNAL_ERROR
+            return P.job_header(b"FOUND", j.id, len(body) - 2) + body
 
         if not self.q.spawn(self._in_slices(s, look(), answer)):
             s.state = BUSY

@@ -58,6 +58,19 @@ def times(delay: int, ttr: int) -> tuple[int, int]:
     return shared
 
 
+class OnDisk(int):
+    """A body left in the binlog (--bodies-on-disk): where it starts in its
+    job's file (Job.file) << 32 | its size, CRLF included. len() is that
+    size, as a body's is, so that what counts bytes works on either; what
+    needs the bytes asks the store (Store.body). 64 bytes, where the body's
+    own bytes object costs 33 more than its size."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return self & M32
+
+
 class Job:
     # 10 slots: with the GC and object headers, 112 bytes (a pymalloc class).
     # The reserving connection is found through Queue.owners (held.py), not a slot.
@@ -71,7 +84,11 @@ class Job:
         self.pri = pri
         # ns: the last put or release delay, and ttr (times(), inline)
         self.times = _TIMES.get((delay, ttr)) or times(delay, ttr)
-        self.body = body  # bytes, with the trailing CRLF
+        # bytes, with the trailing CRLF. With --bodies-on-disk, an OnDisk
+        # once the binlog holds it (binlog/bodies.py): typed as bytes all the
+        # same, for the many places that only ever see bytes; those that may
+        # see an OnDisk (DiskSession, Store.body, the binlog) say so.
+        self.body = body
         self.state = INVALID
         self.created = created
         # ns: when reserved, TTR expiry; when delayed, ready time. When buried:

@@ -28,6 +28,8 @@ class Outcome(IntEnum):
     DRAINING = 10  # the server takes no new jobs (SIGUSR1)
     # A release that used up the job's tries (--max-tries): buried instead.
     TRIES_USED_UP = 12
+    # A body left in the binlog (--bodies-on-disk) could not be read back.
+    UNREADABLE = 13
 
 
 # The names the hot paths load as globals (an enum's attribute is a lookup more).
@@ -44,3 +46,4 @@ IDS_USED_UP = Outcome.IDS_USED_UP
 OVER_CAP = Outcome.OVER_CAP
 DRAINING = Outcome.DRAINING
 TRIES_USED_UP = Outcome.TRIES_USED_UP
+UNREADABLE = Outcome.UNREADABLE

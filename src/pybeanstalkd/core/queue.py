@@ -129,7 +129,7 @@ class Queue(Reserving):
         Engine.admit asks it for every put). The job count is len(jobs),
         summed here to save a call."""
         reserved = self.reserved_ct
-        return (self.body_bytes
+        return (self.body_bytes - self.store.on_disk  # (bodies left in the binlog: not in RAM)
                 + (self.ready_ct + self.delayed_ct + self.buried_ct + reserved) * JOB_OVERHEAD
                 + reserved * RESERVED_OVERHEAD)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .job import OnDisk
 from .replies import RESERVE
 from .tube import Conn
 
@@ -123,6 +124,55 @@ class VerboseSession(Session):
 
     def send_job(self, word: bytes, job: Job) -> None:
         super().send_job(word, job)
+        self.log_job(word, job)
+
+    def log_job(self, word: bytes, job: Job) -> None:
         log = self.engine.log
         log(">%d reply %s %d %d" % (self.fd, word.decode(), job.id, len(job.body) - 2))
         log(">%d job %d" % (self.fd, job.id))
+
+
+class DiskSession(Session):
+    """--bodies-on-disk: a job's body may be in the binlog (OnDisk), read
+    back by the store as the job is sent. One that cannot be read is
+    answered INTERNAL_ERROR, and a reserved one is buried (Engine.unreadable):
+    the job stays, and the next reserve gets another."""
+
+    __slots__ = ()
+
+    def send_job(self, word: bytes, job: Job) -> None:
+        self.sent_job(word, job)
+
+    def reserved(self, job: Job) -> None:
+        self.sent_job(b"RESERVED", job)
+
+    def sent_job(self, word: bytes, job: Job) -> bool:
+        """send_job; False if the body could not be read (answered)."""
+        where: bytes | OnDisk = job.body
+        if where.__class__ is OnDisk:
+            got = self.engine.q.store.body(job)
+            if got is None:
+                self.engine.unreadable(self, job)
+                return False
+            body = got
+        else:
+            body = job.body
+        out = self.out
+        if not out:
+            self.sink.append(self)
+        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
+        out.append(body)
+        return True
+
+
+class VerboseDiskSession(DiskSession, VerboseSession):
+    """-V -V with --bodies-on-disk."""
+
+    __slots__ = ()
+
+    def send_job(self, word: bytes, job: Job) -> None:
+        if self.sent_job(word, job):
+            self.log_job(word, job)
+
+    def reserved(self, job: Job) -> None:
+        self.send_job(b"RESERVED", job)

@@ -88,6 +88,10 @@ def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[byt
         (b"binlog-records-written", wal[3]),
         (b"binlog-max-size", wal[4]),
         *([(b"current-concurrency-keys", q.ext.concurrency_keys())] if q.ext is not None else []),
+        # --bodies-on-disk: the stored jobs' bodies, CRLFs included, left
+        # in the binlog's files and kept in RAM
+        *([(b"body-bytes-on-disk", q.store.on_disk),
+           (b"body-bytes-in-ram", q.body_bytes - q.store.on_disk)] if s.bodies_on_disk else []),
         (b"draining", bool(s.draining)),
         (b"id", s.host.instance_id),
         (b"hostname", Quoted(s.host.hostname)),

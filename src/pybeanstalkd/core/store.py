@@ -19,6 +19,7 @@ class Store(Protocol):
 
     lsn: int  # bytes of records produced so far
     filesize: int
+    on_disk: int  # bytes of the bodies left in the binlog (--bodies-on-disk)
 
     def stats(self) -> tuple[int, int, int, int, int]: ...
     def reserve_put(self, j: Job) -> bool: ...
@@ -26,6 +27,7 @@ class Store(Protocol):
     def write(self, j: Job, rec: bytes | None = None) -> bool: ...
     def note(self, rec: Record) -> bool: ...
     def forget(self, rec: Record) -> None: ...
+    def body(self, j: Job) -> bytes | None: ...
 
 
 class NullStore:
@@ -33,6 +35,7 @@ class NullStore:
 
     lsn = 0
     filesize = 10485760  # the -s value, for stats
+    on_disk = 0
 
     def stats(self) -> tuple[int, int, int, int, int]:
         """(oldest index, current index, migrations, records written, max size)"""
@@ -54,3 +57,8 @@ class NullStore:
 
     def forget(self, rec: Record) -> None:
         """A record written by note() no longer matters (its file may go)."""
+
+    def body(self, j: Job) -> bytes | None:
+        """j's body, CRLF included (None: the binlog could not give it back,
+        and said why)."""
+        return j.body

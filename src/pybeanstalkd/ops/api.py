@@ -162,11 +162,14 @@ def preview(body: bytes) -> dict:
     return {"text": text, "hex": data.hex(), "truncated": truncated}
 
 
-def job(j, now: int, extra=()) -> dict:
+def job(j, now: int, extra=(), store=None) -> dict:
+    """A job's stats, size and preview. Its body is read back through
+    store (Store.body) when the binlog holds it (--bodies-on-disk); one
+    that cannot be read has a preview of None."""
     d = as_dict(job_fields(j, now, extra))
-    body = j.body[:-2]  # without the CRLF
-    d["size"] = len(body)
-    d["preview"] = preview(body)
+    d["size"] = len(j.body) - 2  # without the CRLF
+    body = j.body if store is None else store.body(j)
+    d["preview"] = None if body is None else preview(body[:-2])
     return d
 
 

@@ -84,7 +84,8 @@ STATUS: dict[str, dict[Outcome, tuple[int, str]]] = {
             Outcome.OVER_CAP: (503, "OUT_OF_MEMORY"), Outcome.NO_ROOM: (503, "OUT_OF_MEMORY"),
             Outcome.IDS_USED_UP: (503, "INTERNAL_ERROR")},
     "move": {Outcome.NO_ROOM: (503, "binlog full"),
-             Outcome.IDS_USED_UP: (503, "job ids are used up"), Outcome.NOT_LOGGED: _NOT_LOGGED},
+             Outcome.IDS_USED_UP: (503, "job ids are used up"), Outcome.NOT_LOGGED: _NOT_LOGGED,
+             Outcome.UNREADABLE: (500, "a job's body could not be read from the binlog")},
     "flush": {Outcome.NOT_LOGGED: _NOT_LOGGED},
 }
 
@@ -399,13 +400,15 @@ class Http:
         jobs = [j for j in jobs if q.jobs.get(j.id) is j]  # (any deleted since)
         return web.json_response({"tube": name.decode(), "state": state, "total": total,
                                   "offset": offset, "limit": limit,
-                                  "jobs": [api.job(j, now, q.job_extra(j)) for j in jobs]})
+                                  "jobs": [api.job(j, now, q.job_extra(j), q.store)
+                                           for j in jobs]})
 
     async def job(self, request):
         j = self.engine.q.jobs.get(self._job_id(request))
         if j is None:
             return _error(404, "no such job")
-        return web.json_response({"job": api.job(j, self.now(), self.engine.q.job_extra(j))})
+        q = self.engine.q
+        return web.json_response({"job": api.job(j, self.now(), q.job_extra(j), q.store)})
 
     # -- actions --------------------------------------------------------------
 

@@ -52,7 +52,8 @@ SERVER = {
 }
 NOT_NUMERIC = {b"version", b"draining", b"id", b"hostname", b"os", b"platform"}  # draining: pybeanstalkd_draining
 # Shown under a name of ours (Scrape._ext, with the other --extensions gauges).
-OURS = {b"current-concurrency-keys"}  # pybeanstalkd_concurrency_keys
+# pybeanstalkd_concurrency_keys; pybeanstalkd_body_bytes (Scrape._rest)
+OURS = {b"current-concurrency-keys", b"body-bytes-on-disk", b"body-bytes-in-ram"}
 
 TUBE = {
     b"current-jobs-urgent": ("beanstalkd_tube_current_jobs_urgent_count", GAUGE, "Ready jobs with priority < 1024."),
@@ -213,6 +214,17 @@ class Scrape:
         yield GaugeMetricFamily("pybeanstalkd_memory_cap_bytes", "--max-memory (0: no cap).",
                                 value=e.max_memory or 0)
         yield GaugeMetricFamily("pybeanstalkd_draining", "1 while draining.", value=int(e.draining))
+        store = e.q.store
+        body = GaugeMetricFamily("pybeanstalkd_body_bytes", "Stored jobs' bodies (CRLFs included), "
+                                 "by where they are: in RAM, or left in the binlog's files "
+                                 "(--bodies-on-disk).", labels=["where"])
+        body.add_metric(["ram"], e.q.body_bytes - store.on_disk)
+        body.add_metric(["disk"], store.on_disk)
+        yield body
+        if e.bodies_on_disk:
+            yield CounterMetricFamily("pybeanstalkd_body_read_errors", "Bodies the binlog could not "
+                                      "give back (each answered INTERNAL_ERROR).",
+                                      value=store.read_errors)
         if e.q.ext is not None:
             yield from self._ext(e.q.ext)
         if self.srv.cluster is not None:

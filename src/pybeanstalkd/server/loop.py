@@ -146,6 +146,12 @@ def lock_binlog(opts: Options) -> Wal:
         for line in e.args:
             warn(line)
         raise SystemExit(10) from None
+    if opts.bodies_on_disk:
+        from ..binlog.bodies import DiskWal
+
+        # (the flag counts a put's bytes; a stored body has its CRLF too)
+        return DiskWal(wal_dir, opts.filesize, opts.body_ram_min + 2, wantsync=opts.wantsync,
+                       warn=warn, zero_ahead=opts.fsync_each_write)
     return Wal(wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn,
                zero_ahead=opts.fsync_each_write)
 
@@ -194,7 +200,8 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
                     log=Server.log, host=ProcessHost(), hold=hold_for(opts),
                     max_memory=opts.max_memory, auth=opts.auth_tokens, store=wal,
                     extensions=opts.extensions, max_tries=opts.max_tries or 0,
-                    rand=random.Random().random)  # (seeded from the OS)
+                    rand=random.Random().random,  # (seeded from the OS)
+                    bodies_on_disk=opts.bodies_on_disk)
     # With --http, the HTTP side answers while a long replay runs (in a
     # thread: nothing else touches the engine until it is done), so that
     # /healthz says the process is alive and /readyz says why it is not
