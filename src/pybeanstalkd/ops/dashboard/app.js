@@ -1085,19 +1085,25 @@
 
     const p = job.preview || { text: null, hex: '', truncated: false };
     const mode = S.jobs.mode;
-    const sig = mode + '\u0000' + (p.text == null ? '' : p.text) + '\u0000' + p.hex + '\u0000' + p.truncated;
+    // (no preview: --bodies-on-disk could not read the body back from its file)
+    const unread = job.preview === null && job.size > 0;
+    const sig = mode + '\u0000' + (p.text == null ? '' : p.text) + '\u0000' + p.hex + '\u0000' + p.truncated + unread;
     if (row.sig !== sig) {
       row.sig = sig;
       const td = row.body;
       td.textContent = '';
-      const useHex = mode === 'hex' || p.text == null;
-      td.dataset.mode = useHex ? 'hex' : 'text';
-      if (p.text == null && mode === 'text') td.append(h('span', { class: 'badge bin', title: 'not UTF-8 text, shown as hex' }, 'bin'));
-      const shown = useHex ? spacedHex(p.hex.slice(0, 96)) + (p.hex.length > 96 ? ' …' : '') :
-        p.text.replace(/\r?\n/g, ' ↵ ').replace(/\t/g, ' ⇥ ');
-      td.append(h('span', { class: 'preview', dataset: { testid: 'job-preview' } }, shown || '(empty)'));
-      if (!shown) td.lastChild.classList.add('muted');
-      if (p.truncated) td.append(h('span', { class: 'more', title: 'only the first 1 KiB is previewed' }, '…'));
+      if (unread) {
+        td.append(h('span', { class: 'preview muted', dataset: { testid: 'job-preview' }, title: 'the server could not read this body from its binlog file (see its stderr)' }, '(unreadable)'));
+      } else {
+        const useHex = mode === 'hex' || p.text == null;
+        td.dataset.mode = useHex ? 'hex' : 'text';
+        if (p.text == null && mode === 'text') td.append(h('span', { class: 'badge bin', title: 'not UTF-8 text, shown as hex' }, 'bin'));
+        const shown = useHex ? spacedHex(p.hex.slice(0, 96)) + (p.hex.length > 96 ? ' …' : '') :
+          p.text.replace(/\r?\n/g, ' ↵ ').replace(/\t/g, ' ⇥ ');
+        td.append(h('span', { class: 'preview', dataset: { testid: 'job-preview' } }, shown || '(empty)'));
+        if (!shown) td.lastChild.classList.add('muted');
+        if (p.truncated) td.append(h('span', { class: 'more', title: 'only the first 1 KiB is previewed' }, '…'));
+      }
     }
 
     const asig = job.state;
