@@ -184,20 +184,35 @@ def test_the_memory_cap_counts_only_bodies_in_ram(tmp_path):
 
 
 def test_compaction_waits_on_a_body_it_cannot_read(tmp_path):
+    """A live job in the oldest file whose body is gone cannot be moved (its
+    record needs its bytes), and files go in order: compaction waits for
+    the job's delete, says so once, and reads the body no more; once the
+    job is deleted the binlog shrinks again."""
     warned = []
     h, wal = with_binlog(tmp_path, filesize=8192, ram_min=0, warn=warned.append)
     c = h.conn()
     put(h, c, b"k" * 300, pri=5)
     wal.flush()
     kept = h.e.q.jobs[1]
-    os.truncate(kept.file.path, (kept.body >> 32) + 10)
-    for _ in range(60):  # enough churn for compaction to want the first file
-        i = put(h, c, b"f" * 600, pri=9)
-        h.send(c, b"delete %d\r\n" % i)
-        wal.flush()
+    first = kept.file.path
+    os.truncate(first, (kept.body >> 32) + 10)
+
+    def churn(n):
+        for _ in range(n):
+            i = put(h, c, b"f" * 600, pri=9)
+            h.send(c, b"delete %d\r\n" % i)
+            wal.flush()
+
+    churn(60)  # enough for compaction to want the first file
     assert kept.file.seq == 1 and os.path.exists(kept.file.path)
-    assert len(warned) == 1 and "job 1: its body could not be read" in warned[0]
+    assert len(warned) == 2 and "job 1: its body could not be read" in warned[0]
+    assert "compaction waits until job 1 is deleted" in warned[1]
+    assert wal.read_errors == 1  # (not read again at each write)
     assert h.send(c, b"stats-job 1\r\n").startswith(b"OK ")
+    assert h.send(c, b"delete 1\r\n") == b"DELETED\r\n"
+    churn(60)
+    assert not os.path.exists(first)
+    assert len([n for n in os.listdir(tmp_path) if n.startswith("binlog.")]) <= 4
 
 
 def test_verbose_sessions_log_the_job_sent(tmp_path):

@@ -27,14 +27,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..core.job import M32, OnDisk
+from ..core.job import INVALID, M32, OnDisk
 from .files import File, Wal
 
 if TYPE_CHECKING:
     from ..core.job import Job
 
 READERS = 64  # read fds kept open, one per file (the oldest opened is closed first)
-BAD_MAX = 4096  # unreadable bodies remembered, so that each is warned about once
+BAD_MAX = 4096  # unreadable bodies remembered: each is warned about (and read) once
 
 
 class DiskWal(Wal):
@@ -55,12 +55,17 @@ class DiskWal(Wal):
     # -- where bodies go ------------------------------------------------------
 
     def _write(self, j: Job, rec: bytes | None = None) -> bool:
+        if not self.use:  # (the binlog failed: Wal._write drops nothing now)
+            body: bytes | OnDisk = j.body
+            if j.state == INVALID and body.__class__ is OnDisk:
+                self.on_disk -= len(body)  # a delete: its body counts no more
+            return True
         if j.file is not None:  # a short record: the body stays where it is
             return Wal._write(self, j, rec)
         ok = Wal._write(self, j, rec)
         f = j.file
         if f is not None:
-            body: bytes | OnDisk = j.body
+            body = j.body
             n = len(body)
             if n >= self.ram_min and body.__class__ is bytes:
                 # (the record ends with the body, and used(f) with the record)
@@ -70,8 +75,8 @@ class DiskWal(Wal):
     def flush(self) -> None:
         Wal.flush(self)
         unwritten = self.unwritten
-        if unwritten and not self.buf:
-            if self.use:  # (else the write failed: the bodies stay in RAM)
+        if unwritten and (not self.buf or not self.use):
+            if self.use:  # (else a write failed: the bodies stay in RAM)
                 for j, f, pos in unwritten:
                     body: bytes | OnDisk = j.body
                     # (not deleted, nor moved on since: its record is this one)
@@ -92,9 +97,16 @@ class DiskWal(Wal):
         j = Wal._live_in(self, f)
         where: bytes | OnDisk | None = None if j is None else j.body
         if j is not None and where.__class__ is OnDisk:
+            if (f.seq, where >> 32) in self.bad:
+                return None  # (compaction waits for its delete: said once)
             body = self.body(j)
             if body is None:
-                return None  # (warned; compaction waits, the file stays)
+                # Its record cannot be rewritten without its bytes, and
+                # files go in order: the binlog grows until the job goes.
+                self.warn(f"{f.path}: compaction waits until job {j.id} is deleted (its body"
+                          " cannot be read); the binlog cannot shrink past this file until"
+                          " then")
+                return None
             self.on_disk -= len(body)
             j.body = body
         return j

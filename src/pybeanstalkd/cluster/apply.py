@@ -106,10 +106,14 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
             continue  # deleted meanwhile
         body = q.store.body(j)  # (--bodies-on-disk: read back)
         if body is None:
-            continue  # (the store said where it failed; the follower's snapshot lacks it)
-        rec = F.encode(j, True, wall_offset, body)
-        if codec is not None:
-            rec = codec.prefix(j) + rec
+            # (the store said where it failed) A short record: a follower
+            # that has the job keeps it, as a snapshot's end deletes any
+            # job no record named; one that lacks it cannot make it.
+            rec = F.encode(j, False, wall_offset)
+        else:
+            rec = F.encode(j, True, wall_offset, body)
+            if codec is not None:
+                rec = codec.prefix(j) + rec
         out.append(rec)
         size += len(rec)
         if size >= part_bytes:

@@ -205,13 +205,14 @@ class Commands:
             del jobs[id_]
             s.send(R.PUT[NO_ROOM])
 
-    def unreadable(self, s: Session, j: Job) -> None:
+    def unreadable(self, s: Session, j: Job, reserving: bool) -> None:
         """j's body is in the binlog and could not be read (the store said
-        where): s gets INTERNAL_ERROR. If s has just reserved j, j is buried
+        where): s gets INTERNAL_ERROR. If s was reserving j, j is buried
         when the command that reserved it is done (_resume), so that it
-        stays for an operator and is not handed out again and again."""
+        stays for an operator and is not handed out again and again (a
+        peek changes nothing)."""
         s.send(P.INTERNAL_ERROR)
-        if j.state == RESERVED:
+        if reserving:
             self.broken.append((s, j))
             self.resume.append(s)  # (so that _resume runs)
 

@@ -152,7 +152,7 @@ class DiskSession(Session):
         if where.__class__ is OnDisk:
             got = self.engine.q.store.body(job)
             if got is None:
-                self.engine.unreadable(self, job)
+                self.engine.unreadable(self, job, word == b"RESERVED")
                 return False
             body = got
         else:
