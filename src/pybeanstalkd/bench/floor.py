@@ -9,18 +9,25 @@ the input. What ours spends above it is the cost of being beanstalkd;
 what the floor spends above the reference is the cost of Python and the
 event loop on this machine.
 
-    python -m pybeanstalkd.bench.floor -l 127.0.0.1 -p PORT
+    python -m pybeanstalkd.bench.floor -l 127.0.0.1 -p PORT [-b DIR -f0]
+
+With -b DIR it appends each put's body to one file there (preallocated, no
+format), and with -f0 also fdatasyncs it before the replies of the read
+that put: the least a durable put costs.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from collections import deque
 
 bodies: dict[int, bytes] = {}
 tubes: dict[bytes, deque] = {}  # ready job ids, FIFO
 waiting: dict[bytes, deque] = {}  # connections blocked in a reserve
 last_id = 0
+log_fd = -1  # -b: where puts' bodies go
+log_sync = False  # -f0: fdatasync them before the replies
 
 
 class Conn(asyncio.Protocol):
@@ -40,6 +47,7 @@ class Conn(asyncio.Protocol):
         global last_id
         buf = self.buf + data if self.buf else data
         out = []
+        logged: list[bytes] = []
         pos = 0
         while not self.blocked:
             e = buf.find(b"\r\n", pos)
@@ -52,6 +60,8 @@ class Conn(asyncio.Protocol):
                     break
                 last_id += 1
                 bodies[last_id] = buf[e + 2:e + 2 + n]
+                if log_fd >= 0:
+                    logged.append(bodies[last_id])
                 pos = e + n + 4
                 out.append(b"INSERTED %d\r\n" % last_id)
                 w = waiting.get(self.use)
@@ -90,6 +100,10 @@ class Conn(asyncio.Protocol):
             else:
                 out.append(b"UNKNOWN_COMMAND\r\n")
         self.buf = buf[pos:]
+        if logged:
+            os.write(log_fd, b"".join(logged))
+            if log_sync:
+                os.fdatasync(log_fd)
         if out:
             self.t.write(out[0] if len(out) == 1 else b"".join(out))
 
@@ -124,7 +138,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m pybeanstalkd.bench.floor")
     p.add_argument("-l", default="127.0.0.1")
     p.add_argument("-p", type=int, default=11300)
+    p.add_argument("-b", help="append puts' bodies to a file in this directory")
+    p.add_argument("-f", type=int, help="0: fdatasync them before the replies (-f0)")
+    p.add_argument("-F", action="store_true", help="never fdatasync (the default)")
     args = p.parse_args(argv)
+    global log_fd, log_sync
+    if args.b is not None:
+        log_fd = os.open(os.path.join(args.b, "floor.log"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.posix_fallocate(log_fd, 0, 1 << 30)
+        log_sync = args.f == 0 and not args.F
     try:
         from uvloop import run
     except ImportError:

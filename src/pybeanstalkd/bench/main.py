@@ -13,12 +13,14 @@
     pybeanstalkd-bench --compare --hostile          junk, clients that never read, bodies in flight
     pybeanstalkd-bench --micro                      each hot command's Python cost, by layer
     pybeanstalkd-bench --compare --disk-bodies      --bodies-on-disk: memory, rates, a storm
+    pybeanstalkd-bench --compare --durable          -b -f0 from 1, 8 and 64 producers, and -F
     pybeanstalkd-bench --compare --disk-fill 30     a 30 GiB backlog (bigger than RAM)
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
 recovery), stalls.py (a probe during big work), memcap.py (--max-memory),
 hostile.py (what hostile clients cost the others), disk.py (--bodies-on-disk),
+durable.py (-f0 puts),
 micro.py (in-process cost by layer), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
@@ -35,7 +37,7 @@ from dataclasses import asdict, replace
 from time import monotonic
 
 from . import hostile as hostile_mod, httpcost, memcap as memcap_mod, micro as micro_mod, modes
-from . import batch as batch_mod, disk as disk_mod, stalls as stalls_mod
+from . import batch as batch_mod, disk as disk_mod, durable as durable_mod, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference, describe
@@ -309,6 +311,9 @@ def parse_args(argv):
     a("--batch", type=int, metavar="K", default=None,
       help="with --compare: drain -n jobs one reserve+delete at a time, then (a server "
            "with --extensions) with reserve-batch K + delete-batch, one connection; jobs/s")
+    a("--durable", action="store_true",
+      help="with --compare: -b -f0 puts from 1, 8 and 64 unpipelined producers (-d seconds "
+           "each, default 5), and ours with -F beside; best of --rounds")
     a("--disk-bodies", action="store_true",
       help="with --compare: --bodies-on-disk's RSS per job (100 B, 8 KiB, 64 KiB), "
            "reserve rates of 4 KiB bodies hot and cold, a probe during a cold reserve storm")
@@ -340,8 +345,8 @@ def parse_args(argv):
         p.error("--hostile needs --compare (it starts the servers with its own flags)")
     if args.batch is not None and not (args.compare and 1 <= args.batch <= 1000):
         p.error("--batch K needs --compare and K in 1..1000")
-    if (args.disk_bodies or args.disk_fill) and not args.compare:
-        p.error("--disk-bodies and --disk-fill need --compare (they start the servers)")
+    if (args.disk_bodies or args.disk_fill or args.durable) and not args.compare:
+        p.error("--disk-bodies, --disk-fill and --durable need --compare (they start the servers)")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
     bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES) - set(stalls_mod.OPTIONAL)
@@ -390,7 +395,7 @@ def main(argv=None) -> int:
         load_servers, load_names = servers, names
     special = (args.batch or args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
                or args.memcap or args.http_cost or args.micro or args.hostile
-               or args.disk_bodies or args.disk_fill)
+               or args.disk_bodies or args.disk_fill or args.durable)
     out = {"options": vars(args), "servers": load_names if args.workloads or not special
            else names}
     t0 = monotonic()
@@ -512,6 +517,11 @@ def main(argv=None) -> int:
                         r["refused"]] for r in res["inflight"]]))
         if args.disk_bodies or args.disk_fill:
             out["disk"] = disk_mod.run(ref, ours, args, o, progress, say, table)
+        if args.durable:
+            rows = out["durable"] = durable_mod.durable(
+                ref, ours, o, args.rounds, args.duration or 5.0, progress=progress,
+                floor=[sys.executable, "-m", "pybeanstalkd.bench.floor"] if args.floor else None)
+            durable_mod.report(rows, say, table)
     except (BenchError, OSError) as e:
         progress.clear()
         print(f"pybeanstalkd-bench: {e}", file=sys.stderr)

@@ -12,7 +12,7 @@ from .files import Wal
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Sized
+    from collections.abc import Collection
     from typing import Protocol
 
     class _Gate(Protocol):
@@ -20,12 +20,17 @@ if TYPE_CHECKING:
         (server/gate.py, which binlog/ does not import)."""
 
         @property
-        def held(self) -> Sized: ...  # clients whose replies wait for safe()
+        def held(self) -> Collection[object]: ...  # clients whose replies wait for safe()
         def advanced(self) -> int: ...  # safe() moved on: answer who it covers
         def binlog_failed(self) -> None: ...  # nothing to wait for: answer all
         def sync_starting(self) -> None: ...  # an fsync starts (--cluster -f0: ship)
         def sync_waits(self) -> bool: ...  # hold the next fsync back (its acks)
         def flush(self) -> None: ...  # the server's end of a pass
+
+
+# -f0: a client other than the last one synced inline that writes within
+# this long of it means more than one is writing (Syncer._alone)
+ALONE_NS = 2_000_000
 
 
 def fsync_all(fds: list[int], dirfd: int | None) -> None:
@@ -59,7 +64,8 @@ class Syncer:
 
     -f0 is group commit: replies to writing commands are held until an fsync
     covers their records; records written while one fsync runs share the
-    next. -f MS syncs at most every MS ms, and a timer syncs the tail within
+    next. With one writer waiting (and one in the last group) the fsync
+    runs inline instead: there is no group to share it. -f MS syncs at most every MS ms, and a timer syncs the tail within
     MS even if no further write comes. -F never syncs.
     The thread reports back through a pipe the loop watches: cheaper per
     cycle than an executor future.
@@ -84,6 +90,9 @@ class Syncer:
         self.last = 0
         self.error: OSError | None = None
         self.took = 0  # ns the last fsync took (set by the thread, read in _done)
+        # -f0: the client the last fsync run inline was for, and when it ended
+        self.inline_for: object = None
+        self.inline_at = 0
         self.fsync_hist = hist.new()  # for the metrics
         self.jobs: queue.SimpleQueue[tuple[list[int], int | None]] = queue.SimpleQueue()
         self.rfd, self.wfd = os.pipe()
@@ -122,7 +131,13 @@ class Syncer:
                 self.gathering = True
                 self.loop.call_soon(self._gather)
             return
-        if now >= self.last + self.rate:
+        if self.rate == 0 and self.expect <= 1 and self._alone(now):
+            # -f0 with one writer, as the last group was one: no group to
+            # gather, and the hand-off to the thread and back (two wake-ups,
+            # a pipe) costs more than the fdatasync itself. Sync here, as
+            # the reference does for every write.
+            self._inline(now)
+        elif now >= self.last + self.rate:
             self._start(now)
         else:
             self.timer = self.loop.call_later((self.last + self.rate - now) / 1e9, self._due)
@@ -143,6 +158,42 @@ class Syncer:
         fds, dirfd, close = self.wal.sync_targets()
         self.busy = (self.wal.written, close)
         self.jobs.put((fds, dirfd))
+
+    def _alone(self, now: int) -> bool:
+        """Is one client writing, the one whose reply waits now? A sync
+        inline holds the loop, so other writers' commands wait unread and
+        no group forms (held stays at one): a second client writing within
+        ALONE_NS of the last inline sync sends the syncs back to the
+        thread, where a group gathers while each runs."""
+        held = self.gate.held
+        if len(held) > 1:
+            return False
+        if not held:
+            return True  # (an HTTP action's wait, or records nobody waits for)
+        s = next(iter(held))
+        if s is self.inline_for or now - self.inline_at > ALONE_NS:
+            self.inline_for = s
+            return True
+        return False
+
+    def _inline(self, now: int) -> None:
+        """An fsync on the loop's thread (kick says when), then its replies."""
+        self.last = now
+        wal = self.wal
+        wal.flush()
+        self.gate.sync_starting()
+        target = wal.written
+        t0 = monotonic_ns()
+        try:
+            sync_inline(wal)
+        except OSError as e:
+            warn(f"fsync: {e}")  # (as the thread's: reported, the group answered)
+        t1 = self.inline_at = monotonic_ns()
+        hist.observe(self.fsync_hist, t1 - t0)
+        wal.synced = max(wal.synced, target)
+        released = self.gate.advanced()
+        self.expect = len(self.gate.held) + released
+        self.gather_until = t1 + 200_000
 
     def _done(self) -> None:
         try:
