@@ -1,8 +1,17 @@
 import pytest
 
 import dashtools
+import fakeclock
 from binlogtools import launch, start
 from support import Server, ours_argv, require_reference
+
+
+@pytest.fixture(autouse=True)
+def _close_binlogs():
+    """Close what each test's with_binlog binlogs hold (fds)."""
+    yield
+    while fakeclock.OPEN_WALS:
+        fakeclock.OPEN_WALS.pop().close()
 
 
 @pytest.fixture

@@ -57,6 +57,12 @@ class Harness:
 
 
 
+# Binlogs made by with_binlog, closed after each test (conftest.py): a test
+# that makes many (restarts, small files) would otherwise leave thousands
+# of fds open for the tests after it.
+OPEN_WALS: list = []
+
+
 def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, ram_min=None,
                 warn=lambda m: None, **kw):
     """A Harness whose queue writes a binlog in tmp_path (recovered first),
@@ -69,6 +75,7 @@ def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, r
         wal = DiskWal(str(tmp_path), filesize, ram_min, warn=warn, falloc=falloc,
                       zero_ahead=zero_ahead)
         kw["bodies_on_disk"] = True
+    OPEN_WALS.append(wal)
     h = Harness(filesize=filesize, store=wal, **kw)
     recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
     return h, wal

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from fakeclock import with_binlog
+from fakeclock import OPEN_WALS, with_binlog
 from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
@@ -266,6 +266,7 @@ def test_a_disk_wal_recovers_in_place(tmp_path):
     put(h, h.conn(), b"y" * 2000)
     wal.flush()
     w = DiskWal(str(tmp_path / ""), 10485760, 1024, warn=lambda m: None)
+    OPEN_WALS.append(w)
     h2 = Harness(store=w, bodies_on_disk=True)
     recover(w, h2.e.q, h2.e.max_job_size, h2.now, lambda m: None)
     j = h2.e.q.jobs[1]

@@ -4,7 +4,12 @@ syncs back to the thread, where a group gathers (binlog/sync.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 
+import pytest
+
+from binlogtools import run_load
+from fakeclock import OPEN_WALS
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.binlog.sync import Syncer
@@ -40,10 +45,18 @@ class Gate:
 def setup(tmp_path):
     loop = asyncio.new_event_loop()
     wal = Wal(str(tmp_path), 1 << 20, warn=lambda m: None)
+    OPEN_WALS.append(wal)
     e = Engine(0, store=wal, log=lambda m: None)
     recover(wal, e.q, e.max_job_size, 0, lambda m: None)
     gate = Gate()
     return loop, wal, e, gate, Syncer(loop, wal, gate, True, 0)
+
+
+def done(loop, sy):
+    loop.remove_reader(sy.rfd)
+    os.close(sy.rfd)
+    os.close(sy.wfd)  # (its thread waits on its queue for good: a daemon)
+    loop.close()
 
 
 def put(e, s):
@@ -61,7 +74,7 @@ def test_one_writer_is_synced_inline(tmp_path):
         assert sy.busy is None  # (nothing handed to the thread)
         assert wal.synced == wal.written == wal.lsn  # written and synced, here
         assert gate.released[-1] == {a}  # its reply may go
-    loop.close()
+    done(loop, sy)
 
 
 def test_a_second_writer_sends_the_syncs_to_the_thread(tmp_path):
@@ -76,12 +89,12 @@ def test_a_second_writer_sends_the_syncs_to_the_thread(tmp_path):
     sy.kick()
     assert sy.busy is not None and gate.released == [{a}]  # the thread syncs it
 
-    async def done():
+    async def synced():
         while sy.busy is not None:
             await asyncio.sleep(0.001)
-    loop.run_until_complete(asyncio.wait_for(done(), 5))
+    loop.run_until_complete(asyncio.wait_for(synced(), 5))
     assert gate.released == [{a}, {b}] and wal.synced == wal.lsn
-    loop.close()
+    done(loop, sy)
 
 
 def test_two_waiting_are_synced_by_the_thread(tmp_path):
@@ -92,4 +105,28 @@ def test_two_waiting_are_synced_by_the_thread(tmp_path):
     gate.held |= {a, b}
     sy.kick()
     assert sy.busy is not None
-    loop.close()
+
+    async def synced():
+        while sy.busy is not None:
+            await asyncio.sleep(0.001)
+    loop.run_until_complete(asyncio.wait_for(synced(), 5))
+    done(loop, sy)
+
+
+@pytest.mark.parametrize("producers", [1, 64])
+def test_kill9_under_f0_loses_no_acknowledged_put(servers, tmp_path, producers):
+    """-f0 from 1 producer (each fsync inline) and from 64 (groups on the
+    thread): after kill -9, every put that was answered is there."""
+    wal = tmp_path / "wal"
+    wal.mkdir()
+    w = servers("ours", wal, "-f0")
+    log = run_load(w, 1.0, producers=producers, deleters=1)
+    assert "Traceback" not in w.exited.text, w.exited.text
+    assert not log.errors, log.errors[:5]
+    assert len(log.put_acked) >= 20
+    r = servers("ours", wal, "-f0")
+    c = r.client()
+    for jid in sorted(set(log.put_acked) - log.delete_sent):
+        assert c.peek(jid) == log.put_acked[jid], jid
+    for jid in sorted(log.delete_acked):
+        assert c.stats_job(jid) is None, jid

@@ -4,7 +4,6 @@ dropped, and the reference reads the directory, serves the plain jobs and
 skips our records."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -30,8 +29,7 @@ def field(yaml: bytes, key: bytes) -> bytes:
 
 def restart(tmp_path, h, wal, **kw):
     h.e.q.store.flush()
-    for f in (wal.cur,):
-        os.close(f.fd)
+    wal.close()
     h2, wal2 = with_binlog(tmp_path, extensions=True, **kw)
     return h2, wal2
 
@@ -184,7 +182,7 @@ def test_a_damaged_record_of_ours_loses_only_its_tags(tmp_path, damage):
     put(h, s, b"idp:" + b"k" * 150 + b" grp:g")  # 1: its tags take 3 chunks
     put(h, s, b"idp:other")  # 2
     h.e.q.store.flush()
-    os.close(wal.cur.fd)
+    wal.close()
     path = wal.path_of(wal.cur.seq)
     data = bytearray(open(path, "rb").read())
     first = _ours_at(bytes(data))[0]

@@ -6,7 +6,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fakeclock import Harness
+from fakeclock import OPEN_WALS, Harness
 from pybeanstalkd.binlog import format as F
 from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal
@@ -28,6 +28,7 @@ def node(path, now=None, ram_min=None):
     else:
         wal = DiskWal(path, 1 << 20, ram_min, warn=quiet)
         h = Harness(store=wal, bodies_on_disk=True)
+    OPEN_WALS.append(wal)  # (closed after the test: conftest.py)
     if now is not None:
         h.now = now
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)

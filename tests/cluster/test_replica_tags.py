@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from fakeclock import Harness
+from fakeclock import OPEN_WALS, Harness
 from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
@@ -21,6 +21,7 @@ def ext_node(path, now=None, ram_min=None):
     else:
         wal = DiskWal(path, 1 << 20, ram_min, warn=quiet)
         h = Harness(store=wal, extensions=True, bodies_on_disk=True)
+    OPEN_WALS.append(wal)  # (closed after the test: conftest.py)
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)
     return h, wal
 

@@ -14,13 +14,14 @@
     pybeanstalkd-bench --micro                      each hot command's Python cost, by layer
     pybeanstalkd-bench --compare --disk-bodies      --bodies-on-disk: memory, rates, a storm
     pybeanstalkd-bench --compare --durable          -b -f0 from 1, 8 and 64 producers, and -F
+    pybeanstalkd-bench --compare --cluster-cost     CPU per put: 3 nodes + HAProxy, one node
     pybeanstalkd-bench --compare --disk-fill 30     a 30 GiB backlog (bigger than RAM)
 
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
 recovery), stalls.py (a probe during big work), memcap.py (--max-memory),
 hostile.py (what hostile clients cost the others), disk.py (--bodies-on-disk),
-durable.py (-f0 puts),
+durable.py (-f0 puts), clustercost.py (a cluster's CPU per put),
 micro.py (in-process cost by layer), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
 """
@@ -37,7 +38,8 @@ from dataclasses import asdict, replace
 from time import monotonic
 
 from . import hostile as hostile_mod, httpcost, memcap as memcap_mod, micro as micro_mod, modes
-from . import batch as batch_mod, disk as disk_mod, durable as durable_mod, stalls as stalls_mod
+from . import batch as batch_mod, clustercost, disk as disk_mod, durable as durable_mod
+from . import stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference, describe
@@ -314,6 +316,10 @@ def parse_args(argv):
     a("--durable", action="store_true",
       help="with --compare: -b -f0 puts from 1, 8 and 64 unpipelined producers (-d seconds "
            "each, default 5), and ours with -F beside; best of --rounds")
+    a("--cluster-cost", type=int, nargs="?", const=40_000, metavar="PUTS",
+      help="with --compare: ours as a 3-node cluster (-b -f0) behind HAProxy, then one "
+           "node: CPU µs per acknowledged put of each process, PUTS puts (default 40,000) "
+           "from -c unpipelined producers; needs etcd and haproxy")
     a("--disk-bodies", action="store_true",
       help="with --compare: --bodies-on-disk's RSS per job (100 B, 8 KiB, 64 KiB), "
            "reserve rates of 4 KiB bodies hot and cold, a probe during a cold reserve storm")
@@ -345,8 +351,10 @@ def parse_args(argv):
         p.error("--hostile needs --compare (it starts the servers with its own flags)")
     if args.batch is not None and not (args.compare and 1 <= args.batch <= 1000):
         p.error("--batch K needs --compare and K in 1..1000")
-    if (args.disk_bodies or args.disk_fill or args.durable) and not args.compare:
-        p.error("--disk-bodies, --disk-fill and --durable need --compare (they start the servers)")
+    if (args.disk_bodies or args.disk_fill or args.durable or args.cluster_cost) \
+            and not args.compare:
+        p.error("--disk-bodies, --disk-fill, --durable and --cluster-cost need --compare "
+                "(they start the servers)")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
     bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES) - set(stalls_mod.OPTIONAL)
@@ -395,7 +403,7 @@ def main(argv=None) -> int:
         load_servers, load_names = servers, names
     special = (args.batch or args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
                or args.memcap or args.http_cost or args.micro or args.hostile
-               or args.disk_bodies or args.disk_fill or args.durable)
+               or args.disk_bodies or args.disk_fill or args.durable or args.cluster_cost)
     out = {"options": vars(args), "servers": load_names if args.workloads or not special
            else names}
     t0 = monotonic()
@@ -517,6 +525,10 @@ def main(argv=None) -> int:
                         r["refused"]] for r in res["inflight"]]))
         if args.disk_bodies or args.disk_fill:
             out["disk"] = disk_mod.run(ref, ours, args, o, progress, say, table)
+        if args.cluster_cost:
+            r = out["cluster_cost"] = clustercost.cluster_cost(ours, o, args.cluster_cost, progress)
+            progress.clear()
+            clustercost.report(r, say, table)
         if args.durable:
             rows = out["durable"] = durable_mod.durable(
                 ref, ours, o, args.rounds, args.duration or 5.0, progress=progress,

@@ -161,6 +161,12 @@ class DiskWal(Wal):
             self.bad.add(key)
         self.warn(f"{f.path}:{pos}: job {j.id}: its body could not be read: {why}")
 
+    def close(self) -> None:
+        Wal.close(self)
+        for fd in self.readers.values():
+            os.close(fd)
+        self.readers.clear()
+
     def body_stats(self) -> tuple[int, int]:
         """(bytes of bodies left in the files, reads that failed)"""
         return self.on_disk, self.read_errors

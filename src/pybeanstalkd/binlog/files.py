@@ -485,6 +485,20 @@ class Wal:
             dirfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
         return fds, dirfd, close
 
+    def close(self) -> None:
+        """Close every fd this binlog holds, unsynced (the caller synced
+        first, if it wanted to); it is not written again."""
+        for old in self.retired:
+            os.close(old.fd)
+        self.retired.clear()
+        f: File | None = self.head
+        while f is not None:
+            if f.open:
+                os.close(f.fd)
+                f.open = False
+            f = f.next
+        self.use = False
+
     def stats(self) -> tuple[int, int, int, int, int]:
         if not self.use or self.head is None:
             return (0, 0, self.nmig, self.nrec, self.filesize)
