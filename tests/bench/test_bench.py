@@ -311,3 +311,52 @@ def test_batch_drains_with_and_without_reserve_batch():
                 assert stats(srv.address)["current-jobs-ready"] == "0"
         finally:
             srv.stop()
+
+
+def test_disk_durable_and_cluster_cost_need_compare():
+    for argv in (["--disk-bodies"], ["--disk-fill", "1"], ["--durable"], ["--cluster-cost"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(argv)
+
+
+def test_durable_rows_with_the_floor():
+    """--durable: each server's -f0 (and our -F) puts/s, the floor beside."""
+    from pybeanstalkd.bench import durable
+
+    ours = ours_argv()
+    floor = [sys.executable, "-m", "pybeanstalkd.bench.floor"]
+    rows = durable.durable([require_reference()], ours, small(), rounds=1, seconds=0.3,
+                           producers=[1, 3], floor=floor)
+    assert [r["producers"] for r in rows] == [1, 3]
+    for r in rows:
+        assert set(r["best"]) == {"reference", "ours", "ours-F", "floor"}
+        assert all(v > 0 for v in r["best"].values())
+        assert r["ours_over_reference"] == r["best"]["ours"] / r["best"]["reference"]
+
+
+def test_disk_bodies_memory_and_storm():
+    """--disk-bodies: with the flag, the bodies are on disk (stats says so)
+    and the storm's probe ran; without it, in RAM."""
+    from pybeanstalkd.bench import disk
+
+    ours = ours_argv()
+    rows = disk.memory([require_reference()], ours, small(jobs=400), sizes=[(2000, 1.0)])
+    by = {r["server"]: r for r in rows}
+    assert by["ours --bodies-on-disk"]["on_disk"] == 400 * 2002
+    assert by["ours --bodies-on-disk"]["in_ram"] == 0 and by["ours"]["on_disk"] == 0
+    r = disk.storm(ours, small(), 300)
+    assert r["jobs"] == 300 and r["samples"] > 0 and r["max_ms"] >= r["p50_ms"]
+
+
+def test_cluster_cost_reports_each_process():
+    """--cluster-cost: CPU per put of the leader, two followers, HAProxy,
+    and one node alone; the ratios are theirs."""
+    from pybeanstalkd.bench import clustercost
+    from support import require_etcd
+
+    require_etcd()
+    r = clustercost.cluster_cost(ours_argv(), small(conns=2), 300)
+    c = r["cluster"]
+    assert len(c["followers"]) == 2 and c["leader"] > 0 and c["haproxy"] > 0
+    assert r["single"]["cpu_us"] > 0
+    assert r["leader_over_single"] == c["leader"] / r["single"]["cpu_us"]

@@ -121,6 +121,7 @@ def test_synced_answers_after_the_fsync_not_the_write(tmp_path, fsync_held):
     loop = asyncio.new_event_loop()
     try:
         srv = Server(loop, h.e, gate=lambda srv: Synced(srv, wal, True, 0))
+        srv.syncer.expect = 2  # (as after a group of two: the fsync thread syncs)
         a, b = conn(h), conn(h)
         assert command(h, srv, a, b"put 0 0 60 1\r\nx\r\n") == b""
         until(loop, lambda: srv.syncer.busy)  # the fsync runs
@@ -135,6 +136,22 @@ def test_synced_answers_after_the_fsync_not_the_write(tmp_path, fsync_held):
         assert not srv.held
     finally:
         fsync_held.set()
+        loop.close()
+
+
+def test_synced_with_one_writer_answers_once_synced_inline(tmp_path):
+    """-f0, one client writing: the fsync runs in the pass that wrote (no
+    hand-off to the fsync thread), and the reply goes out after it."""
+    h, wal = with_binlog(tmp_path, hold=HOLD_WRITES)
+    loop = asyncio.new_event_loop()
+    try:
+        srv = Server(loop, h.e, gate=lambda srv: Synced(srv, wal, True, 0))
+        a = conn(h)
+        for i in (1, 2):
+            assert command(h, srv, a, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED %d\r\n" % i
+            assert wal.synced == wal.lsn and srv.syncer.busy is None and not srv.held
+            a.transport.data.clear()
+    finally:
         loop.close()
 
 
@@ -168,6 +185,7 @@ def test_an_http_action_waits_as_a_reply_does(tmp_path, fsync_held):
     loop = asyncio.new_event_loop()
     try:
         srv = Server(loop, h.e, gate=lambda srv: Synced(srv, wal, True, 0))
+        srv.syncer.expect = 2  # (as after a group of two: the fsync thread syncs)
         assert command(h, srv, conn(h), b"put 0 0 60 1\r\nx\r\n") == b""
         waiting = loop.create_task(srv.gate.wait(wal.lsn))
         until(loop, lambda: srv.syncer.busy)

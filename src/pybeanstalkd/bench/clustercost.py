@@ -136,7 +136,10 @@ def cluster_cost(ours: list[str], o: Options, puts: int, progress=None) -> dict:
         haproxy = ps.start(["haproxy", "-db", "-f", cfg], os.path.join(d, "haproxy.log"))
         _wait("a leader", lambda: any(_http_ok(n["http"], "/leader") for n in nodes))
         _wait("the in-sync replicas", lambda: _isr(nodes) == 3, 60)
-        _wait("haproxy", lambda: _listening(hp))
+        # Until HAProxy's first checks, a connection may reach a follower
+        # (which closes it): wait for 20 in a row to reach the leader.
+        _wait("haproxy to send clients to the leader",
+              lambda: all(_listening(hp) for _ in range(20)), 60)
         _load(hp, o, min(puts, 2000), None)  # (warm: connections, first files)
         procs = {n["name"]: n["proc"].pid for n in nodes} | {"haproxy": haproxy.pid}
         leader = next(n["name"] for n in nodes if _http_ok(n["http"], "/leader"))
