@@ -712,3 +712,24 @@ def test_a_client_watching_many_tubes_runs_few_reserves_a_call(h):
         h.e.backlog.clear()
         h.e.more(c, h.now)
     assert c.out.count(b"TIMED_OUT\r\n") == 340
+
+
+def test_the_puts_of_one_read_share_their_created_time(h, tmp_path):
+    """A job's created time is when its read came in: one int for the puts
+    of a read (32 bytes a job), each its own for reads apart; recovery
+    shares them again."""
+    from fakeclock import with_binlog
+
+    hb, wal = with_binlog(tmp_path)
+    for hh in (h, hb):
+        c = hh.conn()
+        assert hh.send(c, b"put 0 0 60 1\r\na\r\nput 0 0 60 1\r\nb\r\n") == \
+            b"INSERTED 1\r\nINSERTED 2\r\n"
+        hh.now += 5
+        assert hh.send(c, b"put 0 0 60 1\r\nc\r\n") == b"INSERTED 3\r\n"
+        jobs = hh.e.q.jobs
+        assert jobs[1].created is jobs[2].created and jobs[3].created == jobs[1].created + 5
+    wal.flush()
+    h2, _ = with_binlog(tmp_path)
+    jobs = h2.e.q.jobs
+    assert jobs[1].created is jobs[2].created and jobs[3].created is not jobs[2].created

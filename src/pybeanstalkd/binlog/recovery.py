@@ -138,6 +138,7 @@ def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Qu
     """Load one file's records; False if one was bad. loading is q.loading."""
     tubes, fids, new_job = q.tubes, f.ids, Job.__new__
     alive = 0
+    last_created = -1
     fixed = F.full_size(b"", 0)  # a full record's bytes besides name and body
     for off, name, r, body in records:
         id_ = r[0]
@@ -150,7 +151,10 @@ def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Qu
             j = jobs[id_] = new_job(Job)
             j.id, j.tube, j.pri, j.times = id_, t, r[1], times(r[3], r[4])
             j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
-            j.created = r[7] - wall_offset
+            created = r[7] - wall_offset
+            if created == last_created:
+                created = last_created  # (one int for the jobs of one read: 32 bytes each)
+            j.created = last_created = created
             j.counts = _counts(r)
             j.file = f
             state = r[14]
