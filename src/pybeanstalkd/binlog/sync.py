@@ -151,10 +151,16 @@ class Syncer:
         self.wal.flush()
         self.kick()
 
-    def _start(self, now: int) -> None:
+    def _begin(self, now: int) -> int:
+        """An fsync starts (on the thread or inline): the records go to
+        the kernel first. Returns what it will cover."""
         self.last = now
         self.wal.flush()
         self.gate.sync_starting()
+        return self.wal.written
+
+    def _start(self, now: int) -> None:
+        self._begin(now)
         fds, dirfd, close = self.wal.sync_targets()
         self.busy = (self.wal.written, close)
         self.jobs.put((fds, dirfd))
@@ -178,22 +184,14 @@ class Syncer:
 
     def _inline(self, now: int) -> None:
         """An fsync on the loop's thread (kick says when), then its replies."""
-        self.last = now
-        wal = self.wal
-        wal.flush()
-        self.gate.sync_starting()
-        target = wal.written
+        target = self._begin(now)
         t0 = monotonic_ns()
         try:
-            sync_inline(wal)
+            sync_inline(self.wal)
         except OSError as e:
             warn(f"fsync: {e}")  # (as the thread's: reported, the group answered)
-        t1 = self.inline_at = monotonic_ns()
-        hist.observe(self.fsync_hist, t1 - t0)
-        wal.synced = max(wal.synced, target)
-        released = self.gate.advanced()
-        self.expect = len(self.gate.held) + released
-        self.gather_until = t1 + 200_000
+        self.inline_at = monotonic_ns()
+        self._ended(target, self.inline_at - t0)
 
     def _done(self) -> None:
         try:
@@ -204,19 +202,24 @@ class Syncer:
         # busy: not None here (left unchecked, once per fsync).
         target, close = self.busy  # type: ignore[misc]
         self.busy = None
-        hist.observe(self.fsync_hist, self.took)  # here, on the loop's thread
         if self.error is not None:
             warn(f"fsync: {self.error}")
             self.error = None
         for fd in close:
             os.close(fd)
+        self._ended(target, self.took)
+        self.gate.flush()  # records written meanwhile go out and their sync starts
+
+    def _ended(self, target: int, took: int) -> None:
+        """An fsync covering binlog bytes up to target ended (took ns; here,
+        on the loop's thread): the replies it covers go out."""
+        hist.observe(self.fsync_hist, took)
         self.wal.synced = max(self.wal.synced, target)
         released = self.gate.advanced()
         # Clients still held wrote during this sync; with those just released,
         # that is the group the next fsync should cover.
         self.expect = len(self.gate.held) + released
         self.gather_until = monotonic_ns() + 200_000
-        self.gate.flush()  # records written meanwhile go out and their sync starts
 
     def final(self) -> None:
         """At shutdown: write and fsync everything, inline."""
