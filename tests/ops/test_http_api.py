@@ -469,6 +469,28 @@ async def test_flush_all_states(w, client):
     await post(client, "/api/v1/tubes/fa/flush", {"state": "reserved"}, 400)
 
 
+async def served_during(w, conn, count, work):
+    """Await work (an HTTP action in slices) while conn puts a job each pass
+    of the loop, answered between slices. Returns (work's value, the puts'
+    replies, count() after each put)."""
+    done = asyncio.Event()
+    served, seen = [], []
+
+    async def between():
+        while not done.is_set():
+            served.append(w.send(conn, b"put 0 0 60 1\r\ny\r\n"))
+            seen.append(count())
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(between())
+    try:
+        value = await work
+    finally:
+        done.set()
+        await task
+    return value, served, seen
+
+
 @http_test()
 async def test_flush_of_many_jobs_while_another_client_works(w, client, monkeypatch):
     from pybeanstalkd.server import transport
@@ -478,20 +500,9 @@ async def test_flush_of_many_jobs_while_another_client_works(w, client, monkeypa
     n = 20 * SLICE
     w.send(s, b"use big\r\n" + b"put 0 0 60 1\r\nx\r\n" * n)
     w.send(other, b"use small\r\n")
-    served, seen = [], []
     big = w.engine.q.tubes[b"big"]
-
-    async def worker():
-        while not done.is_set():  # a put per loop pass, answered between slices
-            served.append(w.send(other, b"put 0 0 60 1\r\ny\r\n"))
-            seen.append(big.nready)
-            await asyncio.sleep(0)
-
-    done = asyncio.Event()
-    task = asyncio.create_task(worker())
-    d = await post(client, "/api/v1/tubes/big/flush", {"state": "ready"})
-    done.set()
-    await task
+    d, served, seen = await served_during(
+        w, other, lambda: big.nready, post(client, "/api/v1/tubes/big/flush", {"state": "ready"}))
     assert d == {"flushed": n}
     assert all(r.startswith(b"INSERTED") for r in served)
     assert len([x for x in seen if 0 < x < n]) >= 5  # served while the flush was half done

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pybeanstalkd.core.protocol import NS
 from pybeanstalkd.ops import api, metrics
 from pybeanstalkd.core.slices import SLICE
-from test_http_api import World, get, http_test, post
+from test_http_api import World, get, http_test, post, served_during
 
 EXT_TUBE = ("pybeanstalkd_tube_dedup_hits", "pybeanstalkd_tube_held_jobs",
             "pybeanstalkd_tube_concurrency_blocked_jobs")
@@ -290,19 +290,9 @@ async def test_a_flush_of_the_whole_tube_runs_in_slices(w, client, monkeypatch):
     w.send(other, b"use small\r\n")
     big = w.engine.q.tubes[b"big"]
     assert (big.nready, big.nreserved) == (n - SLICE, SLICE)
-    seen = []
-
-    async def client_between():
-        while not done.is_set():
-            assert w.send(other, b"put 0 0 60 1\r\ny\r\n").startswith(b"INSERTED")
-            seen.append(big.nready + big.nreserved)
-            await asyncio.sleep(0)
-
-    done = asyncio.Event()
-    task = asyncio.create_task(client_between())
-    d = await post(client, "/api/v1/tubes/big/flush", {"state": "tube"})
-    done.set()
-    await task
+    d, served, seen = await served_during(w, other, lambda: big.nready + big.nreserved,
+                                          post(client, "/api/v1/tubes/big/flush", {"state": "tube"}))
+    assert all(r.startswith(b"INSERTED") for r in served)
     assert d == {"flushed": n}
     assert len([x for x in seen if 0 < x < n]) >= 3  # served while the flush was half done
     assert big.nready == big.nreserved == 0
