@@ -105,11 +105,10 @@ class Pair:
 
 def jobs(q, exact=True):
     out = {}
-    for b in q.blocks.values():
-        for j in b.values():
-            state = READY if j.state == RESERVED else j.state
-            out[j.id] = (j.tube.name, j.pri, q.store.body(j), state,
-                         j.deadline if exact and state == DELAYED else None)
+    for j in q.jobs.values():
+        state = READY if j.state == RESERVED else j.state
+        out[j.id] = (j.tube.name, j.pri, q.store.body(j), state,
+                     j.deadline if exact and state == DELAYED else None)
     return out
 
 

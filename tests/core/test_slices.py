@@ -282,6 +282,19 @@ def test_job_map_across_block_boundaries(h):
         del q.jobs[65536]
 
 
+def test_an_emptied_block_is_dropped_and_kept_as_the_spare(h):
+    a = h.conn()
+    q = h.e.q
+    ids = [int(put(h, a).split()[1]) for _ in range(3)]
+    block = q.blocks[0]
+    for i in ids:
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert not q.blocks and q.jobs.spare is block  # (no block left empty)
+    assert put(h, a) == b"INSERTED 4\r\n"
+    assert q.blocks[0] is block and q.jobs.spare is None and block.live == 1
+    assert list(q.jobs) == [4] and block.count(None) == len(block) - 1
+
+
 def test_a_thinned_block_is_copied_small(h):
     a = h.conn()
     q = h.e.q
@@ -294,6 +307,16 @@ def test_a_thinned_block_is_copied_small(h):
     assert len(q.blocks[0]) == THIN and sys.getsizeof(q.blocks[0]) < big // 50
     assert len(q.jobs) == THIN + 2  # (block 0 has no id 0)
     assert [j.id for j in q.jobs.values()] == list(range(n - THIN, n + 2))
+    assert list(q.jobs) == list(range(n - THIN, n + 2))
+    # the small copy answers as the block did: its jobs, and none elsewhere
+    assert h.send(a, b"peek %d\r\n" % (n - THIN)) == b"FOUND %d 1\r\nx\r\n" % (n - THIN)
+    for gone in (1, n - THIN - 1):
+        assert h.send(a, b"peek %d\r\n" % gone) == b"NOT_FOUND\r\n"
+        assert h.send(a, b"delete %d\r\n" % gone) == b"NOT_FOUND\r\n"
+    assert h.send(a, b"reserve-with-timeout 0\r\n") == b"RESERVED %d 1\r\nx\r\n" % (n - THIN)
+    for i in range(n - THIN, n):
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert 0 not in q.blocks and list(q.jobs) == [n, n + 1]
 
 
 # -- sweeping stale heap entries --------------------------------------------

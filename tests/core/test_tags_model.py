@@ -18,11 +18,7 @@ TUBES = [b"default", b"t2"]
 def check(h, conns, where):  # noqa: C901 (one recount of everything)
     q = h.e.q
     ext = q.ext
-    jobs = {j.id: j for j in q.jobs.values()} if hasattr(q.jobs, "values") else None
-    if jobs is None:
-        jobs = {}
-        for b in q.blocks.values():
-            jobs.update(b)
+    jobs = {j.id: j for j in q.jobs.values()}
     # counts
     ready = [j for j in jobs.values() if j.state == READY]
     held = [j for j in jobs.values() if j.state == DELAYED and j.deadline == HELD]

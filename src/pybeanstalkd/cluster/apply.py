@@ -92,7 +92,7 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     (what changes meanwhile is in the batches shipped after the snapshot,
     and applying a job's record again is harmless). Always yields at least
     one part, the last possibly empty."""
-    ids = [j.id for b in q.blocks.values() for j in b.values() if j.state != BURIED]
+    ids = [j.id for j in q.jobs.values() if j.state != BURIED]
     ids += [j.id for t in q.tubes.values() for j in t.buried.values()]
     jobs = q.jobs
     out, size = [], 0
@@ -136,5 +136,5 @@ class Restore:
 
     def end(self, q, now: int):
         seen = self.seen
-        for id_ in [i for b in q.blocks.values() for i in b if i not in seen]:
+        for id_ in [i for i in q.jobs if i not in seen]:
             q.delete(None, id_, now, count=False)

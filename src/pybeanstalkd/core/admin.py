@@ -17,7 +17,7 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from .job import BURIED, DELAYED, READY, RESERVED
-from .jobmap import BITS
+from .jobmap import BITS, LOW
 from .outcome import DONE, IDS_USED_UP, NO_ROOM, UNREADABLE, Outcome
 from .protocol import NS
 from .heaps import MASK, SHIFT
@@ -123,7 +123,9 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
     mask = (1 << SHIFT) - 1
     for key in keys:
         id_ = key & mask
-        yield blocks[id_ >> BITS][id_]
+        job = blocks[id_ >> BITS][id_ & LOW]
+        assert job is not None  # (live keys only)
+        yield job
 
 
 def page(q: Queue, t: Tube, state: int, offset: int,

@@ -15,7 +15,7 @@ from heapq import heapify, heappop
 from typing import TYPE_CHECKING
 
 from .job import DELAYED, M32, READY, RESERVED, Job
-from .jobmap import BITS, EMPTY
+from .jobmap import BITS, LOW, NO_JOBS, Block, Sparse
 from .slices import SLICE, Slices
 
 if TYPE_CHECKING:
@@ -121,11 +121,11 @@ class StaleHeaps(Slices):
     """Which heap entries are live (a base class of Queue)."""
 
     # (Queue's, set in its constructor)
-    blocks: dict[int, dict[int, Job]]
+    blocks: dict[int, Block | Sparse]
 
     def ready_live(self, key: int) -> bool:
         id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
         return j is not None and j.state == READY and j.pri == key >> SHIFT
 
     def run_job(self, id_: int) -> Job | None:
@@ -134,19 +134,19 @@ class StaleHeaps(Slices):
         A job leaves ready only by being reserved (or deleted), which sets
         its deadline and reserves for good: a later return to ready goes to
         the heap, and this entry stays stale."""
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
         if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
             return j
         return None
 
     def delayed_live(self, key: int) -> bool:
         id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
         return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
 
     def reserved_live(self, key: int) -> bool:
         id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
         return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
 
     def _top(self, heap: StaleHeap, live: Callable[[int], bool]) -> Job | None:
@@ -155,7 +155,7 @@ class StaleHeaps(Slices):
         if key is None:
             return None
         id_ = key & MASK
-        return self.blocks[id_ >> BITS][id_]
+        return self.blocks[id_ >> BITS][id_ & LOW]
 
     @staticmethod
     def _free(x: list[int]) -> Generator[None, int, None]:

@@ -3,13 +3,17 @@
 One dict of millions of jobs rebuilds its whole table each time it grows:
 0.5 to 1.1 s at 2.8M and 5.6M jobs, with every client waiting
 (docs/PERFORMANCE.md). Ids are handed out in sequence, so the jobs of one
-block are put together and mostly deleted together: each block is a small
-dict whose growth costs about 0.1 ms, and the dict of blocks stays small
-(1,500 entries at 6M jobs). An emptied block is dropped, and a block that
-thins out is replaced by a small copy, since a dict never shrinks its table.
+block are put together and mostly deleted together. Each block is a list
+indexed by `id & LOW`, None where no job is: 8 bytes a job where a dict's
+entry and table take about 36, and no table to rebuild (the dict of blocks
+stays small: 1,500 entries at 6M jobs). An emptied block is dropped (the
+last one kept as a spare), and a block thinned out to THIN jobs becomes a
+small dict answering the same `block[id & LOW]`, so that a few survivors
+do not keep 32 KiB each.
 
-Queue's hot paths index `blocks` inline (two dict lookups); the methods here
-serve everything else.
+Queue's hot paths index `blocks` inline (`blocks.get(id >> BITS,
+NO_JOBS)[id & LOW]`, None if there is no such job); the methods here serve
+everything else.
 """
 from __future__ import annotations
 
@@ -22,24 +26,94 @@ if TYPE_CHECKING:
     from .queue import Queue
 
 BITS = 12  # ids per block: 1 << BITS
-THIN = 16  # a block down to this many jobs is copied to a small dict
-# The block of ids that have none (never written to). It stands in for a
-# missing block of either id-blocked map, Queue.blocks ({id: Job}) and
-# Queue.owners ({id: Held}), and for a freed Held's jobs: Any, as one object
-# has to pass for all of them.
+LOW = (1 << BITS) - 1  # id & LOW: a job's slot in its block
+THIN = 16  # a block down to this many jobs is copied to a small one
+# The dict that is empty (never written to). It stands in for a missing
+# block of Queue.owners ({id: Held}), for a freed Held's jobs, and for a
+# missing dict of the put tags' maps: Any, as one object passes for all.
 EMPTY: dict[int, Any] = {}
 
 
+class Block(list["Job | None"]):
+    """The jobs of one block of ids, by id & LOW; `live` counts them."""
+
+    __slots__ = ("live",)
+    live: int
+
+    def __init__(self) -> None:
+        super().__init__(_NONES)
+        self.live = 0
+
+    def jobs(self) -> list[Job]:
+        return [j for j in self if j is not None]
+
+    def ids(self, k: int) -> list[int]:
+        """The ids of its jobs, k being the block's number (id >> BITS)."""
+        base = k << BITS
+        return [base + i for i, j in enumerate(self) if j is not None]
+
+
+class Sparse(dict[int, "Job | None"]):
+    """A block thinned out: the same `b[id & LOW]` (None where no job is)
+    and `live`, in a dict of a few entries."""
+
+    __slots__ = ("live",)
+    live: int
+
+    def __missing__(self, i: int) -> None:
+        return None
+
+    def jobs(self) -> list[Job]:
+        return [j for j in self.values() if j is not None]
+
+    def ids(self, k: int) -> list[int]:
+        base = k << BITS
+        return [base + i for i, j in self.items() if j is not None]
+
+
+_NONES: list[None] = [None] * (1 << BITS)
+# The block of ids that have no jobs (never written to): what the hot paths
+# index for a missing block.
+NO_JOBS = Block()
+
+
 class JobMap:
-    __slots__ = ("blocks", "q")
+    __slots__ = ("blocks", "q", "spare")
 
     def __init__(self, q: Queue) -> None:
-        self.blocks: dict[int, dict[int, Job]] = {}  # id >> BITS -> {id: Job}
+        self.blocks: dict[int, Block | Sparse] = {}  # id >> BITS -> jobs by id & LOW
         self.q = q  # the Queue, whose state counters give the length
+        # The last block emptied, kept for the next new block: a queue that
+        # empties and fills again need not make 4,096 slots each time.
+        self.spare: Block | None = None
+
+    def new_block(self, k: int) -> Block:
+        """Block k, made (or the spare, empty), for an id it has no block for."""
+        b = self.spare
+        if b is None:
+            b = Block()
+        else:
+            self.spare = None
+        self.blocks[k] = b
+        return b
+
+    def thinned(self, b: Block | Sparse, id_: int) -> None:
+        """A delete left id_'s block b with THIN jobs or fewer: drop it if
+        empty, or copy it to a Sparse once at THIN. The block still taking
+        new ids is not copied: a queue of a dozen jobs would copy it again
+        and again."""
+        k = id_ >> BITS
+        if not b.live:
+            del self.blocks[k]
+            if b.__class__ is Block:
+                self.spare = b
+        elif b.live == THIN and b.__class__ is Block and k != self.q.next_id >> BITS:
+            small = self.blocks[k] = Sparse((i, j) for i, j in enumerate(b) if j is not None)
+            small.live = THIN
 
     def get(self, id_: int, default: Job | None = None) -> Job | None:
-        b = self.blocks.get(id_ >> BITS)
-        return default if b is None else b.get(id_, default)
+        j = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+        return default if j is None else j
 
     def __getitem__(self, id_: int) -> Job:
         j = self.get(id_)
@@ -53,14 +127,19 @@ class JobMap:
     def __setitem__(self, id_: int, j: Job) -> None:
         b = self.blocks.get(id_ >> BITS)
         if b is None:
-            b = self.blocks[id_ >> BITS] = {}
-        b[id_] = j
+            b = self.new_block(id_ >> BITS)
+        if b[id_ & LOW] is None:
+            b.live += 1
+        b[id_ & LOW] = j
 
     def __delitem__(self, id_: int) -> None:
-        b: dict[int, Job] = self.blocks.get(id_ >> BITS, EMPTY)
-        del b[id_]  # (KeyError if absent; EMPTY is never written to)
-        if len(b) <= THIN:
-            drop(self.blocks, b, id_, self.q.next_id)
+        b = self.blocks.get(id_ >> BITS, NO_JOBS)
+        if b[id_ & LOW] is None:
+            raise KeyError(id_)
+        b[id_ & LOW] = None
+        b.live -= 1
+        if b.live <= THIN:
+            self.thinned(b, id_)
 
     def __len__(self) -> int:
         # Every stored job is in exactly one state; counting them here keeps
@@ -69,21 +148,9 @@ class JobMap:
         return q.ready_ct + q.reserved_ct + q.delayed_ct + q.buried_ct
 
     def __iter__(self) -> Iterator[int]:
-        for b in list(self.blocks.values()):
-            yield from list(b)
+        for k, b in list(self.blocks.items()):
+            yield from b.ids(k)
 
     def values(self) -> Iterator[Job]:
         for b in list(self.blocks.values()):
-            yield from list(b.values())
-
-
-def drop(blocks: dict[int, dict[int, Job]], b: dict[int, Job], id_: int, next_id: int) -> None:
-    """After a delete from block b (id_'s) left it with THIN jobs or fewer:
-    drop it if empty, or copy it to a small dict once at THIN. The block
-    still taking new ids is never copied: a queue of a dozen jobs would
-    copy it on every delete."""
-    k = id_ >> BITS
-    if not b:
-        del blocks[k]
-    elif len(b) == THIN and k != next_id >> BITS:
-        blocks[k] = b.copy()
+            yield from b.jobs()

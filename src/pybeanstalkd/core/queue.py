@@ -47,7 +47,7 @@ from .job import (
 )
 from .outcome import DONE, NO_ROOM, NOT_FOUND, NOT_LOGGED, TRIES_USED_UP, WRONG_STATE, Outcome
 from .protocol import NS, U64_MAX
-from .jobmap import BITS, EMPTY, THIN, JobMap, drop
+from .jobmap import BITS, EMPTY, LOW, NO_JOBS, THIN, JobMap
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
 from .hist import SUM, new as new_hist
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
@@ -151,8 +151,9 @@ class Queue(Reserving):
         id_ = j.id
         b = self.blocks.get(id_ >> BITS)
         if b is None:
-            b = self.blocks[id_ >> BITS] = {}
-        b[id_] = j
+            b = self.jobs.new_block(id_ >> BITS)
+        b[id_ & LOW] = j
+        b.live += 1
         self.body_bytes += len(j.body)
         t = j.tube
         t.total_jobs += 1
@@ -418,7 +419,7 @@ class Queue(Reserving):
         j: Job | None = None
         while run:
             id_ = run[0]
-            j = blocks.get(id_ >> BITS, EMPTY).get(id_)
+            j = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
             if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
                 break
             j = None
@@ -427,7 +428,7 @@ class Queue(Reserving):
         while ready:
             key = ready[0]
             id_ = key & MASK
-            h: Job | None = blocks.get(id_ >> BITS, EMPTY).get(id_)
+            h: Job | None = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
             if h is not None and h.state == READY and h.pri == key >> SHIFT:
                 if j is None or key < ((j.pri << SHIFT) | j.id):
                     return h
@@ -468,7 +469,7 @@ class Queue(Reserving):
     def reserve_job(self, c: Conn, id_: int, now: int) -> Outcome:
         """Reserve job id_ whatever its state (not reserved by anyone):
         DONE, and c.reserved(job); or NOT_FOUND."""
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
         if j is None or j.state == RESERVED:
             return NOT_FOUND
         ready = j.state == READY
@@ -501,8 +502,8 @@ class Queue(Reserving):
         count: False for a delete that is not a delete command (ops/; the
         job is not reserved, so c is not consulted). any_holder: a reserved
         job is deleted whoever holds it (flush-tube)."""
-        b: dict[int, Job] = self.blocks.get(id_ >> BITS, EMPTY)
-        j = b.get(id_)
+        b = self.blocks.get(id_ >> BITS, NO_JOBS)
+        j = b[id_ & LOW]
         if j is None:
             return NOT_FOUND
         if j.state == RESERVED:
@@ -532,9 +533,10 @@ class Queue(Reserving):
             self.remove(j)
             if was != BURIED:
                 self._tidy_after_delete(j.tube, was)
-        del b[id_]
-        if len(b) <= THIN:
-            drop(self.blocks, b, id_, self.next_id)
+        b[id_ & LOW] = None
+        b.live -= 1
+        if b.live <= THIN:
+            self.jobs.thinned(b, id_)
         self.body_bytes -= len(j.body)
         t = j.tube
         t.cmd_delete += count
@@ -665,7 +667,7 @@ class Queue(Reserving):
     def kick_job(self, id_: int, now: int) -> Outcome:
         """DONE, NOT_FOUND, WRONG_STATE (not buried or delayed) or NO_ROOM
         (the job stays where it is)."""
-        j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
         if j is None:
             return NOT_FOUND
         if j.state not in (BURIED, DELAYED):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .heaps import CONN_SLACK, MASK, SHIFT, TUBE_SLACK, StaleHeap
 from .held import drop_owners
 from .job import INVALID, RESERVED, Job
-from .jobmap import BITS, EMPTY, THIN
+from .jobmap import BITS, EMPTY, LOW, NO_JOBS, THIN
 from .outcome import DEADLINE_SOON, TIMED_OUT
 from .protocol import NS
 from .slices import SLICE
@@ -238,7 +238,7 @@ class Reserving(Timers):
     def _owned_live(self, c: Conn) -> Callable[[int], bool]:
         def live(key: int) -> bool:
             id_ = key & MASK
-            j: Job | None = self.blocks.get(id_ >> BITS, EMPTY).get(id_)
+            j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
             return (j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
                     and self.owners[id_ >> BITS][id_].conn is c)
         return live

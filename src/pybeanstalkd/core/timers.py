@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .heaps import MASK, SHIFT, StaleHeap, StaleHeaps
 from .job import TIMEOUTS, bump
-from .jobmap import BITS
+from .jobmap import BITS, LOW
 from .slices import SLICE
 
 if TYPE_CHECKING:
@@ -106,7 +106,8 @@ class Timers(StaleHeaps):
             key = heappop(heap)
             if self.delayed_live(key):
                 id_ = key & MASK
-                j = blocks[id_ >> BITS][id_]
+                j = blocks[id_ >> BITS][id_ & LOW]
+                assert j is not None  # (live: its job is there)
                 self._leave_delayed(j)
                 self.delayed_top(j.tube)  # drop the tube's now-stale top entries
                 self.come_due(j, now)
@@ -129,7 +130,8 @@ class Timers(StaleHeaps):
             key = heappop(heap)
             if self.reserved_live(key):
                 id_ = key & MASK
-                j = blocks[id_ >> BITS][id_]
+                j = blocks[id_ >> BITS][id_ & LOW]
+                assert j is not None  # (live: its job is there)
                 if owners[id_ >> BITS][id_].conn.gone:
                     continue  # closed: detach's slices return it, as at close
                 used_up = (self.max_tries and self.tries_used_up(j)
