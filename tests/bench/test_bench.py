@@ -361,3 +361,20 @@ def test_cluster_cost_reports_each_process():
     assert len(c["followers"]) == 2 and c["leader"] > 0 and c["haproxy"] >= 0
     assert r["single"]["cpu_us"] > 0
     assert r["leader_over_single"] == c["leader"] / r["single"]["cpu_us"]
+    # the single node's curve: halving the producers until it is slower
+    # than the cluster (or down to one)
+    curve = r["single"]["curve"]
+    assert [p["producers"] for p in curve] == [2, 1][:len(curve)]
+    assert curve[-1]["producers"] == 1 or curve[-1]["puts_s"] <= c["puts_s"]
+    if "single_at_rate" in r:
+        assert r["leader_over_same_rate"] == c["leader"] / r["single_at_rate"]
+
+
+def test_cluster_cost_interpolates_the_single_node_at_the_cluster_rate():
+    from pybeanstalkd.bench.clustercost import at_rate
+
+    curve = [{"puts_s": 50_000, "cpu_us": 18.0}, {"puts_s": 30_000, "cpu_us": 24.0},
+             {"puts_s": 10_000, "cpu_us": 54.0}]
+    assert at_rate(curve, 20_000) == 39.0 and at_rate(curve, 30_000) == 24.0
+    assert at_rate(curve, 40_000) == 21.0
+    assert at_rate(curve, 5_000) is None and at_rate(curve, 60_000) is None

@@ -9,6 +9,13 @@ by the puts acknowledged. The goals this reports against: the leader at
 most 1.3x a single node's CPU per put, each follower at most 0.5x the
 leader's.
 
+A node's CPU per put falls as its load grows (more puts share each fsync
+and each pass of the loop), and the cluster runs at a fraction of one
+node's rate here. So the single node is measured with the same producers,
+then with half as many, and so on until it is slower than the cluster:
+its CPU per put at the cluster's rate, interpolated on that curve, sets
+apart what replication costs from what a lighter load costs.
+
 Needs etcd and haproxy in PATH (Debian: etcd-server, haproxy).
 """
 from __future__ import annotations
@@ -161,17 +168,42 @@ def cluster_cost(ours: list[str], o: Options, puts: int, progress=None) -> dict:
                              "-f0"], os.path.join(d, "single.log"))
         _wait("the single node", lambda: _listening(port))
         _load(port, o, min(puts, 2000), None)
-        c0 = cpu_seconds(p.pid)
-        secs = _load(port, o, puts, progress)
-        out["single"] = {"seconds": secs, "puts_s": puts / secs,
-                         "cpu_us": (cpu_seconds(p.pid) - c0) / puts * 1e6}
+        # The same producers first; then fewer, halving, until the node is
+        # slower than the cluster was.
+        curve = []
+        conns = o.conns
+        while True:
+            c0 = cpu_seconds(p.pid)
+            secs = _load(port, Options(**{**o.__dict__, "conns": conns}), puts, progress)
+            curve.append({"producers": conns, "puts_s": puts / secs,
+                          "cpu_us": (cpu_seconds(p.pid) - c0) / puts * 1e6})
+            if conns == 1 or puts / secs <= out["cluster"]["puts_s"]:
+                break
+            conns //= 2
+        out["single"] = {**curve[0], "seconds": puts / curve[0]["puts_s"], "curve": curve}
     finally:
         ps.stop()
         shutil.rmtree(d, ignore_errors=True)
-    c, s = out["cluster"], out["single"]
-    out["leader_over_single"] = c["leader"] / s["cpu_us"]
+    c = out["cluster"]
+    out["leader_over_single"] = c["leader"] / out["single"]["cpu_us"]
+    same = at_rate(curve, c["puts_s"])
+    if same is not None:
+        out["single_at_rate"] = same
+        out["leader_over_same_rate"] = c["leader"] / same
     out["follower_over_leader"] = max(c["followers"]) / c["leader"]
     return out
+
+
+def at_rate(curve: list[dict], rate: float) -> float | None:
+    """The single node's CPU per put at `rate` puts/s, interpolated between
+    the two points of its curve around it (None if none lies below)."""
+    for hi, lo in zip(curve, curve[1:]):
+        if lo["puts_s"] <= rate <= hi["puts_s"]:
+            if hi["puts_s"] == lo["puts_s"]:
+                return float(lo["cpu_us"])
+            f = (rate - lo["puts_s"]) / (hi["puts_s"] - lo["puts_s"])
+            return float(lo["cpu_us"] + f * (hi["cpu_us"] - lo["cpu_us"]))
+    return None
 
 
 def _isr(nodes) -> int:
@@ -195,8 +227,14 @@ def report(r: dict, say, table) -> None:
         "unpipelined producers; server CPU (user + system) per acknowledged put, in µs")
     rows = [["leader (3 nodes, via haproxy)", c["leader"], c["puts_s"]]]
     rows += [[f"follower {i + 1}", v, None] for i, v in enumerate(c["followers"])]
-    rows += [["haproxy", c["haproxy"], None], ["single node", s["cpu_us"], s["puts_s"]]]
+    rows += [["haproxy", c["haproxy"], None]]
+    rows += [[f"single node, {p['producers']} producers", p["cpu_us"], p["puts_s"]]
+             for p in s["curve"]]
+    if "single_at_rate" in r:
+        rows.append(["single node at the cluster's rate", r["single_at_rate"], c["puts_s"]])
     say(table(["process", "CPU µs/put", "puts/s"], rows))
-    say(f"leader / single node: {r['leader_over_single']:.2f} (goal ≤ 1.3); "
-        f"follower / leader: {r['follower_over_leader']:.2f} (goal ≤ 0.5)")
+    same = (f"; at the cluster's rate {r['leader_over_same_rate']:.2f}"
+            if "leader_over_same_rate" in r else "")
+    say(f"leader / single node: {r['leader_over_single']:.2f} with the same producers{same} "
+        f"(goal ≤ 1.3); follower / leader: {r['follower_over_leader']:.2f} (goal ≤ 0.5)")
 
