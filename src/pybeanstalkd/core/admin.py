@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS, LOW
-from .outcome import DONE, IDS_USED_UP, NO_ROOM, UNREADABLE, Outcome
+from .outcome import DONE, IDS_USED_UP, NO_ROOM, NOT_LOGGED, UNREADABLE, Outcome
 from .protocol import NS
 from .heaps import MASK, SHIFT
 from .queue import Queue
@@ -233,11 +233,29 @@ def flush(q: Queue, t: Tube, state: int, now: int) -> Generator[None, int, tuple
     and logged, DONE); or it stops at the first delete the binlog could
     not record (NOT_LOGGED: that job is gone from memory, but a restart
     brings it back)."""
-    last = q.next_id
     start = now
-    keys = state_keys(q, t, (state,))
+
+    def stays(j: Job, key: int) -> bool:
+        return (j.tube is not t or j.state != state
+                or (state == READY and j.deadline > start)
+                or (state == DELAYED and j.deadline != key >> SHIFT))
+
+    return (yield from delete_each(q, state_keys(q, t, (state,)), q.next_id, stays, now))
+
+
+def delete_each(q: Queue, keys: Iterable[int], last: int, stays: Callable[[Job, int], bool],
+                now: int, count: bool = False,
+                k: int = SLICE) -> Generator[None, int, tuple[int, Outcome]]:
+    """Slices deleting the jobs that keys name (heap keys or ids: `key &
+    MASK` is the id either way), SLICE a pass (k left in the first): each
+    that is still in the queue, has an id below `last` (a job put since
+    the start stays) and that stays(job, key) does not keep, whoever holds
+    it (count: as its tube's cmd-delete). The value is (how many were
+    deleted, DONE), or it stops at the first delete the binlog could not
+    record: (how many before it, NOT_LOGGED; that job is gone from memory,
+    but a restart brings it back)."""
     jobs = q.jobs
-    n, k = 0, SLICE
+    n = 0
     for key in keys:
         if not k:
             now = yield
@@ -247,14 +265,12 @@ def flush(q: Queue, t: Tube, state: int, now: int) -> Generator[None, int, tuple
         if id_ >= last:
             continue
         j = jobs.get(id_)
-        if (j is None or j.tube is not t or j.state != state
-                or (state == READY and j.deadline > start)
-                or (state == DELAYED and j.deadline != key >> SHIFT)):
-            continue  # gone, elsewhere, or not in that state since the start
-        outcome = delete(q, j, now)
-        if outcome is not DONE:
+        if j is None or stays(j, key):
+            continue  # gone (or a stale entry of a deleted job), or not the caller's
+        outcome = q.delete(None, id_, now, count=count, any_holder=True)
+        if outcome is NOT_LOGGED:
             return n, outcome
-        n += 1
+        n += outcome is DONE
     return n, DONE
 
 

@@ -22,10 +22,11 @@ tuber's exact-prefix matching makes it; a bad argument is BAD_FORMAT.
 """
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from . import protocol as P
-from .admin import state_keys
+from .admin import delete_each, state_keys
 from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, WIDE, wide_budget
@@ -369,23 +370,11 @@ def flush_every(q: Queue, t: Tube, now: int,
             break
     if want:
         keys += state_keys(q, t)
-    n = 0
-    for group in (held, keys):
-        for x in group:
-            if not k:
-                now = yield
-                k = SLICE
-            k -= 1
-            id_ = x & _M64
-            if id_ >= last:
-                continue
-            j = q.jobs.get(id_)
-            if j is None or j.tube is not t or j.deadline == HELD:
-                continue  # deleted meanwhile (or a stale entry of a deleted job), or held
-            outcome = q.delete(None, id_, now, count=count, any_holder=True)
-            if outcome is NOT_LOGGED:
-                return n, outcome
-            n += outcome is DONE
+    n, outcome = yield from delete_each(
+        q, chain(held, keys), last, lambda j, key: j.tube is not t or j.deadline == HELD, now,
+        count, k)
+    if outcome is NOT_LOGGED:
+        return n, outcome
     if q.ext is not None:
         q.clear_tube(t.name, last)  # type: ignore[attr-defined]  # (an ExtQueue)
     return n, DONE
