@@ -291,8 +291,10 @@ class Wal:
         """Log job j's current state, then compact. False if the binlog failed.
         rec: the record's bytes, if the caller has them (a follower's put)."""
         ok = self._write(j, rec)
-        # _compact's loop runs only when _ratio() >= 2; checked here first
-        if self.use and self.nfile * self.filesize >= 3 * (self.alive + self.resv):
+        # _compact's loop runs only when _ratio() >= 2, and moves a job only
+        # out of a file older than the one before cur: checked here first
+        if (self.use and self.nfile > 2
+                and self.nfile * self.filesize >= 3 * (self.alive + self.resv)):
             self._compact()
         return ok
 
@@ -472,9 +474,13 @@ class Wal:
     def sync_targets(self) -> tuple[list[int], int | None, list[int]]:
         """What an fsync must cover: fds with unsynced data, the directory fd
         if a file was created, and the fds to close once it is done."""
-        fds = [f.fd for f in self.retired if f.unsynced]
-        close = [f.fd for f in self.retired]
-        self.retired.clear()
+        retired = self.retired
+        if retired:
+            fds = [f.fd for f in retired if f.unsynced]
+            close = [f.fd for f in retired]
+            retired.clear()
+        else:  # (nearly every fsync: no file was retired since the last)
+            fds, close = [], []
         cur = self.cur
         if cur is not None and cur.unsynced and cur.open:
             fds.append(cur.fd)
