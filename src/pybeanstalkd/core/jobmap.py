@@ -17,6 +17,7 @@ everything else.
 """
 from __future__ import annotations
 
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,12 +46,16 @@ class Block(list["Job | None"]):
         self.live = 0
 
     def jobs(self) -> list[Job]:
-        return [j for j in self if j is not None]
+        return list(compress(self, self))  # type: ignore[arg-type]  # (the Jobs: true)
+
+    def slots(self) -> list[int]:
+        """Where its jobs are (id & LOW): found in C, as a job is true."""
+        return list(compress(_SLOTS, self))
 
     def ids(self, k: int) -> list[int]:
         """The ids of its jobs, k being the block's number (id >> BITS)."""
         base = k << BITS
-        return [base + i for i, j in enumerate(self) if j is not None]
+        return [base + i for i in self.slots()]
 
 
 class Sparse(dict[int, "Job | None"]):
@@ -72,6 +77,7 @@ class Sparse(dict[int, "Job | None"]):
 
 
 _NONES: list[None] = [None] * (1 << BITS)
+_SLOTS = range(1 << BITS)
 # The block of ids that have no jobs (never written to): what the hot paths
 # index for a missing block.
 NO_JOBS = Block()
@@ -108,7 +114,7 @@ class JobMap:
             if b.__class__ is Block:
                 self.spare = b
         elif b.live == THIN and b.__class__ is Block and k != self.q.next_id >> BITS:
-            small = self.blocks[k] = Sparse((i, j) for i, j in enumerate(b) if j is not None)
+            small = self.blocks[k] = Sparse((i, b[i]) for i in b.slots())
             small.live = THIN
 
     def get(self, id_: int, default: Job | None = None) -> Job | None:
