@@ -319,7 +319,9 @@ def parse_args(argv):
     a("--cluster-cost", type=int, nargs="?", const=40_000, metavar="PUTS",
       help="with --compare: ours as a 3-node cluster (-b -f0) behind HAProxy, then one "
            "node: CPU µs per acknowledged put of each process, PUTS puts (default 40,000) "
-           "from -c unpipelined producers; needs etcd and haproxy")
+           "from -c unpipelined producers (one node also with half as many, and so on, "
+           "until slower than the cluster: its cost at the cluster's rate); needs etcd "
+           "and haproxy")
     a("--disk-bodies", action="store_true",
       help="with --compare: --bodies-on-disk's RSS per job (100 B, 8 KiB, 64 KiB), "
            "reserve rates of 4 KiB bodies hot and cold, a probe during a cold reserve storm")
