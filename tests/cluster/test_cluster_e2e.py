@@ -283,3 +283,50 @@ def test_a_failover_keeps_an_idp_key_and_a_held_aft_job(tmp_path, etcd):
             assert b"waiting-jobs: 1\n" in c.cmd(b"stats-group g\r\n")
             assert c.cmd(b"delete 1\r\n") == b"DELETED\r\n"
             assert c.cmd(b"reserve-with-timeout 0\r\n") == b"RESERVED 2 1\r\nh\r\n"
+
+
+def test_bodies_on_disk_survive_a_snapshot_and_a_failover(tmp_path, etcd):
+    """--bodies-on-disk on real nodes: a follower that joins a leader whose
+    bodies are in its binlog gets them in the snapshot (read back from the
+    leader's files), keeps them in its own files, and serves them after a
+    kill -9 of the leader, as every acknowledged put."""
+    disk = ("--bodies-on-disk", "--body-ram-min", "0")
+    a = start(tmp_path, etcd, "a", "d1", extra=disk)
+    b = None
+    try:
+        wait_for(lambda: ask(a, b"list-tube-used\r\n"))  # a leads
+        h = History()
+        bodies = [b"%03d-" % i + b"x" * (i * 97 % 3000) for i in range(60)]
+        with a.connect() as sock:
+            c = Client(sock)
+
+            def put(body):
+                h.put_sent(body)
+                reply = c.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+                assert reply.startswith(b"INSERTED ")
+                h.put_acked(int(reply.split()[1]), body)
+            for body in bodies[:30]:  # before the follower: in its snapshot
+                put(body)
+            assert b"body-bytes-in-ram: 0\n" in c.cmd(b"stats\r\n")
+            b = start(tmp_path, etcd, "b", "d1", extra=disk)
+            wait_for(lambda: (isr(etcd, "d1") or (0, []))[1] == ["a", "b"])
+            for body in bodies[30:]:  # after: in the batches
+                put(body)
+            for i in (2, 31):
+                h.send_delete(i)
+                assert c.cmd(b"delete %d\r\n" % i) == b"DELETED\r\n"
+                h.delete_acked(i)
+        a.proc.kill()
+        a.proc.wait()
+        wait_for(lambda: ask(b, b"list-tube-used\r\n"))  # b leads
+        assert h.check(jobs_on(b, range(1, 62))) == []
+        with b.connect() as sock:
+            c = Client(sock)
+            st = c.cmd(b"stats\r\n")
+            assert b"body-bytes-in-ram: 0\n" in st and b"current-jobs-ready: 58\n" in st
+            assert c.cmd(b"reserve-with-timeout 0\r\n") == b"RESERVED 1 %d\r\n%s\r\n" % (
+                len(bodies[0]), bodies[0])
+    finally:
+        for node in (a, b):
+            if node is not None:
+                node.stop()
