@@ -138,3 +138,4 @@ class Restore:
         seen = self.seen
         for id_ in [i for i in q.jobs if i not in seen]:
             q.delete(None, id_, now, count=False)
+        q.jobs.shrink_all()  # (the parts came in the leader's order, buried jobs last)

@@ -7,9 +7,10 @@ block are put together and mostly deleted together. Each block is a list
 indexed by `id & LOW`, None where no job is: 8 bytes a job where a dict's
 entry and table take about 36, and no table to rebuild (the dict of blocks
 stays small: 1,500 entries at 6M jobs). An emptied block is dropped (the
-last one kept as a spare), and a block thinned out to THIN jobs becomes a
-small dict answering the same `block[id & LOW]`, so that a few survivors
-do not keep 32 KiB each.
+last one kept as a spare), and a block left with THIN jobs or fewer becomes
+a small dict answering the same `block[id & LOW]`, so that a few survivors
+do not keep 32 KiB each: at a delete, once a put has passed the block, or
+after jobs are loaded in bulk (recovery, a follower's snapshot).
 
 Queue's hot paths index `blocks` inline (`blocks.get(id >> BITS,
 NO_JOBS)[id & LOW]`, None if there is no such job); the methods here serve
@@ -84,7 +85,7 @@ NO_JOBS = Block()
 
 
 class JobMap:
-    __slots__ = ("blocks", "q", "spare")
+    __slots__ = ("blocks", "q", "spare", "newest")
 
     def __init__(self, q: Queue) -> None:
         self.blocks: dict[int, Block | Sparse] = {}  # id >> BITS -> jobs by id & LOW
@@ -92,6 +93,7 @@ class JobMap:
         # The last block emptied, kept for the next new block: a queue that
         # empties and fills again need not make 4,096 slots each time.
         self.spare: Block | None = None
+        self.newest = -1  # the block a put last made (Queue.insert)
 
     def new_block(self, k: int) -> Block:
         """Block k, made (or the spare, empty), for an id it has no block for."""
@@ -103,19 +105,44 @@ class JobMap:
         self.blocks[k] = b
         return b
 
+    def put_block(self, k: int) -> Block:
+        """new_block for a put (Queue.insert). The block the last put made
+        has taken its ids: if its jobs went meanwhile, down to THIN or
+        fewer (a consumer keeping up, a jump of the next id), it was not
+        copied small then, as it took new ids; it is now."""
+        last = self.blocks.get(self.newest)
+        if last is not None and last.live <= THIN:
+            self.shrink(self.newest, last)
+        self.newest = k
+        return self.new_block(k)
+
     def thinned(self, b: Block | Sparse, id_: int) -> None:
         """A delete left id_'s block b with THIN jobs or fewer: drop it if
-        empty, or copy it to a Sparse once at THIN. The block still taking
-        new ids is not copied: a queue of a dozen jobs would copy it again
-        and again."""
+        empty, or copy it to a Sparse. The block still taking new ids is
+        not copied: a queue of a dozen jobs would copy it again and again
+        (put_block copies it once it is passed)."""
         k = id_ >> BITS
         if not b.live:
             del self.blocks[k]
             if b.__class__ is Block:
                 self.spare = b
-        elif b.live == THIN and b.__class__ is Block and k != self.q.next_id >> BITS:
+        elif b.__class__ is Block and k != self.q.next_id >> BITS:
+            self.shrink(k, b)
+
+    def shrink(self, k: int, b: Block | Sparse) -> None:
+        """Block k (b, holding THIN jobs or fewer) copied to a Sparse, unless
+        it is one already or still takes new ids."""
+        if b.__class__ is Block and k != self.q.next_id >> BITS:
             small = self.blocks[k] = Sparse((i, b[i]) for i in b.slots())
-            small.live = THIN
+            small.live = b.live
+
+    def shrink_all(self) -> None:
+        """Every block holding THIN jobs or fewer copied small: after jobs
+        are loaded in bulk (recovery, a follower's snapshot), in whatever
+        order they came."""
+        for k, b in list(self.blocks.items()):
+            if b.live <= THIN:
+                self.shrink(k, b)
 
     def get(self, id_: int, default: Job | None = None) -> Job | None:
         j = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]

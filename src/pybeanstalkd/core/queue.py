@@ -151,7 +151,7 @@ class Queue(Reserving):
         id_ = j.id
         b = self.blocks.get(id_ >> BITS)
         if b is None:
-            b = self.jobs.new_block(id_ >> BITS)
+            b = self.jobs.put_block(id_ >> BITS)
         b[id_ & LOW] = j
         b.live += 1
         self.body_bytes += len(j.body)
@@ -206,6 +206,7 @@ class Queue(Reserving):
         buried.sort(key=lambda j: j.deadline)  # the bury position
         for j in buried:
             self.place_buried(j)
+        self.jobs.shrink_all()  # (blocks the binlog's compaction left with a few jobs)
 
     def place_ready(self, j: Job, now: int, log: bool = False, fresh: bool = False) -> None:
         j.state = READY
