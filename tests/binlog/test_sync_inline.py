@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pytest
 
@@ -74,6 +75,26 @@ def test_one_writer_is_synced_inline(tmp_path):
         assert sy.busy is None  # (nothing handed to the thread)
         assert wal.synced == wal.written == wal.lsn  # written and synced, here
         assert gate.released[-1] == {a}  # its reply may go
+    done(loop, sy)
+
+
+def test_sync_for_one_writer_syncs_here_and_leaves_the_reply_to_the_gate(tmp_path):
+    loop, wal, e, gate, sy = setup(tmp_path)
+    a, b = e.connect(), e.connect()
+    for _ in range(2):
+        put(e, a)
+        assert wal.synced < wal.lsn
+        assert sy.sync_for(a) is True
+        assert wal.synced == wal.written == wal.lsn and sy.busy is None
+        assert gate.released == []  # (the gate sends a's reply itself)
+        sy.regroup(1)
+        assert sy.expect == 1
+    put(e, b)  # another client, within ALONE_NS of a's sync: not here
+    sy.inline_at = time.monotonic_ns() + 10**9  # (however slow this machine is)
+    assert sy.sync_for(b) is False and wal.synced < wal.lsn and sy.busy is None
+    sy.expect = 2  # (after a group of two: kick gathers or uses the thread)
+    sy.inline_for = b
+    assert sy.sync_for(b) is False and wal.synced < wal.lsn
     done(loop, sy)
 
 

@@ -139,19 +139,55 @@ def test_synced_answers_after_the_fsync_not_the_write(tmp_path, fsync_held):
         loop.close()
 
 
-def test_synced_with_one_writer_answers_once_synced_inline(tmp_path):
+def test_synced_with_one_writer_answers_once_synced_inline(tmp_path, monkeypatch):
     """-f0, one client writing: the fsync runs in the pass that wrote (no
     hand-off to the fsync thread), and the reply goes out after it."""
     h, wal = with_binlog(tmp_path, hold=HOLD_WRITES)
     loop = asyncio.new_event_loop()
+    sent_at_fsync = []
+    real = S.fsync_all
+
+    def fsync_all(fds, dirfd):
+        sent_at_fsync.append(bytes(a.transport.data))  # (what a had been sent by then)
+        real(fds, dirfd)
+    monkeypatch.setattr(S, "fsync_all", fsync_all)
     try:
         srv = Server(loop, h.e, gate=lambda srv: Synced(srv, wal, True, 0))
         a = conn(h)
-        for i in (1, 2):
+        for i in (1, 2, 3):
             assert command(h, srv, a, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED %d\r\n" % i
             assert wal.synced == wal.lsn and srv.syncer.busy is None and not srv.held
+            assert sent_at_fsync == [b""] * i  # each reply after its fsync
             a.transport.data.clear()
+        # a reply that waits for nothing goes at once, no fsync
+        assert command(h, srv, a, b"list-tube-used\r\n") == b"USING default\r\n"
+        assert len(sent_at_fsync) == 3
     finally:
+        loop.close()
+
+
+def test_synced_one_writer_then_a_group(tmp_path, fsync_held):
+    """Once the last fsync answered more than one client (a group may
+    form), a lone writer's fsync goes to the thread: its reply waits for
+    it there."""
+    h, wal = with_binlog(tmp_path, hold=HOLD_WRITES)
+    loop = asyncio.new_event_loop()
+    try:
+        srv = Server(loop, h.e, gate=lambda srv: Synced(srv, wal, True, 0))
+        a, b = conn(h), conn(h)
+        fsync_held.set()  # (a's inline fsync runs through)
+        assert command(h, srv, a, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
+        fsync_held.clear()
+        srv.syncer.expect = 2  # (as after a group of two)
+        assert command(h, srv, b, b"put 0 0 60 1\r\ny\r\n") == b""  # (not inline: held)
+        assert b in srv.held and wal.synced < wal.lsn
+        until(loop, lambda: srv.syncer.busy)  # on the thread
+        assert bytes(b.transport.data) == b""
+        fsync_held.set()
+        until(loop, lambda: b.transport.data)
+        assert bytes(b.transport.data) == b"INSERTED 2\r\n" and wal.synced == wal.lsn
+    finally:
+        fsync_held.set()
         loop.close()
 
 

@@ -176,14 +176,35 @@ class Syncer:
             return False
         if not held:
             return True  # (an HTTP action's wait, or records nobody waits for)
-        s = next(iter(held))
+        return self._alone_with(next(iter(held)), now)
+
+    def _alone_with(self, s: object, now: int) -> bool:
+        """_alone, s being the one connection whose reply waits."""
         if s is self.inline_for or now - self.inline_at > ALONE_NS:
             self.inline_for = s
             return True
         return False
 
+    def sync_for(self, s: object) -> bool:
+        """-f0: s's reply waits for an fsync, and no other reply does (the
+        gate holds none). If kick would sync inline, sync now and return
+        True: s's reply may go, and the gate sends it, then calls regroup.
+        False: nothing was done (the gate holds s and kicks)."""
+        if (self.busy or self.timer is not None or self.rate or not self.wantsync
+                or self.expect > 1):
+            return False  # (kick would wait, gather, or use the thread)
+        now = monotonic_ns()
+        if not self._alone_with(s, now):
+            return False
+        self._sync_here(now)
+        return True
+
     def _inline(self, now: int) -> None:
         """An fsync on the loop's thread (kick says when), then its replies."""
+        self._sync_here(now)
+        self.regroup(self.gate.advanced())
+
+    def _sync_here(self, now: int) -> None:
         target = self._begin(now)
         t0 = monotonic_ns()
         try:
@@ -191,7 +212,7 @@ class Syncer:
         except OSError as e:
             warn(f"fsync: {e}")  # (as the thread's: reported, the group answered)
         self.inline_at = monotonic_ns()
-        self._ended(target, self.inline_at - t0)
+        self._synced(target, self.inline_at - t0)
 
     def _done(self) -> None:
         try:
@@ -213,11 +234,17 @@ class Syncer:
     def _ended(self, target: int, took: int) -> None:
         """An fsync covering binlog bytes up to target ended (took ns; here,
         on the loop's thread): the replies it covers go out."""
+        self._synced(target, took)
+        self.regroup(self.gate.advanced())
+
+    def _synced(self, target: int, took: int) -> None:
         hist.observe(self.fsync_hist, took)
         self.wal.synced = max(self.wal.synced, target)
-        released = self.gate.advanced()
-        # Clients still held wrote during this sync; with those just released,
-        # that is the group the next fsync should cover.
+
+    def regroup(self, released: int) -> None:
+        """An fsync's replies went out, `released` of them. Clients still
+        held wrote during this sync; with those just released, that is the
+        group the next fsync should cover."""
         self.expect = len(self.gate.held) + released
         self.gather_until = monotonic_ns() + 200_000
 

@@ -180,6 +180,19 @@ class Synced(Written):
     def replies(self, dirty: list[Session]) -> None:
         if dirty:
             wal = self.wal
+            if len(dirty) == 1 and not self.held and wal.use and dirty[0].hold > wal.synced:
+                # One client's reply waits for an fsync, and no other: with
+                # one client writing, the Syncer syncs here and now, and the
+                # reply goes without being held (what kick, advanced and
+                # _release would do for it).
+                s = dirty[0]
+                syncer: Syncer = self.syncer  # type: ignore[assignment]  # (set in __init__)
+                if syncer.sync_for(s):
+                    dirty.clear()
+                    self.send(s)
+                    self.srv.answered(s)
+                    syncer.regroup(1 + self._release(wal.synced))
+                    return
             self._judge(dirty, wal.synced if wal.use else SAFE)  # (safe(), inline)
         self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
 
