@@ -65,8 +65,9 @@ class Syncer:
     -f0 is group commit: replies to writing commands are held until an fsync
     covers their records; records written while one fsync runs share the
     next. With one writer waiting (and one in the last group) the fsync
-    runs inline instead: there is no group to share it. -f MS syncs at most every MS ms, and a timer syncs the tail within
-    MS even if no further write comes. -F never syncs.
+    runs inline instead: there is no group to share it. -f MS syncs at
+    most every MS ms, and a timer syncs the tail within MS even if no
+    further write comes. -F never syncs.
     The thread reports back through a pipe the loop watches: cheaper per
     cycle than an executor future.
     """
