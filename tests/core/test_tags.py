@@ -5,6 +5,7 @@ src/protocol.rs tests), and nothing of it without the flag."""
 import pytest
 
 from fakeclock import Harness
+from pybeanstalkd.core import engine as engine_mod
 from pybeanstalkd.core.slices import SLICE
 
 
@@ -537,7 +538,10 @@ def test_tags_of_is_parse_tags(words):
 
 
 _tag_word = st.sampled_from([b"idp:k1", b"idp:k2:5", b"idp:k3", b"con:c", b"con:c:2",
-                             b"grp:g", b"aft:h", b"try:2", b"idp:", b"con:c:0", b"junk"])
+                             b"grp:g", b"aft:h", b"try:2", b"idp:", b"con:c:0", b"junk",
+                             # keys name_ok refuses, and the longest it takes
+                             b"idp:-k", b"idp:k*", b"idp:k\0", b"idp:\xe9", b"idp::",
+                             b"idp:k" * 40, b"idp:" + b"k" * 200, b"idp:" + b"k" * 201])
 _num = st.sampled_from([b"0", b"1", b"60", b"+1", b"007", b"4294967296"])
 
 
@@ -553,6 +557,26 @@ def test_tagged_puts_answer_alike_by_the_fast_path_and_by_parse(puts):
         line = b"put 0 0 %s 1 %s\r\nx\r\n" % (num, sep.join(tags))
         assert fast.send(cf, line) == slow.send(cs, line), line
         assert fast.send(cf, b"stats-job 1\r\n") == slow.send(cs, b"stats-job 1\r\n")
+
+
+@pytest.mark.parametrize("key", [b"k1", b"-k", b"k*", b"k:5", b"k" * 200, b"k" * 201])
+def test_a_known_put_then_its_key_skips_the_tag_parsers(monkeypatch, key):
+    """The commonest tagged put (a plain put's line, then idp:KEY) is taken
+    whole by Engine.command, the key checked there; any other key goes on
+    to the general parsers, which answer as for any tagged put."""
+    h = Harness(extensions=True)
+    s = h.conn()
+    h.send(s, b"put 0 0 60 1\r\nx\r\n")  # (the line is known now)
+    calls = []
+    for name in ("with_idp", "tags_of", "parse"):
+        full = getattr(engine_mod, name)
+        monkeypatch.setattr(engine_mod, name, lambda *a, f=full, n=name: calls.append(n) or f(*a))
+    reply = h.send(s, b"put 0 0 60 1 idp:%s\r\nx\r\n" % key)
+    good = len(key) <= 200 and key[0] != 45 and b"*" not in key
+    assert reply == (b"INSERTED 2\r\n" if good else b"BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n")
+    assert (calls == []) is (good and b":" not in key), calls
+    assert h.send(s, b"put 0 0 60 1 idp:%s\r\nx\r\n" % key) == (
+        b"INSERTED 2 READY\r\n" if good else b"BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n")
 
 
 def test_the_memory_cap_counts_the_tags_and_cooldowns():

@@ -204,7 +204,7 @@ class Commands:
             self.log("<%d job %d" % (s.fd, id_))
         j.body = body  # (store_put, inline: draining was looked at above)
         if q.store.reserve_put(j):
-            q.insert(j, now)
+            q.insert_tagged(j, tags, now)
             s.send(b"INSERTED %d\r\n" % id_)
         else:
             del jobs[id_]

@@ -17,12 +17,12 @@ from . import protocol as P
 from . import extensions as extensions_mod
 from .commands import Commands
 from .extensions import ExtensionCommands
-from .protocol import INT_MAX, LINE_BUF_SIZE, NS, U32_MAX, Bad, parse
+from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, U32_MAX, Bad, parse
 from .job import JOB_OVERHEAD
 from .extqueue import ExtQueue
 from .queue import Queue
 from .slices import SLICE
-from .tags import tags_of, with_idp
+from .tags import Tags, new_tags, tags_of, with_idp
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, DiskSession, Session,
@@ -31,13 +31,16 @@ from .stats import CMD_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
+    from typing import TypeAlias
 
     from .job import Job
-    from .tags import Tags
 
     from .commands import Verifier
     from .store import Store
     from .protocol import Command
+
+    # A cached put line's pri, delay, ttr and size (and its tags: TAGGED_PUTS)
+    PutHead: TypeAlias = tuple[int, int, int, int] | tuple[int, int, int, int, Tags]
 
 # Engine.hold: which commands' replies wait for the binlog (Session.hold).
 HOLD_NONE, HOLD_WRITES, HOLD_ALL = 0, 1, 2
@@ -62,6 +65,20 @@ PUTS: dict[bytes, tuple[int, int, int, int]] = {}
 
 # The same for put lines with tags that repeat (no idp: key; --extensions).
 TAGGED_PUTS: dict[bytes, tuple[int, int, int, int, Tags]] = {}
+
+
+def _keyed_put(line: bytes, i: int) -> tuple[PutHead | None, Tags | None]:
+    """A put line known but for its idp: word at line[i + 1:] (anywhere in
+    its tags, a TTL allowed): its numbers and tags, or Nones."""
+    j = line.find(b" ", i + 1)
+    word, rest = (line[i + 1:], line[:i]) if j < 0 else (line[i + 1:j], line[:i] + line[j:])
+    hdr = PUTS.get(rest)
+    if hdr is not None:
+        return hdr, with_idp(None, word)
+    tagged = TAGGED_PUTS.get(rest)
+    if tagged is not None:
+        return tagged, with_idp(tagged[4], word)
+    return None, None
 
 
 def u32(arg: bytes) -> int:
@@ -528,39 +545,28 @@ class Engine(Commands, ExtensionCommands):
                         self.counts["delete"] += 1
                         reply = DELETE[self.q.delete(s, int(arg), now)]
             elif c == 112:  # p
-                hdr = PUTS.get(line)
+                hdr: PutHead | None = PUTS.get(line)
                 if hdr is not None:
                     self.counts["put"] += 1
                     self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
                     return
                 if self.extensions:
                     tagged = TAGGED_PUTS.get(line)
-                    if tagged is None:
-                        # A known line with an idp: word in it (keys are unique)
-                        i = line.find(b" idp:")
-                        tags = hdr = None
-                        if i > 0:
-                            j = line.find(b" ", i + 1)
-                            if j < 0:
-                                word, rest = line[i + 1:], line[:i]
-                            else:
-                                word, rest = line[i + 1:j], line[:i] + line[j:]
-                            hdr = PUTS.get(rest)
-                            if hdr is not None:
-                                tags = with_idp(None, word)
-                            else:
-                                tagged = TAGGED_PUTS.get(rest)
-                                if tagged is not None:
-                                    tags = with_idp(tagged[4], word)
-                                    hdr = tagged[:4]
-                        if tags is not None and hdr is not None:
-                            self.counts["put"] += 1
-                            self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
-                            return
-                    else:
+                    i = -1 if tagged is not None else line.find(b" idp:")
+                    if i < 0:
+                        hdr, tags = tagged, tagged and tagged[4]
+                    else:  # (no line with a key is cached: keys are unique)
+                        key = line[i + 5:]
+                        if len(key) <= MAX_TUBE_NAME_LEN and key.translate(NAME_TABLE).isalpha() and (
+                                key[0] != 45 and (hdr := PUTS.get(line[:i])) is not None):
+                            # The commonest: a known plain put, then idp:KEY (no TTL;
+                            # the key as name_ok checks it)
+                            tags = new_tags(Tags, (key, 0, None, 1, None, None, 0))
+                        else:
+                            hdr, tags = _keyed_put(line, i)
+                    if hdr is not None and tags is not None:
                         self.counts["put"] += 1
-                        self.put(s, tagged[0], tagged[1], tagged[2], tagged[3], True, now,
-                                 tagged[4])
+                        self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
                         return
                 if line[:4] == b"put ":
                     args = line[4:].split(b" ", 4)

@@ -146,11 +146,15 @@ class ExtQueue(Queue):
             self.store.write(j)
 
     def insert(self, j: Job, now: int, log: bool = True) -> None:
-        ext = self.ext
-        tags = ext.jobs.get(j.id)
+        tags = self.ext.jobs.get(j.id)
         if tags is None:
             Queue.insert(self, j, now, log)
-            return
+        else:
+            self.insert_tagged(j, tags, now, log)
+
+    def insert_tagged(self, j: Job, tags: Tags, now: int, log: bool = True) -> None:
+        """insert of a job with tags (ext.jobs has them already)."""
+        ext = self.ext
         # _register(j, tags), inline: every tagged put's path
         idp = tags.idp
         if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)

@@ -24,6 +24,10 @@ INT_MAX = 0x7FFFFFFF
 NS = 1_000_000_000
 
 NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
+# Each byte to 'a' if a name may hold it, else to '!': name.translate(NAME_TABLE)
+# .isalpha() says a name is not empty and all name chars, in half the time
+# that translate(None, NAME_CHARS) takes (which builds its table per call).
+NAME_TABLE = bytes(97 if c in NAME_CHARS else 33 for c in range(256))
 
 # Replies that carry no arguments.
 OUT_OF_MEMORY = b"OUT_OF_MEMORY\r\n"
@@ -123,8 +127,8 @@ def read_strtoul(arg: bytes) -> int:
 
 def name_ok(name: bytes) -> bool:
     return (
-        0 < len(name) <= MAX_TUBE_NAME_LEN
-        and not name.translate(None, NAME_CHARS)
+        len(name) <= MAX_TUBE_NAME_LEN
+        and name.translate(NAME_TABLE).isalpha()  # (not empty, and only name chars)
         and name[0] != 45  # '-'
     )
 

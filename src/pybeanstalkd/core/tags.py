@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .protocol import MAX_TUBE_NAME_LEN, NAME_CHARS, U32_MAX, Bad, name_ok
+from .protocol import MAX_TUBE_NAME_LEN, NAME_TABLE, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
     from .heaps import StaleHeap
@@ -53,7 +53,8 @@ class Tags(NamedTuple):
     tries: int = 0  # 0: --max-tries decides
 
 
-_new_tags = tuple.__new__
+# Tags(...) without NamedTuple's Python __new__: new_tags(Tags, (7 fields))
+new_tags = _new_tags = tuple.__new__
 NO_TAGS = Tags()
 
 
@@ -128,7 +129,7 @@ def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
             return None
         ttl = int(num)
     # name_ok(key), inline
-    if not 0 < len(key) <= MAX_TUBE_NAME_LEN or key.translate(None, NAME_CHARS) or key[0] == 45:
+    if len(key) > MAX_TUBE_NAME_LEN or not key.translate(NAME_TABLE).isalpha() or key[0] == 45:
         return None
     if tags is None:
         return _new_tags(Tags, (key, ttl, None, 1, None, None, 0))
