@@ -714,22 +714,39 @@ def test_a_client_watching_many_tubes_runs_few_reserves_a_call(h):
     assert c.out.count(b"TIMED_OUT\r\n") == 340
 
 
-def test_the_puts_of_one_read_share_their_created_time(h, tmp_path):
-    """A job's created time is when its read came in: one int for the puts
-    of a read (32 bytes a job), each its own for reads apart; recovery
-    shares them again."""
+def test_the_puts_of_one_millisecond_share_their_created_time(h, tmp_path):
+    """A job's created time is when a read came in, up to a millisecond
+    (STAMP) before its own: one int for the puts of those reads (32 bytes a
+    job), its own for a read later than that; recovery shares them again."""
     from fakeclock import with_binlog
+    from pybeanstalkd.core.engine import STAMP
 
     hb, wal = with_binlog(tmp_path)
     for hh in (h, hb):
         c = hh.conn()
         assert hh.send(c, b"put 0 0 60 1\r\na\r\nput 0 0 60 1\r\nb\r\n") == \
             b"INSERTED 1\r\nINSERTED 2\r\n"
-        hh.now += 5
+        hh.now += STAMP - 1
         assert hh.send(c, b"put 0 0 60 1\r\nc\r\n") == b"INSERTED 3\r\n"
+        hh.now += 1
+        assert hh.send(c, b"put 0 0 60 1\r\nd\r\n") == b"INSERTED 4\r\n"
         jobs = hh.e.q.jobs
-        assert jobs[1].created is jobs[2].created and jobs[3].created == jobs[1].created + 5
+        assert jobs[1].created is jobs[2].created is jobs[3].created
+        assert jobs[4].created == jobs[1].created + STAMP
     wal.flush()
     h2, _ = with_binlog(tmp_path)
     jobs = h2.e.q.jobs
-    assert jobs[1].created is jobs[2].created and jobs[3].created is not jobs[2].created
+    assert jobs[1].created is jobs[2].created is jobs[3].created
+    assert jobs[4].created is not jobs[3].created
+
+
+def test_a_put_run_later_than_its_read_gets_a_fresh_created_time(h):
+    """A put left behind a blocking reserve runs when the reserve ends (a
+    timer, not a read): its created time is then, not the last read's."""
+    from pybeanstalkd.core.engine import STAMP
+
+    c = h.conn()
+    assert h.send(c, b"reserve-with-timeout 5\r\nput 0 0 60 1\r\na\r\n") == b""
+    start = h.now
+    h.advance(6)
+    assert h.e.q.jobs[1].created >= start + 5 * NS > start + STAMP

@@ -37,6 +37,7 @@ class Commands:
     # (declared only: no class attribute, nothing in an instance's dict).
     q: Queue
     now: int  # when the input being run came in (a command's own time is a little later)
+    stamp: int  # a put's created time (Engine.stamp)
     max_job_size: int
     verbose: int
     log: Callable[[str], None]
@@ -84,15 +85,15 @@ class Commands:
             return
         if self.max_memory is not None:
             self.inflight += size + 2 + JOB_OVERHEAD
-        # created: the time the read came in (self.now), where `now` is a
-        # nanosecond more per command before it (engine.py): the puts of one
-        # read share one int (32 bytes a job less), and a job's age and
-        # wait are the same to a microsecond.
+        # created: the time a read came in up to a millisecond before
+        # (self.stamp), where `now` is a nanosecond more per command before
+        # it (engine.py): the puts of one read, and of every read in that
+        # millisecond, share one int (32 bytes a job less).
         if tags is None:
             # (ids come from the queue alone: one place hands them out)
-            s.in_job = self.q.new_job(s.use, pri, delay, ttr, self.now)
+            s.in_job = self.q.new_job(s.use, pri, delay, ttr, self.stamp)
         else:
-            s.in_job = Job(0, s.use, pri, delay, ttr if ttr > NS else NS, b"", self.now)
+            s.in_job = Job(0, s.use, pri, delay, ttr if ttr > NS else NS, b"", self.stamp)
             s.in_tags = tags
         s.state = BODY
         s.need = size + 2

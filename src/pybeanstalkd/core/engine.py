@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 # Engine.hold: which commands' replies wait for the binlog (Session.hold).
 HOLD_NONE, HOLD_WRITES, HOLD_ALL = 0, 1, 2
+STAMP = 1_000_000  # ns a put's created time may be shared (Engine.stamp)
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 # A read's replies stop at about this many bytes (one reply past it at
 # most: the size is looked at from the first command on); the rest of the
@@ -119,6 +120,10 @@ class Engine(Commands, ExtensionCommands):
         self.q = (ExtQueue(now, store, max_tries) if extensions
                   else Queue(now, store, max_tries))
         self.now = now
+        # A put's created time: the read's, shared by every job put within
+        # STAMP of it (one int for them all, 32 bytes a job less where
+        # producers send one put a read); ages and waits are in seconds.
+        self.stamp = now
         self.start = now
         self.max_job_size = max_job_size
         self.verbose = verbose
@@ -198,8 +203,16 @@ class Engine(Commands, ExtensionCommands):
         self.total_conn_ct += 1
         return s
 
+    def _clock(self, now: int) -> None:
+        """The time, at each entry point but data() (which has it inline)."""
+        self.now = now
+        if not 0 <= now - self.stamp < STAMP:
+            self.stamp = now
+
     def data(self, s: Session, data: bytes, now: int) -> None:
         self.now = now
+        if not 0 <= now - self.stamp < STAMP:  # (_clock, inline)
+            self.stamp = now
         if s.plen or s.state or s.waiting or s.closing:
             pending = s.pending
             pending.append(data)
@@ -252,7 +265,7 @@ class Engine(Commands, ExtensionCommands):
         each reply before it reads the next command: a peer that closed
         for good makes that write fail, and then nothing more of its input
         runs."""
-        self.now = now
+        self._clock(now)
         s.hup = True
         if s.state == BUSY:
             return  # the command's last slice comes back here (_in_slices)
@@ -268,7 +281,7 @@ class Engine(Commands, ExtensionCommands):
 
     def close(self, s: Session, now: int) -> None:
         """The connection is gone: release its reservations."""
-        self.now = now
+        self._clock(now)
         s.closing = True
         if s.in_job is not None:  # a body that never came
             s.in_job = None
@@ -284,7 +297,7 @@ class Engine(Commands, ExtensionCommands):
 
     def tick(self, now: int, n: int = SLICE) -> bool:
         """Run what is due (at most n timer entries); True if more is."""
-        self.now = now
+        self._clock(now)
         more = self.q.tick(now, n)
         self._resume(now)
         return more
@@ -294,7 +307,7 @@ class Engine(Commands, ExtensionCommands):
 
     def step(self, now: int) -> bool:
         """Run one slice of background work; True while more remains."""
-        self.now = now
+        self._clock(now)
         more = self.q.step(now)
         self._resume(now)
         return more
@@ -319,7 +332,7 @@ class Engine(Commands, ExtensionCommands):
     def settle(self, now: int) -> None:
         """After a change made outside a command (the HTTP side's actions):
         sessions whose blocked reserve it answered go on with their input."""
-        self.now = now
+        self._clock(now)
         self._resume(now)
 
     def _resume(self, now: int) -> None:
@@ -334,7 +347,7 @@ class Engine(Commands, ExtensionCommands):
     def more(self, s: Session, now: int) -> None:
         """Go on with the commands a read left at OUT_LIMIT (see backlog),
         or, once the peer hung up, with the next of its commands (eof)."""
-        self.now = now
+        self._clock(now)
         if s.hup:
             if not s.closing and not s.waiting and s.state != BUSY:
                 self._hup_step(s, now)
