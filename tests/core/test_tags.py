@@ -5,7 +5,7 @@ src/protocol.rs tests), and nothing of it without the flag."""
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd.core import engine as engine_mod
+from pybeanstalkd.core import engine as engine_mod, putlines
 from pybeanstalkd.core.slices import SLICE
 
 
@@ -568,9 +568,9 @@ def test_a_known_put_then_its_key_skips_the_tag_parsers(monkeypatch, key):
     s = h.conn()
     h.send(s, b"put 0 0 60 1\r\nx\r\n")  # (the line is known now)
     calls = []
-    for name in ("with_idp", "tags_of", "parse"):
-        full = getattr(engine_mod, name)
-        monkeypatch.setattr(engine_mod, name, lambda *a, f=full, n=name: calls.append(n) or f(*a))
+    for mod, name in ((putlines, "with_idp"), (engine_mod, "tags_of"), (engine_mod, "parse")):
+        full = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, f=full, n=name: calls.append(n) or f(*a))
     reply = h.send(s, b"put 0 0 60 1 idp:%s\r\nx\r\n" % key)
     good = len(key) <= 200 and key[0] != 45 and b"*" not in key
     assert reply == (b"INSERTED 2\r\n" if good else b"BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n")

@@ -17,12 +17,13 @@ from . import protocol as P
 from . import extensions as extensions_mod
 from .commands import Commands
 from .extensions import ExtensionCommands
-from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, U32_MAX, Bad, parse
+from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, Bad, parse
 from .job import JOB_OVERHEAD
 from .extqueue import ExtQueue
 from .queue import Queue
 from .slices import SLICE
-from .tags import Tags, new_tags, tags_of, with_idp
+from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
+from .tags import Tags, new_tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, DiskSession, Session,
@@ -31,16 +32,13 @@ from .stats import CMD_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
-    from typing import TypeAlias
 
     from .job import Job
 
     from .commands import Verifier
     from .store import Store
     from .protocol import Command
-
-    # A cached put line's pri, delay, ttr and size (and its tags: TAGGED_PUTS)
-    PutHead: TypeAlias = tuple[int, int, int, int] | tuple[int, int, int, int, Tags]
+    from .putlines import PutHead
 
 # Engine.hold: which commands' replies wait for the binlog (Session.hold).
 HOLD_NONE, HOLD_WRITES, HOLD_ALL = 0, 1, 2
@@ -51,46 +49,6 @@ BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 # read waits until they are written (engine.backlog), so a client that
 # pipelines and never reads holds a bounded buffer.
 OUT_LIMIT = 64 << 10
-
-
-# The u32 arguments of put and release, by their bytes: most clients send a
-# few values (priority, delay, ttr, body size), and a lookup costs half of
-# isdigit and int. Only plain digits that fit are ever added.
-U32S: dict[bytes, int] = {}
-
-
-# Whole put lines, parsed: a producer sends the same few (they differ only
-# where the body size does). Only lines the fast path took are added.
-PUTS: dict[bytes, tuple[int, int, int, int]] = {}
-
-
-# The same for put lines with tags that repeat (no idp: key; --extensions).
-TAGGED_PUTS: dict[bytes, tuple[int, int, int, int, Tags]] = {}
-
-
-def _keyed_put(line: bytes, i: int) -> tuple[PutHead | None, Tags | None]:
-    """A put line known but for its idp: word at line[i + 1:] (anywhere in
-    its tags, a TTL allowed): its numbers and tags, or Nones."""
-    j = line.find(b" ", i + 1)
-    word, rest = (line[i + 1:], line[:i]) if j < 0 else (line[i + 1:j], line[:i] + line[j:])
-    hdr = PUTS.get(rest)
-    if hdr is not None:
-        return hdr, with_idp(None, word)
-    tagged = TAGGED_PUTS.get(rest)
-    if tagged is not None:
-        return tagged, with_idp(tagged[4], word)
-    return None, None
-
-
-def u32(arg: bytes) -> int:
-    """A plain u32 argument's value (cached), or -1: not plain, or too big."""
-    if arg.isdigit():
-        value = int(arg)
-        if value <= U32_MAX:
-            if len(U32S) < 4096:
-                U32S[arg] = value
-            return value
-    return -1
 
 
 class Host:
@@ -576,7 +534,7 @@ class Engine(Commands, ExtensionCommands):
                             # the key as name_ok checks it)
                             tags = new_tags(Tags, (key, 0, None, 1, None, None, 0))
                         else:
-                            hdr, tags = _keyed_put(line, i)
+                            hdr, tags = keyed_put(line, i)
                     if hdr is not None and tags is not None:
                         self.counts["put"] += 1
                         self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)

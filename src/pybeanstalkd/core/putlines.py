@@ -1,0 +1,60 @@
+"""Put lines as the engine's fast path has parsed them (Engine.command).
+
+A producer sends the same few put lines, which differ only where the body
+size does, so each is parsed once and looked up after that. Only plain
+lines (single spaces, plain digits that fit) are ever added, and each
+cache stops growing at 4,096 entries.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .protocol import U32_MAX
+from .tags import with_idp
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from .tags import Tags
+
+    # A cached put line's pri, delay, ttr and size (and its tags: TAGGED_PUTS)
+    PutHead: TypeAlias = tuple[int, int, int, int] | tuple[int, int, int, int, Tags]
+
+# The u32 arguments of put and release, by their bytes: most clients send a
+# few values (priority, delay, ttr, body size), and a lookup costs half of
+# isdigit and int. Only plain digits that fit are ever added.
+U32S: dict[bytes, int] = {}
+
+
+# Whole put lines, parsed: a producer sends the same few (they differ only
+# where the body size does). Only lines the fast path took are added.
+PUTS: dict[bytes, tuple[int, int, int, int]] = {}
+
+
+# The same for put lines with tags that repeat (no idp: key; --extensions).
+TAGGED_PUTS: dict[bytes, tuple[int, int, int, int, Tags]] = {}
+
+
+def keyed_put(line: bytes, i: int) -> tuple[PutHead | None, Tags | None]:
+    """A put line known but for its idp: word at line[i + 1:] (anywhere in
+    its tags, a TTL allowed): its numbers and tags, or Nones."""
+    j = line.find(b" ", i + 1)
+    word, rest = (line[i + 1:], line[:i]) if j < 0 else (line[i + 1:j], line[:i] + line[j:])
+    hdr = PUTS.get(rest)
+    if hdr is not None:
+        return hdr, with_idp(None, word)
+    tagged = TAGGED_PUTS.get(rest)
+    if tagged is not None:
+        return tagged, with_idp(tagged[4], word)
+    return None, None
+
+
+def u32(arg: bytes) -> int:
+    """A plain u32 argument's value (cached), or -1: not plain, or too big."""
+    if arg.isdigit():
+        value = int(arg)
+        if value <= U32_MAX:
+            if len(U32S) < 4096:
+                U32S[arg] = value
+            return value
+    return -1
