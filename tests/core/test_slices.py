@@ -361,7 +361,7 @@ def test_sweeps_keep_ready_and_delayed_order_under_random_work():
             i = rnd.choice(sorted(alive))
             h.send(a, b"kick-job %d\r\n" % i)
         assert_heap(q.delay_heap)
-        assert_heap(q.default.delayed)
+        assert_heap(q.tubes[b"default"].delayed)
     assert len(q.delay_heap) <= 2 * q.delayed_ct + 1024
     h.now += 100 * NS
     while h.e.next_due() is not None and h.e.next_due() <= h.now:
@@ -385,7 +385,7 @@ def test_a_stale_run_is_drained_to_the_heap_in_order(h):
     assert q.work
     steps = drain(h)
     assert steps >= 2
-    t = q.default
+    t = q.tubes[b"default"]
     assert len(t.run) <= t.nready + 33 and len(t.ready) + len(t.run) <= 2 * t.nready + 64
     got = [reserve_id(h, a) for _ in range(n // 4 + 1)]
     assert got == [i for i in range(4, n + 1, 4)] + [n + 1]
@@ -422,9 +422,9 @@ def test_deletes_by_id_start_the_sweeps(h):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
     assert q.work
     drain(h)
-    assert len(q.delay_heap) <= 1024 + 2 and len(q.default.delayed) <= 64 + 2
-    run = q.default.run
-    assert not q.default.ready and len(run) == q.default.nready  # none moved
+    assert len(q.delay_heap) <= 1024 + 2 and len(q.tubes[b"default"].delayed) <= 64 + 2
+    run = q.tubes[b"default"].run
+    assert not q.tubes[b"default"].ready and len(run) == q.tubes[b"default"].nready  # none moved
     assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n
     assert reserve_id(h, a) == n + 3 * n // 4
 

@@ -148,7 +148,6 @@ class ExtensionCommands:
     q: Queue
     counts: dict[str, int]
     draining: bool
-    rand: Callable[[], float]  # uniform in [0, 1): the weighted reserves' draws
     verbose: int
     log: Callable[[str], None]
     broken: list[tuple[Session, Job]]  # (--bodies-on-disk: Commands.unreadable)
@@ -231,7 +230,7 @@ class ExtensionCommands:
 
     def c_reserve_mode(self, s: Session, cmd: Command, now: int) -> None:
         s.mode = cmd[1]
-        s.rand = self.rand
+        s.rand = self.xq.ext.rand
         s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
 
     @property

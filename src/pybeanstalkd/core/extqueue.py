@@ -53,9 +53,10 @@ STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
 class ExtQueue(Queue):
     ext: ExtState
 
-    def __init__(self, now: int, store: Store | None = None, max_tries: int = 0) -> None:
+    def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
+                 rand: Callable[[], float] | None = None) -> None:
         # (max_tries is set for the plain queue's checks to ask tries_used_up)
-        super().__init__(now, store, max_tries or NEVER, ExtState(max_tries))
+        super().__init__(now, store, max_tries or NEVER, ExtState(max_tries, rand))
         self.last_id = EXT_ID - 1  # (higher binlog ids name records of ours)
 
     # -- tries ------------------------------------------------------------

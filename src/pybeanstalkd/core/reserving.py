@@ -19,7 +19,7 @@ from .outcome import DEADLINE_SOON, TIMED_OUT
 from .protocol import NS
 from .slices import SLICE
 from .timers import Timers
-from .tube import WEIGHTED_FAIR
+from .tube import DEFAULT_TUBE, WEIGHTED_FAIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -38,7 +38,6 @@ class Reserving(Timers):
 
     # Queue's, set in its constructor (declared only).
     tubes: dict[bytes, Tube]
-    default: Tube
     index: list[tuple[int, int, Tube]]
     owners_new: int
     reserved_ct: int
@@ -58,10 +57,11 @@ class Reserving(Timers):
     # -- connections -------------------------------------------------------
 
     def attach(self, c: Conn) -> None:
-        c.use = self.default
-        self.default.using += 1
-        c.watch.append(self.default)
-        self.default.watching += 1
+        default = self.tubes[DEFAULT_TUBE]
+        c.use = default
+        default.using += 1
+        c.watch.append(default)
+        default.watching += 1
 
     def use(self, c: Conn, name: bytes) -> None:
         t = self.tube(name)  # create first, then release: list order depends on it

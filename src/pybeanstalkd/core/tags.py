@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from .protocol import MAX_TUBE_NAME_LEN, NAME_TABLE, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .heaps import StaleHeap
     from .tube import Tube
 
@@ -221,8 +223,11 @@ class Clear:
 class ExtState:
     """The tags' server-wide state (one per queue, with --extensions)."""
 
-    def __init__(self, max_tries: int = 0) -> None:
+    def __init__(self, max_tries: int = 0, rand: Callable[[], float] | None = None) -> None:
         self.max_tries = max_tries  # --max-tries (0: none)
+        # Draws in [0, 1) for the weighted reserves (reserve-mode): the
+        # server's are seeded from the OS, the pure layer's fixed.
+        self.rand = rand
         self.jobs: dict[int, Tags] = {}  # id -> tags, for tagged jobs only
         # idp: by tube name, key -> the id of the live job holding it, and
         # key -> its cooldown (a tube's maps go when they empty: a tube is

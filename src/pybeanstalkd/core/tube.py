@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
 
 FIFO, WEIGHTED, WEIGHTED_FAIR = 0, 1, 2  # Conn.mode: how a reserve picks among its tubes
+DEFAULT_TUBE = b"default"  # every connection's tube at first; never freed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
