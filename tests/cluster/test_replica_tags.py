@@ -34,7 +34,8 @@ def pair(tmp_path, monkeypatch, request):
 
 
 def put(p, tags, body=b"a", pri=0):
-    return p.send(b"put %d 0 60 %d %s\r\n%s\r\n" % (pri, len(body), tags, body))
+    tail = b" " + tags if tags else b""  # (a blank tail is the reference's BAD_FORMAT)
+    return p.send(b"put %d 0 60 %d%s\r\n%s\r\n" % (pri, len(body), tail, body))
 
 
 def state_of(q):

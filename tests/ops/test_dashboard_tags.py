@@ -53,7 +53,8 @@ class Raw:
 
     def put(self, tube: bytes, tags: bytes, pri: int = 0) -> int:
         assert self.cmd(b"use %s\r\n" % tube).startswith(b"USING")
-        reply = self.cmd(b"put %d 0 60 1 %s\r\nx\r\n" % (pri, tags))
+        tail = b" " + tags if tags else b""  # (a blank tail is the reference's BAD_FORMAT)
+        reply = self.cmd(b"put %d 0 60 1%s\r\nx\r\n" % (pri, tail))
         assert reply.startswith(b"INSERTED "), reply
         return int(reply.split()[1])
 

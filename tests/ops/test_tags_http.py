@@ -26,7 +26,8 @@ TUBE_KEYS = ("dedup-hits", "held-jobs", "blocked-jobs")
 
 def put(w, s, tube: bytes, tags: bytes = b"", body: bytes = b"x", pri: int = 0) -> bytes:
     w.send(s, b"use %s\r\n" % tube)
-    return w.send(s, b"put %d 0 60 %d %s\r\n%s\r\n" % (pri, len(body), tags, body))
+    tail = b" " + tags if tags else b""  # (a blank tail is the reference's BAD_FORMAT)
+    return w.send(s, b"put %d 0 60 %d%s\r\n%s\r\n" % (pri, len(body), tail, body))
 
 
 def tagged(w) -> dict:

@@ -602,6 +602,8 @@ class Engine(Commands, ExtensionCommands):
             pri, delay, ttr, size = u32(a), u32(b), u32(d), u32(z)
             if (pri | delay | ttr | size) < 0:
                 return False
+        if not tail.strip():  # (no tag, only white space: the reference's put)
+            return False
         try:
             tags = tags_of(tail)
         except Bad:
@@ -615,7 +617,7 @@ class Engine(Commands, ExtensionCommands):
             else:  # what the fast path looks up: the line less its idp: word
                 words = tail.split(b" ")
                 others = [w for w in words if w[:4] != b"idp:"]
-                if len(others) == len(words) - 1:
+                if len(others) == len(words) - 1 and b"" not in others:
                     head = b"put %s %s %s %s" % tuple(args[:4])
                     if not others:
                         if len(PUTS) < 4096:
