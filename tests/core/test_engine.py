@@ -714,9 +714,9 @@ def test_a_client_watching_many_tubes_runs_few_reserves_a_call(h):
     assert c.out.count(b"TIMED_OUT\r\n") == 340
 
 
-def test_the_puts_of_one_millisecond_share_their_created_time(h, tmp_path):
-    """A job's created time is when a read came in, up to a millisecond
-    (STAMP) before its own: one int for the puts of those reads (32 bytes a
+def test_the_puts_within_a_stamp_share_their_created_time(h, tmp_path):
+    """A job's created time is when a read came in, up to STAMP (131 µs)
+    before its own: one int for the puts of those reads (32 bytes a
     job), its own for a read later than that; recovery shares them again."""
     from fakeclock import with_binlog
     from pybeanstalkd.core.engine import STAMP

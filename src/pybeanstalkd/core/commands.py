@@ -85,10 +85,10 @@ class Commands:
             return
         if self.max_memory is not None:
             self.inflight += size + 2 + JOB_OVERHEAD
-        # created: the time a read came in up to a millisecond before
+        # created: the time a read came in up to STAMP (131 µs) before
         # (self.stamp), where `now` is a nanosecond more per command before
         # it (engine.py): the puts of one read, and of every read in that
-        # millisecond, share one int (32 bytes a job less).
+        # time, share one int (32 bytes a job less).
         if tags is None:
             # (ids come from the queue alone: one place hands them out)
             s.in_job = self.q.new_job(s.use, pri, delay, ttr, self.stamp)

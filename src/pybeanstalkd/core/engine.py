@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 # Engine.hold: which commands' replies wait for the binlog (Session.hold).
 HOLD_NONE, HOLD_WRITES, HOLD_ALL = 0, 1, 2
-STAMP = 1_000_000  # ns a put's created time may be shared (Engine.stamp)
+STAMP = 1 << 17  # ns (131 µs) a put's created time may be shared (Engine.stamp)
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 # A read's replies stop at about this many bytes (one reply past it at
 # most: the size is looked at from the first command on); the rest of the
@@ -83,7 +83,8 @@ class Engine(Commands, ExtensionCommands):
         self.now = now
         # A put's created time: the read's, shared by every job put within
         # STAMP of it (one int for them all, 32 bytes a job less where
-        # producers send one put a read); ages and waits are in seconds.
+        # producers send one put a read). Ages are in seconds, and the wait
+        # histogram's first bucket ends at 2**20 ns: 8 times STAMP.
         self.stamp = now
         self.start = now
         self.max_job_size = max_job_size
