@@ -1,9 +1,10 @@
 """Put lines as the engine's fast path has parsed them (Engine.command).
 
 A producer sends the same few put lines, which differ only where the body
-size does, so each is parsed once and looked up after that. Only plain
-lines (single spaces, plain digits that fit) are ever added, and each
-cache stops growing at 4,096 entries.
+size does, so each is parsed once and looked up after that. Only lines
+the fast path took are ever added (plain digits that fit, single spaces
+between them; a tagged line's tags as they came, once they parsed), and
+each cache stops growing at 4,096 entries.
 """
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ class Tags(NamedTuple):
 
 
 # Tags(...) without NamedTuple's Python __new__: new_tags(Tags, (7 fields))
-new_tags = _new_tags = tuple.__new__
+new_tags = tuple.__new__
 NO_TAGS = Tags()
 
 
@@ -134,9 +134,9 @@ def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
     if len(key) > MAX_TUBE_NAME_LEN or not key.translate(NAME_TABLE).isalpha() or key[0] == 45:
         return None
     if tags is None:
-        return _new_tags(Tags, (key, ttl, None, 1, None, None, 0))
+        return new_tags(Tags, (key, ttl, None, 1, None, None, 0))
     # (tags._replace, without its generic Python steps)
-    return _new_tags(Tags, (key, ttl, tags.con, tags.limit, tags.grp, tags.aft, tags.tries))
+    return new_tags(Tags, (key, ttl, tags.con, tags.limit, tags.grp, tags.aft, tags.tries))
 
 
 def parse_tags(words: list[bytes]) -> Tags:
@@ -167,7 +167,7 @@ def parse_tags(words: list[bytes]) -> Tags:
                 raise Bad
         else:
             raise Bad
-    return _new_tags(Tags, (idp, ttl, con, limit, grp, aft, tries))
+    return new_tags(Tags, (idp, ttl, con, limit, grp, aft, tries))
 
 
 class Group:
