@@ -9,8 +9,10 @@ from .job import JOB_OVERHEAD, RESERVED, Job
 from .jobmap import EMPTY
 from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
 from .protocol import NS, name_ok
+from .queue import Queue
 from .session import BITBUCKET, BODY, BUSY
 from .stats import job_stats, server_stats, tube_stats
+from .tags import Tags, new_tags
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 
     from .extqueue import ExtQueue
     from .protocol import Command
-    from .queue import Queue
-    from .tags import Tags
     from .tube import Tube
     from .session import Session
 
@@ -65,11 +65,11 @@ class Commands:
         self.put(s, pri, delay, ttr, size, clean, now)
 
     def put(self, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
-            now: int, tags: Tags | None = None) -> None:
+            now: int, tags: Tags | bytes | None = None) -> None:
         """put's command line; its body comes next (finish_put). The checks
         go in the reference's order: the size, the line's tail, then the rest
         of the admission. With tags (--extensions), the job's id waits for
-        its body: a duplicate uses none (finish_tagged)."""
+        its body: a duplicate uses none (finish_tagged, finish_keyed)."""
         outcome = self.admit(size, clean)
         if outcome is TOO_BIG:
             self._skip_body(s, size, outcome)
@@ -167,7 +167,10 @@ class Commands:
             s.send(P.EXPECTED_CRLF)
             return
         if not j.id:
-            self.finish_tagged(s, j, body, now)
+            if type(s.in_tags) is bytes:  # (isinstance: slow for a Tags)
+                self.finish_keyed(s, j, body, now)
+            else:
+                self.finish_tagged(s, j, body, now)
             return
         if self.verbose >= 2:
             self.log("<%d job %d" % (s.fd, j.id))
@@ -187,7 +190,7 @@ class Commands:
         idp = tags.idp
         if idp is not None and (idp in ext.keys.get(j.tube.name, EMPTY)
                                 or (ext.cools and idp in ext.cools.get(j.tube.name, EMPTY))):
-            dup = q.duplicate(j.tube, tags, j.pri, now)
+            dup = q.duplicate(j.tube, idp, j.pri, now)
             if dup is not None:
                 id_, word, lowered = dup
                 s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
@@ -210,6 +213,39 @@ class Commands:
         else:
             del jobs[id_]
             s.send(R.PUT[NO_ROOM])
+
+    def finish_keyed(self, s: Session, j: Job, body: bytes, now: int) -> None:
+        """finish_tagged, for a put whose one tag is idp:KEY (s.in_tags holds
+        the key: Engine.command's fast path), in its commonest case: a new
+        key in a tube that has keys. Any other case (a duplicate, a key in
+        its cooldown, the first key of its tube, draining, no ids left)
+        goes to finish_tagged with the key's tags."""
+        key: bytes = s.in_tags  # type: ignore[assignment]  # (put set it)
+        tags = new_tags(Tags, (key, 0, None, 1, None, None, 0))
+        q: ExtQueue = self.q  # type: ignore[assignment]  # (tags come with --extensions)
+        ext = q.ext
+        keys = ext.keys.get(j.tube.name)
+        id_ = q.next_id
+        if keys is None or key in keys or ext.cools or self.draining or id_ > q.last_id:
+            s.in_tags = tags
+            self.finish_tagged(s, j, body, now)
+            return
+        s.in_tags = None
+        j.id = id_
+        q.next_id = id_ + 1
+        jobs = ext.jobs
+        jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
+        if self.verbose >= 2:
+            self.log("<%d job %d" % (s.fd, id_))
+        j.body = body
+        if not q.store.reserve_put(j):
+            del jobs[id_]
+            s.send(R.PUT[NO_ROOM])
+            return
+        keys[key] = id_  # (insert_tagged, inline: a key is all these tags hold)
+        ext.nkeys += 1
+        Queue.insert(q, j, now)
+        s.send(b"INSERTED %d\r\n" % id_)
 
     def unreadable(self, s: Session, j: Job, reserving: bool) -> None:
         """j's body is in the binlog and could not be read (the store said

@@ -23,7 +23,7 @@ from .extqueue import ExtQueue
 from .queue import Queue
 from .slices import SLICE
 from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
-from .tags import Tags, new_tags, tags_of
+from .tags import Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, DiskSession, Session,
@@ -524,19 +524,22 @@ class Engine(Commands, ExtensionCommands):
                     self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
                     return
                 if self.extensions:
+                    tags: Tags | bytes | None
                     tagged = TAGGED_PUTS.get(line)
-                    i = -1 if tagged is not None else line.find(b" idp:")
-                    if i < 0:
-                        hdr, tags = tagged, tagged and tagged[4]
+                    if tagged is not None:
+                        hdr, tags = tagged, tagged[4]
                     else:  # (no line with a key is cached: keys are unique)
-                        key = line[i + 5:]
-                        if len(key) <= MAX_TUBE_NAME_LEN and key.translate(NAME_TABLE).isalpha() and (
-                                key[0] != 45 and (hdr := PUTS.get(line[:i])) is not None):
+                        head, idp, key = line.rpartition(b" idp:")
+                        if not idp:
+                            hdr = tags = None
+                        elif (hdr := PUTS.get(head)) is not None and len(key) <= MAX_TUBE_NAME_LEN and (
+                                key.translate(NAME_TABLE).isalpha() and key[0] != 45):
                             # The commonest: a known plain put, then idp:KEY (no TTL;
-                            # the key as name_ok checks it)
-                            tags = new_tags(Tags, (key, 0, None, 1, None, None, 0))
+                            # the key as name_ok checks it). The key alone stands for
+                            # its tags until they are stored (finish_keyed)
+                            tags = key
                         else:
-                            hdr, tags = keyed_put(line, i)
+                            hdr, tags = keyed_put(line, len(head))
                     if hdr is not None and tags is not None:
                         self.counts["put"] += 1
                         self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)

@@ -95,15 +95,13 @@ class ExtQueue(Queue):
 
     # -- puts ---------------------------------------------------------------
 
-    def duplicate(self, t: Tube, tags: Tags, pri: int,
+    def duplicate(self, t: Tube, idp: bytes, pri: int,
                   now: int) -> tuple[int, bytes, int | None] | None:
-        """A put whose idp key is taken: (the job's id, its state's word,
+        """A put whose idp: key is taken: (the job's id, its state's word,
         the priority it was lowered to or None); None if the key is free.
         A deleted job's key in its cooldown answers (its id, DELETED, None)."""
-        if tags.idp is None:
-            return None
         ext = self.ext
-        id_ = ext.holder(t.name, tags.idp)
+        id_ = ext.holder(t.name, idp)
         j = None if id_ is None else self.jobs.get(id_)
         if j is not None:
             ext.bump(ext.dedup, t.name, 1)
@@ -111,7 +109,7 @@ class ExtQueue(Queue):
                 self._lower(j, pri, now)
                 return j.id, STATE_WORDS[j.state], pri
             return j.id, STATE_WORDS[j.state], None
-        cd = ext.cooldown(t.name, tags.idp)
+        cd = ext.cooldown(t.name, idp)
         if cd is not None:
             if now < cd.expires:
                 ext.bump(ext.dedup, t.name, 1)

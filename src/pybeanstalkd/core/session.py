@@ -69,7 +69,7 @@ class Session(Conn):
         self.skip = 0
         self.plen = 0  # bytes not yet parsed
         self.in_job: Job | None = None  # a put's job while its body is received
-        self.in_tags: Tags | None = None  # ... and its tags (--extensions; tags.py)
+        self.in_tags: Tags | bytes | None = None  # ... its tags, or its idp: key alone (--extensions)
         self.skip_reply = b""
         self.closing = False  # quit: close once the replies are written
         self.hup = False  # the peer half-closed: blocking reserves time out at once

@@ -1,0 +1,134 @@
+"""A put whose one tag is idp:KEY, finished on its own path (finish_keyed)
+where its key is new in a tube that has keys, and by finish_tagged in
+every other case. Each case is run on an engine with the fast path and on
+one without it (Engine.fast = False, as with -V -V): the replies and the
+extensions' state (the keys, their count, the tags by id, the next id)
+must come out the same."""
+import pytest
+
+from fakeclock import Harness
+from pybeanstalkd.core import putlines
+from pybeanstalkd.core.store import NullStore
+
+
+class Refusing(NullStore):
+    """A binlog with no room for a put (NO_ROOM) while `full`."""
+
+    full = False
+
+    def reserve_put(self, j):
+        return not self.full
+
+
+def _state(h):
+    ext = h.e.q.ext
+    return ({t: dict(k) for t, k in ext.keys.items()}, ext.nkeys, dict(ext.jobs),
+            h.e.q.next_id, sorted(h.e.q.jobs))
+
+
+def _pair():
+    fast, slow = Harness(extensions=True), Harness(extensions=True)
+    slow.e.fast = False
+    for h in (fast, slow):
+        h.e.q.store = Refusing()
+    return fast, slow, fast.conn(), slow.conn()
+
+
+def _both(fast, slow, cf, cs, data):
+    a, b = fast.send(cf, data), slow.send(cs, data)
+    assert a == b, data
+    assert _state(fast) == _state(slow), data
+    return a
+
+
+CASES = {
+    # (the steps before, the put under test, its expected reply)
+    "first key of its tube": ([], b"put 0 0 60 1 idp:a\r\nx\r\n", b"INSERTED 1\r\n"),
+    "a new key": ([b"put 0 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:b\r\nx\r\n",
+                  b"INSERTED 2\r\n"),
+    "a duplicate": ([b"put 0 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:a\r\nx\r\n",
+                    b"INSERTED 1 READY\r\n"),
+    "a duplicate, lower priority": ([b"put 9 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:a\r\nx\r\n",
+                                    b"INSERTED 1 READY 0\r\n"),
+    "a key in its cooldown": ([b"put 0 0 60 1 idp:a:30\r\nx\r\n", b"delete 1\r\n"],
+                              b"put 0 0 60 1 idp:a\r\nx\r\n", b"INSERTED 1 DELETED\r\n"),
+    "a key in its cooldown, the tube with keys": (
+        [b"put 0 0 60 1 idp:a:30\r\nx\r\n", b"put 0 0 60 1 idp:b\r\nx\r\n", b"delete 1\r\n"],
+        b"put 0 0 60 1 idp:a\r\nx\r\n", b"INSERTED 1 DELETED\r\n"),
+    "another key while one cools": ([b"put 0 0 60 1 idp:a:30\r\nx\r\n", b"delete 1\r\n"],
+                                    b"put 0 0 60 1 idp:b\r\nx\r\n", b"INSERTED 2\r\n"),
+    "a deleted job's key": ([b"put 0 0 60 1 idp:a\r\nx\r\n", b"put 0 0 60 1 idp:b\r\nx\r\n",
+                             b"delete 1\r\n"], b"put 0 0 60 1 idp:a\r\nx\r\n", b"INSERTED 3\r\n"),
+    "draining": ([b"put 0 0 60 1 idp:a\r\nx\r\n", b"drain\r\n"], b"put 0 0 60 1 idp:b\r\nx\r\n",
+                 b"DRAINING\r\n"),
+    "another tube": ([b"put 0 0 60 1 idp:a\r\nx\r\n", b"use t\r\n", b"put 0 0 60 1 idp:b\r\nx\r\n"],
+                     b"put 0 0 60 1 idp:a\r\nx\r\n", b"INSERTED 3\r\n"),
+    "a body without its CRLF": ([b"put 0 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:b\r\nxy\r\n",
+                                b"EXPECTED_CRLF\r\n"),
+}
+
+
+@pytest.mark.parametrize("known", [False, True])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_alike_on_both_paths(case, known):
+    if not known:
+        putlines.PUTS.clear()
+        putlines.TAGGED_PUTS.clear()
+    before, data, expected = CASES[case]
+    fast, slow, cf, cs = _pair()
+    for step in before:
+        _both(fast, slow, cf, cs, step)
+    assert _both(fast, slow, cf, cs, data) == expected
+    # and the key works after it: a duplicate of it, then a delete clears it
+    again = _both(fast, slow, cf, cs, data)
+    if expected.startswith(b"INSERTED"):
+        assert again.startswith(b"INSERTED " + expected.split()[1] + b" ")
+
+
+def test_no_room_uses_the_id_and_keeps_no_key():
+    """The binlog has no room: NO_ROOM (as finish_tagged answers), the id
+    stays used, and the key is free for the next put."""
+    fast, slow, cf, cs = _pair()
+    _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:a\r\nx\r\n")
+    for h in (fast, slow):
+        h.e.q.store.full = True
+    assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:b\r\nx\r\n") == b"OUT_OF_MEMORY\r\n"
+    for h in (fast, slow):
+        h.e.q.store.full = False
+    assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:b\r\nx\r\n") == b"INSERTED 3\r\n"
+    assert fast.e.q.ext.keys[b"default"] == {b"a": 1, b"b": 3}
+    assert fast.e.q.ext.nkeys == 2
+
+
+def test_the_keys_count_and_the_key_map():
+    """Keys put on the keyed path are counted, found and cleared as any."""
+    fast, slow, cf, cs = _pair()
+    for n in range(5):
+        _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:k%d\r\nx\r\n" % n)
+    ext = fast.e.q.ext
+    assert ext.nkeys == 5
+    assert ext.keys[b"default"] == {b"k%d" % n: n + 1 for n in range(5)}
+    assert ext.jobs[3].idp == b"k2" and ext.jobs[3].ttl == 0 and ext.jobs[3].con is None
+    assert _both(fast, slow, cf, cs, b"delete 3\r\n") == b"DELETED\r\n"
+    assert ext.nkeys == 4 and b"k2" not in ext.keys[b"default"]
+    assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:k2\r\nx\r\n") == b"INSERTED 6\r\n"
+    assert b"\nidempotency-key: k2\nidempotency-ttl: 0\n" in fast.send(cf, b"stats-job 6\r\n")
+
+
+def test_ids_used_up():
+    """The last id is handed out, then a keyed put is refused as any put
+    is (no id, no key): at its line, or at its body when another
+    connection took the last id in between."""
+    fast, slow, cf, cs = _pair()
+    _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:a\r\nx\r\n")
+    for h in (fast, slow):
+        h.e.q.last_id = 2
+    df, ds = fast.conn(), slow.conn()
+    assert _both(fast, slow, df, ds, b"put 0 0 60 1 idp:b\r\n") == b""  # (its body to come)
+    assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:c\r\nx\r\n") == b"INSERTED 2\r\n"
+    assert _both(fast, slow, df, ds, b"x\r\n") == b"INTERNAL_ERROR\r\n"
+    assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:d\r\nx\r\n") == b"INTERNAL_ERROR\r\n"
+    assert fast.e.q.ext.keys[b"default"] == {b"a": 1, b"c": 2}
+    for h in (fast, slow):
+        h.e.q.last_id = 3
+    assert _both(fast, slow, df, ds, b"put 0 0 60 1 idp:b\r\nx\r\n") == b"INSERTED 3\r\n"
