@@ -271,3 +271,20 @@ def test_a_disk_wal_recovers_in_place(tmp_path):
     recover(w, h2.e.q, h2.e.max_job_size, h2.now, lambda m: None)
     j = h2.e.q.jobs[1]
     assert type(j.body) is OnDisk and w.body(j) == b"y" * 2000 + b"\r\n"
+
+
+def test_the_binlogs_keep_fast_attribute_loads(tmp_path):
+    """Every put and delete reads the binlog's attributes. Past 29 of them,
+    an instance's dict loses CPython's shared keys and each load takes the
+    slow path: new state goes on another object (DiskWal.bodies)."""
+    import sys
+
+    for ram_min in (None, 4):
+        (tmp_path / str(ram_min)).mkdir()
+        h, wal = with_binlog(tmp_path / str(ram_min), ram_min=ram_min)
+        c = h.conn()
+        put(h, c, b"x" * 10)
+        h.send(c, b"reserve\r\ndelete 1\r\n")
+        assert isinstance(wal, DiskWal) is (ram_min is not None)
+        assert len(vars(wal)) <= 29, (type(wal).__name__, sorted(vars(wal)))
+        assert sys.getsizeof(vars(wal)) < sys.getsizeof(dict.fromkeys(vars(wal))), type(wal).__name__

@@ -32,6 +32,7 @@ from .files import File, Wal
 
 if TYPE_CHECKING:
     from ..core.job import Job
+    from .format import Warn
 
 READERS = 64  # read fds kept open, one per file (the oldest opened is closed first)
 BAD_MAX = 4096  # unreadable bodies remembered: each is warned about (and read) once
@@ -44,13 +45,23 @@ class DiskWal(Wal):
     def __init__(self, dirname: str, filesize: int, ram_min: int, **kw: object) -> None:
         super().__init__(dirname, filesize, **kw)  # type: ignore[arg-type]
         self.ram_min = ram_min
-        self.on_disk = 0  # bytes of the stored jobs' bodies left in the files
         # Full records in the write buffer whose body leaves RAM once they
         # are written: (job, its file, where the body starts)
         self.unwritten: list[tuple[Job, File, int]] = []
-        self.readers: dict[int, int] = {}  # file seq -> read fd
-        self.bad: set[tuple[int, int]] = set()  # (seq, offset) warned about
-        self.read_errors = 0
+        # (one attribute for the bodies' count and their reading: an object
+        # of more than 29 attributes loses CPython's shared-key dict, and
+        # every attribute load on it is slower; Wal has 26)
+        self.bodies = Bodies(self.warn)
+
+    @property
+    def on_disk(self) -> int:  # type: ignore[override]  # (Wal's is a class attribute: 0)
+        """Bytes of the stored jobs' bodies left in the files."""
+        return self.bodies.on_disk
+
+    @property
+    def read_errors(self) -> int:
+        """Reads of a body that failed, the same body's counted each time."""
+        return self.bodies.errors
 
     # -- where bodies go ------------------------------------------------------
 
@@ -58,7 +69,7 @@ class DiskWal(Wal):
         if not self.use:  # (the binlog failed: Wal._write drops nothing now)
             body: bytes | OnDisk = j.body
             if j.state == INVALID and body.__class__ is OnDisk:
-                self.on_disk -= len(body)  # a delete: its body counts no more
+                self.bodies.on_disk -= len(body)  # a delete: its body counts no more
             return True
         if j.file is not None:  # a short record: the body stays where it is
             return Wal._write(self, j, rec)
@@ -77,18 +88,19 @@ class DiskWal(Wal):
         unwritten = self.unwritten
         if unwritten and (not self.buf or not self.use):
             if self.use:  # (else a write failed: the bodies stay in RAM)
+                bodies = self.bodies
                 for j, f, pos in unwritten:
                     body: bytes | OnDisk = j.body
                     # (not deleted, nor moved on since: its record is this one)
                     if j.file is f and body.__class__ is bytes:
                         j.body = OnDisk(pos << 32 | len(body))  # type: ignore[assignment]
-                        self.on_disk += len(body)
+                        bodies.on_disk += len(body)
             unwritten.clear()
 
     def drop(self, j: Job) -> None:
         body: bytes | OnDisk = j.body
         if j.file is not None and body.__class__ is OnDisk:
-            self.on_disk -= len(body)
+            self.bodies.on_disk -= len(body)
         Wal.drop(self, j)
 
     def _live_in(self, f: File) -> Job | None:
@@ -97,7 +109,7 @@ class DiskWal(Wal):
         j = Wal._live_in(self, f)
         where: bytes | OnDisk | None = None if j is None else j.body
         if j is not None and where.__class__ is OnDisk:
-            if (f.seq, where >> 32) in self.bad:
+            if (f.seq, where >> 32) in self.bodies.bad:
                 return None  # (compaction waits for its delete: said once)
             body = self.body(j)
             if body is None:
@@ -107,17 +119,14 @@ class DiskWal(Wal):
                           " cannot be read); the binlog cannot shrink past this file until"
                           " then")
                 return None
-            self.on_disk -= len(body)
+            self.bodies.on_disk -= len(body)
             j.body = body
         return j
 
     def _gc(self) -> None:
         Wal._gc(self)
-        readers = self.readers
-        if readers:
-            head = self.head
-            for seq in [s for s in readers if head is None or s < head.seq]:
-                os.close(readers.pop(seq))  # (its file is gone: unlinked in order)
+        if self.bodies.fds:
+            self.bodies.close_before(None if self.head is None else self.head.seq)
 
     # -- reading back ----------------------------------------------------------
 
@@ -125,15 +134,37 @@ class DiskWal(Wal):
         b: bytes | OnDisk = j.body
         if b.__class__ is not OnDisk:
             return j.body
-        return self._read(j, b)  # (an OnDisk: narrowed by the line above)
+        return self.bodies.read(j, b)  # (an OnDisk: narrowed by the line above)
 
-    def _read(self, j: Job, b: OnDisk) -> bytes | None:
+    def close(self) -> None:
+        Wal.close(self)
+        self.bodies.close_before(None)
+
+    def body_stats(self) -> tuple[int, int]:
+        """(bytes of bodies left in the files, reads that failed)"""
+        return self.bodies.on_disk, self.bodies.errors
+
+
+class Bodies:
+    """The bodies a DiskWal left in its files: their bytes, and how they
+    are read back. A read fd is kept per file (at most READERS, the oldest
+    opened closed first). A body that cannot be read is warned about once,
+    by its file and offset, and counted each time."""
+
+    def __init__(self, warn: Warn) -> None:
+        self.warn = warn
+        self.on_disk = 0  # bytes of the stored jobs' bodies left in the files
+        self.fds: dict[int, int] = {}  # file seq -> read fd
+        self.bad: set[tuple[int, int]] = set()  # (seq, offset) warned about
+        self.errors = 0
+
+    def read(self, j: Job, b: OnDisk) -> bytes | None:
         f: File = j.file
         size, pos = b & M32, b >> 32
         try:
-            fd = self.readers.get(f.seq)
+            fd = self.fds.get(f.seq)
             if fd is None:
-                fd = self._reader(f)
+                fd = self._open(f)
             data = os.pread(fd, size, pos)
         except OSError as e:
             self._unreadable(j, f, pos, e.strerror or str(e))
@@ -145,15 +176,15 @@ class DiskWal(Wal):
             return None
         return data
 
-    def _reader(self, f: File) -> int:
-        readers = self.readers
-        if len(readers) >= READERS:
-            os.close(readers.pop(next(iter(readers))))
-        fd = readers[f.seq] = os.open(f.path, os.O_RDONLY | os.O_CLOEXEC)
+    def _open(self, f: File) -> int:
+        fds = self.fds
+        if len(fds) >= READERS:
+            os.close(fds.pop(next(iter(fds))))
+        fd = fds[f.seq] = os.open(f.path, os.O_RDONLY | os.O_CLOEXEC)
         return fd
 
     def _unreadable(self, j: Job, f: File, pos: int, why: str) -> None:
-        self.read_errors += 1
+        self.errors += 1
         key = (f.seq, pos)
         if key in self.bad:
             return
@@ -161,12 +192,9 @@ class DiskWal(Wal):
             self.bad.add(key)
         self.warn(f"{f.path}:{pos}: job {j.id}: its body could not be read: {why}")
 
-    def close(self) -> None:
-        Wal.close(self)
-        for fd in self.readers.values():
-            os.close(fd)
-        self.readers.clear()
-
-    def body_stats(self) -> tuple[int, int]:
-        """(bytes of bodies left in the files, reads that failed)"""
-        return self.on_disk, self.read_errors
+    def close_before(self, seq: int | None) -> None:
+        """Close the read fds of the files before seq (None: all of them):
+        files are unlinked in order."""
+        fds = self.fds
+        for s in [s for s in fds if seq is None or s < seq]:
+            os.close(fds.pop(s))

@@ -119,11 +119,12 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     q.next_id = max(q.next_id, st[0] + 1)
     _reserve_deletes(jobs, wal)
     if isinstance(wal, DiskWal):  # (what recovery's drops took off it meanwhile: recounted)
-        wal.on_disk = 0
+        on_disk = 0
         for j in jobs.values():
             body: bytes | OnDisk = j.body
             if body.__class__ is OnDisk:
-                wal.on_disk += len(body)
+                on_disk += len(body)
+        wal.bodies.on_disk = on_disk
     q.loading = None
     if reader is not None:
         reader.install(q, jobs.__contains__, wall_offset, now)  # type: ignore[arg-type]
