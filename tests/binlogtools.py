@@ -701,9 +701,12 @@ def _deleter(srv: Server, log: LoadLog, stop: threading.Event, tubes: list[str])
         c.close()
 
 
-def run_load(srv: BinlogServer, kill_after: float, producers=3, deleters=2, tubes=("default", "load-b")) -> LoadLog:
+def run_load(srv: BinlogServer, kill_after: float, producers=3, deleters=2, tubes=("default", "load-b"),
+             until=None) -> LoadLog:
     """Run producers and deleters, SIGKILL the server after kill_after seconds, and
-    return what the clients were acknowledged."""
+    return what the clients were acknowledged. until: a test of what the load
+    must have done first (the kill waits for it, up to 20 s more: a busy
+    machine runs the load slower)."""
     log = LoadLog()
     stop = threading.Event()
     threads = [threading.Thread(target=_producer, args=(srv, log, stop, i, list(tubes))) for i in range(producers)]
@@ -711,6 +714,9 @@ def run_load(srv: BinlogServer, kill_after: float, producers=3, deleters=2, tube
     for t in threads:
         t.start()
     time.sleep(kill_after)
+    give_up = time.monotonic() + 20
+    while until is not None and not until() and time.monotonic() < give_up:
+        time.sleep(0.05)
     srv.kill9()
     stop.set()
     for t in threads:
