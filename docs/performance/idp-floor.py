@@ -9,8 +9,10 @@ Each step below is the one before it plus one more, run alone in a loop
 (no server, no queue), under callgrind: instructions a put, the slope
 between 2,000 and 6,000 puts, as docs/performance/tag-cost.sh counts a
 whole server's. Young objects are frozen after each young collection, as
-the server does (server/loop.py). The last row makes a plain tuple in
-place of the Tags NamedTuple, to show what that type costs.
+the server does (server/loop.py). The last two rows keep a plain tuple,
+then the key alone, in place of the Tags NamedTuple: what that type
+costs, and the least that any record of a job's key by its id (for its
+delete, its stats-job and the binlog) can cost.
 
 Compare the total with the server's plain put (tag-cost.sh's first row):
 the goal of an `idp:` put under 1.10x a plain one leaves 10% of it.
@@ -77,6 +79,8 @@ def main() -> None:
         last = total
     tuple_row = per_put("\n    ".join(done[:-1] + ["jobs[nid] = (key, 0, None, 1, None, None, 0)"]))
     print(f"tuple  {tuple_row:8.0f}  (tags as a plain tuple; above base: {tuple_row - base:5.0f})")
+    bare = per_put("\n    ".join(done[:-1] + ["jobs[nid] = key"]))
+    print(f"bare   {bare:8.0f}  (the key alone kept by id; above base: {bare - base:5.0f})")
 
 
 if __name__ == "__main__":
