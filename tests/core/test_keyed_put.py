@@ -79,7 +79,7 @@ def test_alike_on_both_paths(case, known):
     for step in before:
         _both(fast, slow, cf, cs, step)
     assert _both(fast, slow, cf, cs, data) == expected
-    # and the key works after it: a duplicate of it, then a delete clears it
+    # and the key holds after it: the same put again answers the same job
     again = _both(fast, slow, cf, cs, data)
     if expected.startswith(b"INSERTED"):
         assert again.startswith(b"INSERTED " + expected.split()[1] + b" ")

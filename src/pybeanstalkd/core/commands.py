@@ -230,6 +230,9 @@ class Commands:
             s.in_tags = tags
             self.finish_tagged(s, j, body, now)
             return
+        # (from here, finish_tagged's steps written again: a helper for both
+        # would cost every tagged put a call, about 490 instructions, and
+        # put an aft: put past 1.10x a plain put's 40,800)
         s.in_tags = None
         j.id = id_
         q.next_id = id_ + 1
