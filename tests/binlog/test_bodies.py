@@ -132,7 +132,7 @@ def test_a_truncated_file_answers_internal_error_and_buries(tmp_path):
     wal.flush()
     second = h.e.q.jobs[2]
     path = second.file.path
-    pos = second.body >> 32
+    pos = second.body.offset
     os.truncate(path, pos + 50)
     assert h.send(c, b"peek 2\r\n") == b"INTERNAL_ERROR\r\n"
     assert h.e.q.jobs[2].state == READY  # (a peek changes nothing)
@@ -152,7 +152,7 @@ def test_a_reserve_batch_leaves_out_a_body_it_cannot_read(tmp_path):
     wal.flush()
     j = h.e.q.jobs[2]
     with open(j.file.path, "r+b") as f:  # its CRLF damaged in place
-        f.seek((j.body >> 32) + 10)
+        f.seek(j.body.offset + 10)
         f.write(b"!!")
     out = h.send(c, b"reserve-batch 3\r\n")
     assert out == (b"RESERVED_BATCH 2\r\nRESERVED 1 10\r\n" + b"a" * 10 + b"\r\n"
@@ -195,7 +195,7 @@ def test_compaction_waits_on_a_body_it_cannot_read(tmp_path):
     wal.flush()
     kept = h.e.q.jobs[1]
     first = kept.file.path
-    os.truncate(first, (kept.body >> 32) + 10)
+    os.truncate(first, kept.body.offset + 10)
 
     def churn(n):
         for _ in range(n):
@@ -288,3 +288,59 @@ def test_the_binlogs_keep_fast_attribute_loads(tmp_path):
         assert isinstance(wal, DiskWal) is (ram_min is not None)
         assert len(vars(wal)) <= 29, (type(wal).__name__, sorted(vars(wal)))
         assert sys.getsizeof(vars(wal)) < sys.getsizeof(dict.fromkeys(vars(wal))), type(wal).__name__
+
+
+def _flip(j, at: int = 100) -> None:
+    """Change one byte of j's body where its file holds it."""
+    path = j.file.path
+    pos = (j.body >> 32 & 0xFFFFFFFF) + at  # (j.body.offset)
+    os.chmod(path, 0o600)
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        byte = f.read(1)
+        f.seek(pos)
+        f.write(bytes([byte[0] ^ 0x20]))
+
+
+def test_a_body_changed_on_disk_is_not_served_as_the_job(tmp_path):
+    """A body whose bytes changed in its file (bit rot, a stray write)
+    fails its CRC-32: INTERNAL_ERROR, never the changed bytes; a reserve
+    buries the job, as for a body that cannot be read; counted apart."""
+    warned = []
+    h, wal = with_binlog(tmp_path, ram_min=0, warn=warned.append)
+    c = h.conn()
+    body = bytes(range(256)) * 16  # 4 KiB
+    jid = put(h, c, body, pri=1)
+    other = put(h, c, b"o" * 4096, pri=2)
+    wal.flush()
+    _flip(h.e.q.jobs[jid])
+    assert h.send(c, b"peek-ready\r\n") == b"INTERNAL_ERROR\r\n"
+    assert h.e.q.jobs[jid].state == READY  # (a peek changes nothing)
+    assert h.send(c, b"reserve-with-timeout 0\r\n") == b"INTERNAL_ERROR\r\n"
+    assert h.e.q.jobs[jid].state == BURIED  # kept for an operator, out of the way
+    assert h.send(c, b"reserve-with-timeout 0\r\n") == b"RESERVED %d 4096\r\n%s\r\n" % (other, b"o" * 4096)
+    assert (wal.mismatches, wal.read_errors) == (2, 2)
+    assert sum("CRC-32 mismatch" in w and "job %d" % jid in w for w in warned) == 1
+    # Its record carries the CRC: after a restart the changed bytes are
+    # still found out, and the job is still there (buried).
+    h2, wal2 = restart(h, wal, tmp_path)
+    c2 = h2.conn()
+    assert h2.send(c2, b"peek %d\r\n" % jid) == b"INTERNAL_ERROR\r\n"
+    assert h2.e.q.jobs[jid].state == BURIED
+    assert wal2.mismatches == 1
+
+
+def test_a_body_from_a_record_without_its_crc_is_checked_from_the_start(tmp_path):
+    """A record the reference wrote (or a binlog without --bodies-on-disk)
+    carries no CRC: the one reckoned at recovery, from the bytes read then,
+    still finds out a later change."""
+    h, wal = with_binlog(tmp_path)  # a plain binlog: every body in RAM
+    c = h.conn()
+    jid = put(h, c, b"p" * 3000)
+    h2, wal2 = restart(h, wal, tmp_path, ram_min=0)
+    assert type(h2.e.q.jobs[jid].body) is OnDisk
+    c2 = h2.conn()
+    assert h2.send(c2, b"peek %d\r\n" % jid) == b"FOUND %d 3000\r\n%s\r\n" % (jid, b"p" * 3000)
+    _flip(h2.e.q.jobs[jid], 2999)
+    assert h2.send(c2, b"peek %d\r\n" % jid) == b"INTERNAL_ERROR\r\n"
+    assert wal2.mismatches == 1

@@ -8,7 +8,7 @@ import os
 import random
 
 from fakeclock import with_binlog
-from pybeanstalkd.binlog import files as _files, recovery as _recovery
+from pybeanstalkd.binlog import files as _files, format as F, recovery as _recovery
 from pybeanstalkd.cluster.apply import Restore, snapshot_parts
 from pybeanstalkd.core.job import BURIED, RESERVED, OnDisk
 
@@ -21,7 +21,7 @@ def put(h, c, body: bytes, pri=0) -> int:
 
 def damage_crlf(j):
     with open(j.file.path, "r+b") as f:
-        f.seek((j.body >> 32) + len(j.body) - 2)
+        f.seek(j.body.offset + len(j.body) - 2)
         f.write(b"!!")
 
 
@@ -98,7 +98,7 @@ def _cut_short_then_churn(tmp_path, n):
     put(h, c, b"k" * 300, pri=5)
     wal.flush()
     kept = h.e.q.jobs[1]
-    os.truncate(kept.file.path, (kept.body >> 32) + 10)
+    os.truncate(kept.file.path, kept.body.offset + 10)
     assert h.send(c, b"reserve-with-timeout 0\r\n") == b"INTERNAL_ERROR\r\n"
     assert kept.state == BURIED
     errors = wal.read_errors
@@ -167,10 +167,36 @@ def _check(hd, wd, hp):
     assert len(q.jobs) == len(qp.jobs) and q.body_bytes == qp.body_bytes
 
 
+def _records(path):
+    """A file's records, a body's CRC-32 left out (a plain binlog's record
+    has zeros where a record of a body left in the file carries it)."""
+    data = open(path, "rb").read()
+    out = []
+    for off, name, f, body in F.read_records(data, F.VERSION, 1 << 20, path, print, [0, True]):
+        if f[15] == F.MARK_CRC:
+            f = f[:2] + (0,) + f[3:15] + (F.MARK,)
+        out.append((off, name, f, body))
+    return data[:4], out
+
+
+def _in_a_body_left_on_disk(q, name, at) -> bool:
+    """Is byte `at` of file `name` in the record of a body left in it
+    (its CRC-32 or its bytes), which the two binlogs now answer differently
+    once changed: INTERNAL_ERROR, against the changed bytes?"""
+    for j in q.jobs.values():
+        if type(j.body) is OnDisk and os.path.basename(j.file.path) == name:
+            start = j.body.offset - F.JOBREC.size - len(j.tube.name) - 4
+            if start <= at < j.body.offset + len(j.body):
+                return True
+    return False
+
+
 def test_the_same_as_a_plain_binlog_through_restarts_and_damage(tmp_path, monkeypatch):
     """Random commands, flushes, restarts and the same bytes damaged in both
     directories: the same replies, bodies and states as a plain binlog; the
-    files byte for byte the same; on_disk the sum of the OnDisk bodies."""
+    files the same records; on_disk the sum of the OnDisk bodies. (A body
+    left on disk and changed there is no longer served: damage goes
+    elsewhere here, and test_a_body_changed_on_disk_* covers it.)"""
     clock = _Clock()
     monkeypatch.setattr(_files, "time", clock)
     monkeypatch.setattr(_recovery, "time", clock)
@@ -215,8 +241,8 @@ def test_the_same_as_a_plain_binlog_through_restarts_and_damage(tmp_path, monkey
                     names = sorted(n for n in os.listdir(dd) if n.startswith("binlog."))
                     name = rnd.choice(names)
                     at = rnd.randrange(4, max(5, os.path.getsize(dd / name)))
-                    assert (dd / name).read_bytes() == (dp / name).read_bytes()
-                    for d in (dd, dp):
+                    assert _records(dd / name) == _records(dp / name)
+                    for d in (dd, dp) if not _in_a_body_left_on_disk(hd.e.q, name, at) else ():
                         os.chmod(d / name, 0o600)
                         with open(d / name, "r+b") as f:
                             f.seek(at)

@@ -335,6 +335,30 @@ def test_bodies_on_disk_over_http(tmp_path):
         assert m[("pybeanstalkd_body_bytes", (("where", "ram"),))] == \
             int(st["body-bytes-in-ram"]) == 7
         assert m[("pybeanstalkd_body_read_errors_total", ())] == 0
+        assert m[("pybeanstalkd_body_checksum_errors_total", ())] == 0
+        # One byte of a body changed on disk: never served as the job's.
+        p = Proto(srv)
+        p.cmd(b"use z")
+        jid = p.put(b"d" * 4096)
+        flipped, deadline = False, time.monotonic() + 10
+        while not flipped and time.monotonic() < deadline:  # (until its record is in a file)
+            for name in sorted(n for n in os.listdir(wal) if n.startswith("binlog.")):
+                at = (wal / name).read_bytes().find(b"d" * 4096)
+                if at >= 0:
+                    os.chmod(wal / name, 0o600)
+                    with open(wal / name, "r+b") as f:
+                        f.seek(at + 1000)
+                        f.write(b"D")
+                    flipped = True
+        assert flipped
+        assert p.cmd(b"peek-ready") == b"INTERNAL_ERROR"
+        p.cmd(b"watch z")
+        p.cmd(b"ignore default")
+        assert p.cmd(b"reserve-with-timeout 0") == b"INTERNAL_ERROR"
+        assert p.yaml(b"stats-job %d" % jid)["state"] == "buried"
+        m = scrape(hport)
+        assert m[("pybeanstalkd_body_checksum_errors_total", ())] == 2
+        p.close()
     finally:
         srv.stop()
 

@@ -20,14 +20,21 @@ Where a body is, is kept true through the log's own moves:
 
 A body that cannot be read back (EIO, a file truncated under the server)
 is None to the caller, which answers INTERNAL_ERROR; the warning names the
-file and offset, once per body.
+file and offset, once per body. So is one whose bytes are not the job's:
+each OnDisk keeps the CRC-32 of its body (4 bytes, in the int it already
+is), taken from the bytes in RAM as they go to the file, or from the
+record that carries it (format.MARK_CRC) at recovery; a body read back is
+checked against it, so that bit rot, a stray write or a bad sector never
+becomes a job's body (counted apart: `mismatches`).
 """
 from __future__ import annotations
 
 import os
+import zlib
 from typing import TYPE_CHECKING
 
-from ..core.job import INVALID, M32, OnDisk
+from ..core.job import INVALID, OnDisk, on_disk
+from . import format as F
 from .files import File, Wal
 
 if TYPE_CHECKING:
@@ -46,8 +53,8 @@ class DiskWal(Wal):
         super().__init__(dirname, filesize, **kw)  # type: ignore[arg-type]
         self.ram_min = ram_min
         # Full records in the write buffer whose body leaves RAM once they
-        # are written: (job, its file, where the body starts)
-        self.unwritten: list[tuple[Job, File, int]] = []
+        # are written: (job, its file, where the body starts, its CRC-32)
+        self.unwritten: list[tuple[Job, File, int, int]] = []
         # (one attribute for the bodies' count and their reading: an object
         # of more than 29 attributes loses CPython's shared-key dict, and
         # every attribute load on it is slower; Wal has 26)
@@ -63,6 +70,11 @@ class DiskWal(Wal):
         """Reads of a body that failed, the same body's counted each time."""
         return self.bodies.errors
 
+    @property
+    def mismatches(self) -> int:
+        """Of read_errors: bodies read whole whose bytes failed their CRC."""
+        return self.bodies.mismatches
+
     # -- where bodies go ------------------------------------------------------
 
     def _write(self, j: Job, rec: bytes | None = None) -> bool:
@@ -73,14 +85,20 @@ class DiskWal(Wal):
             return True
         if j.file is not None:  # a short record: the body stays where it is
             return Wal._write(self, j, rec)
+        body = j.body
+        n = len(body)
+        if n < self.ram_min or body.__class__ is not bytes:
+            return Wal._write(self, j, rec)
+        # The body leaves RAM once written: its CRC-32 goes with it, and
+        # into its record (which a follower's put brings as it is).
+        crc = zlib.crc32(body)
+        if rec is None:
+            rec = F.encode(j, True, self.wall_offset, crc=crc)
         ok = Wal._write(self, j, rec)
         f = j.file
         if f is not None:
-            body = j.body
-            n = len(body)
-            if n >= self.ram_min and body.__class__ is bytes:
-                # (the record ends with the body, and used(f) with the record)
-                self.unwritten.append((j, f, self.used(f) - n))
+            # (the record ends with the body, and used(f) with the record)
+            self.unwritten.append((j, f, self.used(f) - n, crc))
         return ok
 
     def flush(self) -> None:
@@ -89,11 +107,11 @@ class DiskWal(Wal):
         if unwritten and (not self.buf or not self.use):
             if self.use:  # (else a write failed: the bodies stay in RAM)
                 bodies = self.bodies
-                for j, f, pos in unwritten:
+                for j, f, pos, crc in unwritten:
                     body: bytes | OnDisk = j.body
                     # (not deleted, nor moved on since: its record is this one)
                     if j.file is f and body.__class__ is bytes:
-                        j.body = OnDisk(pos << 32 | len(body))  # type: ignore[assignment]
+                        j.body = on_disk(crc, pos, len(body))  # type: ignore[assignment]
                         bodies.on_disk += len(body)
             unwritten.clear()
 
@@ -109,7 +127,7 @@ class DiskWal(Wal):
         j = Wal._live_in(self, f)
         where: bytes | OnDisk | None = None if j is None else j.body
         if j is not None and where.__class__ is OnDisk:
-            if (f.seq, where >> 32) in self.bodies.bad:
+            if (f.seq, where.offset) in self.bodies.bad:
                 return None  # (compaction waits for its delete: said once)
             body = self.body(j)
             if body is None:
@@ -157,10 +175,11 @@ class Bodies:
         self.fds: dict[int, int] = {}  # file seq -> read fd
         self.bad: set[tuple[int, int]] = set()  # (seq, offset) warned about
         self.errors = 0
+        self.mismatches = 0  # (of errors) read whole, failing their CRC
 
     def read(self, j: Job, b: OnDisk) -> bytes | None:
         f: File = j.file
-        size, pos = b & M32, b >> 32
+        size, pos = len(b), b.offset
         try:
             fd = self.fds.get(f.seq)
             if fd is None:
@@ -173,6 +192,11 @@ class Bodies:
             self._unreadable(j, f, pos, f"{len(data)} of its {size} bytes, not ending"
                              " with CRLF" if len(data) == size else
                              f"only {len(data)} of its {size} bytes: the file is cut short")
+            return None
+        if zlib.crc32(data) != b.crc:
+            self.mismatches += 1
+            self._unreadable(j, f, pos, "its bytes are not the ones written (CRC-32 mismatch):"
+                             " changed on disk")
             return None
         return data
 

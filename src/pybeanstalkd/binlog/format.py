@@ -6,15 +6,20 @@ Jobrec and the body (with its CRLF); a short record is int32 0 and a Jobrec.
 
 Jobrec padding holds whatever the writer had in memory. We put a marker and
 the job's bury position there, so that the buried order survives restarts and
-compaction (beanstalkd #668); beanstalkd ignores padding.
+compaction (beanstalkd #668); beanstalkd ignores padding. A full record of a
+body left in the file (--bodies-on-disk) carries, instead, the CRC-32 of its
+body (marker MARK_CRC; a buried job's keeps its bury position): read back
+after a restart, the body is checked against what was written, not against
+what the file holds by then.
 """
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ..core.job import OnDisk
+from ..core.job import OnDisk, on_disk
 
 if TYPE_CHECKING:
     from ..core.job import Job
@@ -31,6 +36,7 @@ SHORT = struct.Struct("<iQIIqqiIqqIIIIIB3s")
 SHORT_SIZE = SHORT.size  # 84
 JOBREC5 = struct.Struct("<QI4xQQi4xQQIIIIIB")  # 77 bytes, times in microseconds
 MARK = b"pyb"  # in the last padding bytes: the two 32-bit pads hold a bury position
+MARK_CRC = b"pyc"  # ... the first pad holds the body's CRC-32 (zlib.crc32), the second 0
 
 assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 
@@ -109,10 +115,12 @@ def _name(data: bytes, pos: int, namelen: int, start: int, path: str, warn: Warn
 
 
 def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: int, path: str,
-          warn: Warn, st: list[int], what: str, ram_min: int | None) -> bytes | OnDisk | None:
+          warn: Warn, st: list[int], what: str, ram_min: int | None,
+          crc: int | None = None) -> bytes | OnDisk | None:
     """A full record's body (an OnDisk if ram_min says so), or None
     (warned). Its id is used up even if the body is torn (st[0], see
-    read_records)."""
+    read_records). crc: the body's CRC-32 as its record gives it (MARK_CRC);
+    without one, an OnDisk's is reckoned from the bytes read now."""
     if size < 2 or size - 2 > max_job_size:
         warn(f"{path}:{start}: job {id_} is too big ({size} > {max_job_size})")
         return None
@@ -123,7 +131,10 @@ def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: 
             _eof(path, warn, pos, size, len(data) - pos, what)
             return None
         if data[pos + size - 2:pos + size] == b"\r\n":
-            return OnDisk(pos << 32 | size)
+            if crc is None:
+                with memoryview(data) as view:
+                    crc = zlib.crc32(view[pos:pos + size])
+            return on_disk(crc, pos, size)
         body: bytes | None = b""  # (damaged: said below)
     else:
         body = _take(data, pos, size, path, warn, what)
@@ -174,7 +185,7 @@ def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
         body = None
         if namelen:
             body = _body(data, pos, f[0], f[5], start, max_job_size, path, warn, st, "job body",
-                         ram_min)
+                         ram_min, f[2] if f[15] == MARK_CRC else None)
             if body is None:
                 yield None
                 return
@@ -229,12 +240,15 @@ def bury_pos(f: Jobrec, seq: int, offset: int) -> int:
     return (f[6] << 32 | f[2]) if f[15] == MARK else (seq << 32 | offset)
 
 
-def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None) -> bytes:
+def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc: int = -1) -> bytes:
     """A record for job j in its current state (times converted to wall clock).
-    body: j's, when j.body is not its bytes (OnDisk: a full record needs them)."""
+    body: j's, when j.body is not its bytes (OnDisk: a full record needs them).
+    crc: the body's CRC-32 for a full record to carry (MARK_CRC), or -1."""
     if body is None:
         body = j.body
     state = j.state
+    if crc >= 0 and full and state != BURIED:
+        return _encode_crc(j, body, crc, wall_offset)
     if full and state == READY and not j.counts:
         # A put's record (or one compaction moves): no deadline, no bury
         # position, counters zero. Fewer fields to pack; the same bytes.
@@ -260,6 +274,21 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None) -> b
         head = _FULL[len(name)] = struct.Struct("<i%ds%s" % (len(name), _OUT[1:]))
     return head.pack(len(name), name, j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(body),
                      pos >> 32, j.created + wall_offset, deadline, counts, state, MARK) + body
+
+
+def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
+    """A full record carrying its body's CRC-32 (not buried: the pads hold
+    no bury position)."""
+    state = j.state
+    deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
+    delay, ttr = j.times
+    name = j.tube.name
+    head = _FULL.get(len(name))
+    if head is None:
+        head = _FULL[len(name)] = struct.Struct("<i%ds%s" % (len(name), _OUT[1:]))
+    return head.pack(len(name), name, j.id, j.pri, crc, delay, ttr, len(body), 0,
+                     j.created + wall_offset, deadline, j.counts.to_bytes(20, "little"), state,
+                     MARK_CRC) + body
 
 
 _OUT = "<QIIqqiIqq20sB3s"  # JOBREC with the counters as one 20-byte field

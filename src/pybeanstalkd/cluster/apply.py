@@ -42,8 +42,8 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
             continue
         if seen is not None:
             seen.add(r[0])
-        if (r[14] == READY and r[15] == mark and r[8:14] == _NONE and name
-                and not (r[2] or r[6]) and r[0] not in jobs):
+        if (r[14] == READY and r[8:14] == _NONE and name and not r[6] and r[0] not in jobs
+                and (r[15] == mark and not r[2] or r[15] == F.MARK_CRC)):
             # A put, the usual record: its bytes are the ones this node would
             # write (F.encode), so they are stored as they came. (A record
             # with a name is a full one: its body is not None.)

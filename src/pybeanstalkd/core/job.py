@@ -59,16 +59,31 @@ def times(delay: int, ttr: int) -> tuple[int, int]:
 
 
 class OnDisk(int):
-    """A body left in the binlog (--bodies-on-disk): where it starts in its
-    job's file (Job.file) << 32 | its size, CRLF included. len() is that
-    size, as a body's is, so that what counts bytes works on either; what
-    needs the bytes asks the store (Store.body). 64 bytes, where the body's
-    own bytes object costs 33 more than its size."""
+    """A body left in the binlog (--bodies-on-disk): the CRC-32 of its
+    bytes << 64 | where it starts in its job's file (Job.file, under 2**31:
+    -s is a C int) << 32 | its size, CRLF included. len() is that size, as
+    a body's is, so that what counts bytes works on either; what needs the
+    bytes asks the store (Store.body), which checks them against the CRC.
+    64 bytes, where the body's own bytes object costs 33 more than its
+    size."""
 
     __slots__ = ()
 
     def __len__(self) -> int:
         return self & M32
+
+    @property
+    def offset(self) -> int:
+        return self >> 32 & M32
+
+    @property
+    def crc(self) -> int:
+        return self >> 64
+
+
+def on_disk(crc: int, offset: int, size: int) -> OnDisk:
+    """Where a body is in its file, and its bytes' CRC-32 (zlib.crc32)."""
+    return OnDisk(crc << 64 | offset << 32 | size)
 
 
 class Job:
