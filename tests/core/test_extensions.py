@@ -327,3 +327,34 @@ def test_a_reserve_batch_watching_many_tubes_is_cut_to_one_reads_budget(h):
     h.take(w)
     want = CALL_UNITS // (5002 // WIDE)
     assert h.send(w, b"reserve-batch 50\r\n").startswith(b"RESERVED_BATCH %d\r\n" % want)
+
+
+def test_a_reserve_batch_stops_at_the_reply_bound():
+    """A batch of big jobs answers fewer than asked once its entries hold
+    OUT_LIMIT bytes (one job at least): a client that asks and never reads
+    holds no more than pipelined reserves would make it hold."""
+    from pybeanstalkd.core.engine import OUT_LIMIT
+
+    h = Harness(extensions=True, max_job_size=300_000)
+    s, w = h.conn(), h.conn()
+    body = b"b" * 20_000
+    for _ in range(40):
+        put(h, s, body, pri=5)
+    got = h.send(w, b"reserve-batch 40\r\n")
+    n = int(got.split(b"\r\n", 1)[0].split()[1])
+    assert 1 < n < 40
+    assert OUT_LIMIT <= len(got) < OUT_LIMIT + len(body) + 100
+    assert got.count(b"RESERVED ") == n
+    big = b"B" * 200_000
+    put(h, s, big, pri=0)
+    got = h.send(w, b"reserve-batch 40\r\n")
+    assert got.startswith(b"RESERVED_BATCH 1\r\nRESERVED ") and got.endswith(big + b"\r\n")
+    # The rest come in later batches, none lost.
+    total = n + 1
+    while True:
+        got = h.send(w, b"reserve-batch 40\r\n")
+        k = int(got.split(b"\r\n", 1)[0].split()[1])
+        if not k:
+            break
+        total += k
+    assert total == 41

@@ -69,6 +69,22 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
         if tg and tg.con:
             cc[tg.con] = cc.get(tg.con, 0) + 1
     eq(ext.con_count, cc, "con_count")
+    # live jobs by con: key and by aft: name (what they keep goes with the last)
+    cj, aj = {}, {}
+    for j in jobs.values():
+        tg = ext.jobs.get(j.id)
+        if tg and tg.con:
+            cj[tg.con] = cj.get(tg.con, 0) + 1
+        if tg and tg.aft:
+            aj[tg.aft] = aj.get(tg.aft, 0) + 1
+    eq(ext.con_jobs, cj, "con_jobs")
+    eq(ext.aft_jobs, aj, "aft_jobs")
+    for key in ext.con_limit:
+        if key not in cj and key not in cc:
+            errs.append(f"con_limit {key} kept with no job")
+    for name, g in ext.groups.items():
+        if g.complete() and not g.waiting and name not in aj:
+            errs.append(f"group {name} kept with no job")
     # tags only for live jobs
     for i in ext.jobs:
         if i not in jobs:
@@ -212,6 +228,10 @@ def run(seed, steps=300, make=None, verbose=False):
             else:
                 send(c, b"stats-group %s\r\n" % r.choice([b"g", b"h"]))
                 send(c, b"peek-ready\r\n")
+                mine = [j.id for j in jobs.values() if j.state == RESERVED and j.tube is c.use]
+                out = send(c, b"peek-reserved\r\n")
+                assert out == (b"FOUND %d 1\r\nx\r\n" % min(mine) if mine else b"NOT_FOUND\r\n"), (
+                    f"seed {seed} step {step}", out)
         except Exception:
             if verbose:
                 for x in log[-40:]:

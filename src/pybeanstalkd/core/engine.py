@@ -25,8 +25,8 @@ from .slices import SLICE
 from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
 from .tags import Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
-from .session import (  # noqa: F401 (Session, VerboseSession: re-exported)
-    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, SKIP, UNLIMITED, WIDE, DiskSession, Session,
+from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
+    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE, DiskSession, Session,
     VerboseDiskSession, VerboseSession, wide_budget)
 from .stats import CMD_KEYS
 
@@ -44,11 +44,6 @@ if TYPE_CHECKING:
 HOLD_NONE, HOLD_WRITES, HOLD_ALL = 0, 1, 2
 STAMP = 1 << 17  # ns (131 µs) a put's created time may be shared (Engine.stamp)
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
-# A read's replies stop at about this many bytes (one reply past it at
-# most: the size is looked at from the first command on); the rest of the
-# read waits until they are written (engine.backlog), so a client that
-# pipelines and never reads holds a bounded buffer.
-OUT_LIMIT = 64 << 10
 
 
 class Host:
@@ -615,7 +610,7 @@ class Engine(Commands, ExtensionCommands):
         self.counts["put"] += 1
         delay *= NS
         ttr *= NS
-        if len(TAGGED_PUTS) < 4096:
+        if len(TAGGED_PUTS) < 4096 and len(tail) <= LINE_BUF_SIZE:  # (putlines.py: the bound)
             if tags.idp is None:
                 TAGGED_PUTS[b"put %s %s %s %s %s" % tuple(args)] = (pri, delay, ttr, size, tags)
             else:  # what the fast path looks up: the line less its idp: word

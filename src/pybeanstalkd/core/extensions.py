@@ -29,7 +29,7 @@ from . import protocol as P
 from .admin import delete_each, state_keys
 from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
-from .session import BUSY, CALL_UNITS, WIDE, wide_budget
+from .session import BUSY, CALL_UNITS, OUT_LIMIT, WIDE, wide_budget
 from .slices import SLICE
 from .stats import Quoted, yaml
 from .tags import HELD, parse_tags, rust_uint
@@ -161,7 +161,14 @@ class ExtensionCommands:
 
     def c_reserve_batch(self, s: Session, cmd: Command, now: int) -> None:
         """Reserve up to N ready jobs at once, as reserve would one by one,
-        never waiting; counted as one reserve (tuber's cmd-reserve)."""
+        never waiting; counted as one reserve (tuber's cmd-reserve).
+
+        A batch stops early once its entries hold OUT_LIMIT bytes (one
+        job at least), as a read's pipelined reserves do: a client that
+        asks for 1,000 big jobs and never reads holds at most that plus
+        one body, wherever the bodies were (--bodies-on-disk reads them
+        back into the reply). Fewer jobs than asked is an answer tuber
+        gives too, when fewer are ready."""
         self._worker(s)
         self.counts["reserve"] += 1
         out = s.out
@@ -174,8 +181,13 @@ class ExtensionCommands:
             # one call of a read's commands could run (engine.py).
             limit = min(limit, wide_budget(CALL_UNITS, wide))
         take = self.q.reserve_now
-        while n < limit and take(s, now):
+        size = 0
+        seen = at
+        while n < limit and size < OUT_LIMIT and take(s, now):
             n += 1
+            for x in out[seen:]:
+                size += len(x)
+            seen = len(out)
         if not out:
             s.sink.append(s)
         if self.broken:  # (--bodies-on-disk) a body not read back: not an entry
@@ -278,38 +290,16 @@ class ExtensionCommands:
 
     def c_peek_reserved(self, s: Session, cmd: Command, now: int) -> None:
         """tuber's peek-reserved: the reserved job of the used tube with
-        the lowest id (whoever holds it), looked for in slices."""
-        t = s.use
-        found: list[Job] = []
-
-        def look() -> Generator[None, int, int]:
-            best = None
-            if t.nreserved:
-                k = SLICE
-                for block in list(self.q.owners.values()):
-                    for id_, h in list(block.items()):
-                        if not k:
-                            yield
-                            k = SLICE
-                        k -= 1
-                        j = h.jobs.get(id_)
-                        if j is not None and j.tube is t and (best is None or id_ < best.id):
-                            best = j
-            if best is not None and best.id in self.q.jobs:
-                found.append(best)
-            return 0
-
-        def answer(_: int) -> bytes:
-            if not found:
-                return P.NOT_FOUND
-            j = found[0]
-            body = self.q.store.body(j)  # (--bodies-on-disk: maybe read back)
-            if body is None:
-                return P.INTERNAL_ERROR
-            return P.job_header(b"FOUND", j.id, len(body) - 2) + body
-
-        if not self.q.spawn(self._in_slices(s, look(), answer)):
-            s.state = BUSY
+        the lowest id (whoever holds it), from the tube's index of them."""
+        j = self.xq.peek_reserved(s.use)
+        if j is None:
+            s.send(P.NOT_FOUND)
+            return
+        body = self.q.store.body(j)  # (--bodies-on-disk: maybe read back)
+        if body is None:
+            s.send(P.INTERNAL_ERROR)
+            return
+        s.send(P.job_header(b"FOUND", j.id, len(body) - 2) + body)
 
     def c_drain(self, s: Session, cmd: Command, now: int) -> None:
         self.draining = True

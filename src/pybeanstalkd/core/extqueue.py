@@ -25,7 +25,8 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
-from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES, Job
+from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, STATE_NAMES, Job
+from .jobmap import BITS, LOW, NO_JOBS
 from .outcome import NOT_FOUND, Outcome
 from .protocol import NS
 from .queue import Queue
@@ -165,6 +166,7 @@ class ExtQueue(Queue):
             keys[idp] = j.id
         con = tags.con
         if con is not None:
+            ext.bump(ext.con_jobs, con, 1)
             limits = ext.con_limit
             if limits.get(con, 0) < tags.limit:
                 limits[con] = tags.limit
@@ -177,6 +179,7 @@ class ExtQueue(Queue):
             g.members[j.id] = None
         aft = tags.aft
         if aft is not None:
+            ext.bump(ext.aft_jobs, aft, 1)
             g = ext.groups.get(aft)
             if g is None:
                 ext.groups[aft] = Group()  # (tuber's empty entry: stats-group finds it)
@@ -204,14 +207,17 @@ class ExtQueue(Queue):
         if tags.idp is not None and tags.idp[0] != 58:  # (58, ':': void_idp's)
             self._key(j, tags.idp)
         if tags.con is not None:
+            ext.bump(ext.con_jobs, tags.con, 1)
             ext.con_limit[tags.con] = max(ext.con_limit.get(tags.con, 0), tags.limit)
         if tags.grp is not None:
             g = ext.groups.get(tags.grp)
             if g is None:
                 g = ext.groups[tags.grp] = Group()
             g.members[j.id] = None
-        if tags.aft is not None and tags.aft not in ext.groups:
-            ext.groups[tags.aft] = Group()  # (tuber's empty entry: stats-group finds it)
+        if tags.aft is not None:
+            ext.bump(ext.aft_jobs, tags.aft, 1)
+            if tags.aft not in ext.groups:
+                ext.groups[tags.aft] = Group()  # (tuber's empty entry: stats-group finds it)
 
     # -- held aft: jobs -------------------------------------------------------
 
@@ -343,10 +349,26 @@ class ExtQueue(Queue):
                     self._cool(name, tags.idp, j.id, now + tags.ttl * NS)
                 elif not keys:
                     self._tube_maybe_free(name)
-        if tags.aft is not None:
-            g = ext.groups.get(tags.aft)
+        con = tags.con
+        if con is not None:
+            ext.bump(ext.con_jobs, con, -1)
+            if con not in ext.con_jobs:
+                # Its last job: what the key kept goes with it (tuber keeps
+                # the limit until a reservation of the key ends, which a
+                # key whose jobs are never reserved never sees).
+                if con not in ext.con_count:
+                    ext.con_limit.pop(con, None)
+                ext.parked.pop(con, None)  # (stale entries only, by now)
+        aft = tags.aft
+        if aft is not None:
+            ext.bump(ext.aft_jobs, aft, -1)
+            g = ext.groups.get(aft)
             if g is not None:
                 g.waiting.pop(j.id, None)
+                if aft not in ext.aft_jobs and g.complete() and not g.waiting:
+                    # Named by no job now, and no member left: tuber's empty
+                    # entry would stay for ever (COMPATIBILITY.md).
+                    del ext.groups[aft]
         if tags.grp is not None:
             g = ext.groups.get(tags.grp)
             if g is not None:
@@ -540,6 +562,13 @@ class ExtQueue(Queue):
 
     def _reserve(self, c: Conn, j: Job, now: int) -> None:
         Queue._reserve(self, c, j, now)
+        t = j.tube
+        ids = self.ext.reserved.get(t)
+        if ids is None:
+            ids = self.ext.reserved[t] = StaleHeap(TUBE_SLACK)
+        heappush(ids, j.id)
+        if ids.over(t.nreserved):
+            ids.sweep(self, self._reserved_in(t), lambda: t.nreserved)
         tags = self.ext.jobs.get(j.id)
         if tags is not None and tags.con is not None:
             ext = self.ext
@@ -553,8 +582,30 @@ class ExtQueue(Queue):
         Queue._unreserve(self, j)
         self._returned(j)
 
+    def _reserved_in(self, t: Tube) -> Callable[[int], bool]:
+        """Is an entry of t's reserved ids (peek-reserved's) live?"""
+        blocks = self.blocks
+
+        def live(id_: int) -> bool:
+            j: Job | None = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+            return j is not None and j.state == RESERVED and j.tube is t
+        return live
+
+    def peek_reserved(self, t: Tube) -> Job | None:
+        """The reserved job of t with the lowest id (tuber's peek-reserved):
+        the top of t's heap of reserved ids, its stale entries dropped on
+        the way (O(log n) each, once)."""
+        ids = self.ext.reserved.get(t)
+        if ids is None:
+            return None
+        id_ = ids.top(self._reserved_in(t))
+        return None if id_ is None else self.jobs.get(id_)
+
     def _returned(self, j: Job) -> None:
-        """j's reservation ended: its concurrency slot frees."""
+        """j's reservation ended: its concurrency slot frees, and its tube's
+        reserved ids go once it has none."""
+        if not j.tube.nreserved:
+            self.ext.reserved.pop(j.tube, None)
         tags = self.ext.jobs.get(j.id)
         if tags is None or tags.con is None:
             return
@@ -603,6 +654,8 @@ class ExtQueue(Queue):
         name = t.name
         if name not in ext.held and name not in ext.keys and name not in ext.cools:
             Queue.maybe_free(self, t)
+            if not t.alive:
+                ext.dedup.pop(name, None)  # (its counter goes with it, as stats-tube's do)
 
     def _tube_maybe_free(self, name: bytes) -> None:
         """Tube `name` lost its last key or cooldown: it may go now."""

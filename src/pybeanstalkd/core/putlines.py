@@ -4,7 +4,12 @@ A producer sends the same few put lines, which differ only where the body
 size does, so each is parsed once and looked up after that. Only lines
 the fast path took are ever added (plain digits that fit, single spaces
 between them; a tagged line's tags as they came, once they parsed), and
-each cache stops growing at 4,096 entries.
+each cache stops growing at 4,096 entries. A client chooses the lines, so
+their size is bounded too: a plain put line is at most 47 bytes, and a
+tagged line is cached only if its tags are at most LINE_BUF_SIZE (224)
+bytes, the longest line the reference takes (a tagged line may be 21 KB:
+4,096 of those would be 86 MB). Together with tags.py's cache of tag
+words, under 4 MiB (tests/core/test_client_bounds.py measures it).
 """
 from __future__ import annotations
 

@@ -126,6 +126,8 @@ class Queue(Reserving):
         del self.tubes[t.name]
         self.tube_list.remove(t)
         t.alive = False
+        if t.pause:
+            self.tidy_pauses()
 
     def memory_used(self) -> int:
         """What stored jobs cost, as --max-memory counts it (the one formula:

@@ -348,10 +348,13 @@ class Reserving(Timers):
 
     def _unwait(self, c: Conn) -> None:
         c.waiting = False
+        timed = c.wait_key is not None
         c.wait_key = None
         self.waiting_ct -= 1
         for t in c.watch:
             del t.waiting[c]
+        if timed:
+            self.tidy_waits()
 
     def _wait_expired(self, c: Conn, now: int) -> None:
         soon = self._deadline_soon(c, now)

@@ -41,6 +41,13 @@ UNLIMITED = 1 << 62
 # everyone else for 0.8 s when run at once.
 WIDE = 16
 CALL_UNITS = 4096
+# A read's replies stop at about this many bytes (one reply past it at
+# most: the size is looked at from the first command on); the rest of the
+# read waits until they are written (engine.backlog), so a client that
+# pipelines and never reads holds a bounded buffer. A reserve-batch's
+# reply stops there too (extensions.py), its bodies read back from disk
+# included.
+OUT_LIMIT = 64 << 10
 
 
 def wide_budget(budget: int, watched: int) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .protocol import MAX_TUBE_NAME_LEN, NAME_TABLE, U32_MAX, Bad, name_ok
+from .protocol import LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,7 +91,8 @@ def _keyed(value: bytes) -> tuple[bytes, int | None]:
 
 # Tags by the put line's words after the size, for tags without idp: (most
 # puts repeat a few con:/grp:/aft:/try: words). Shared by the jobs put with
-# them, so never changed.
+# them, so never changed. Bounded as putlines.py's caches are: 4,096 tails
+# of at most LINE_BUF_SIZE bytes.
 _TAGS: dict[bytes, Tags] = {}
 
 
@@ -110,7 +111,7 @@ def tags_of(tail: bytes) -> Tags:
         if tags is not None:
             return tags
     tags = parse_tags(tail.split())
-    if tags.idp is None and len(_TAGS) < 4096:
+    if tags.idp is None and len(_TAGS) < 4096 and len(tail) <= LINE_BUF_SIZE:
         _TAGS[tail] = tags
     return tags
 
@@ -242,12 +243,19 @@ class ExtState:
         # bookkeeping: both entries go when the count returns to 0)
         self.con_count: dict[bytes, int] = {}
         self.con_limit: dict[bytes, int] = {}
+        # Live jobs by con: key, and by aft: name: what a key or a name
+        # keeps (its limit, its group's empty entry) goes with its last job.
+        self.con_jobs: dict[bytes, int] = {}
+        self.aft_jobs: dict[bytes, int] = {}
         # Ready jobs hidden because their key is at its limit:
         # key -> tube -> heap of pri << 64 | id (stale entries allowed)
         self.parked: dict[bytes, dict[Tube, list[int]]] = {}
         self.parked_ids: set[int] = set()
         # ... and by tube, all keys together: tube -> heap (heaps.StaleHeap)
         self.hidden: dict[Tube, StaleHeap] = {}
+        # Reserved jobs' ids by tube, for peek-reserved (stale entries
+        # allowed; a tube's heap goes once it has no reserved job)
+        self.reserved: dict[Tube, StaleHeap] = {}
         self.groups: dict[bytes, Group] = {}
         # For /metrics, by tube name: duplicate puts answered; held aft:
         # jobs; jobs hidden by their concurrency key.

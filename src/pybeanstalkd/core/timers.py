@@ -8,10 +8,10 @@ tick() when that time comes. A tick runs a bounded number of entries.
 """
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
 
-from .heaps import MASK, SHIFT, StaleHeap, StaleHeaps
+from .heaps import CONN_SLACK, MASK, SHIFT, TUBE_SLACK, StaleHeap, StaleHeaps
 from .job import TIMEOUTS, bump
 from .jobmap import BITS, LOW
 from .slices import SLICE
@@ -35,8 +35,10 @@ class Timers(StaleHeaps):
     due: int | None
     seq: int
     timeouts_ct: int
+    waiting_ct: int
     max_tries: int
     store: Store
+    tubes: dict[bytes, Tube]
 
     if TYPE_CHECKING:
         # Queue's and Reserving's methods that the timers call.
@@ -71,6 +73,31 @@ class Timers(StaleHeaps):
         self.seq += 1
         heappush(self.pause_heap, (t.unpause_at, self.seq, t))
         self._timer(t.unpause_at)
+        self.tidy_pauses()
+
+    def tidy_pauses(self) -> None:
+        """Drop the pause entries no tube needs (a pause given again, a
+        tube freed while paused) once they outnumber the tubes: else a
+        client pausing tubes for 2**32 s and leaving them would keep each
+        one's Tube until then."""
+        heap = self.pause_heap
+        if len(heap) > 2 * len(self.tubes) + TUBE_SLACK:
+            # (one entry a tube: a pause given twice at one time makes two alike)
+            live = list({e[2]: e for e in heap
+                         if e[2].alive and e[2].pause and e[0] == e[2].unpause_at}.values())
+            heapify(live)
+            self.pause_heap = live
+
+    def tidy_waits(self) -> None:
+        """Drop the wait entries of reserves no longer waiting (answered,
+        or their connection closed) once they outnumber those waiting:
+        else each would keep its connection until its timeout, up to
+        2**31 s."""
+        heap = self.wait_heap
+        if len(heap) > 2 * self.waiting_ct + CONN_SLACK:
+            live = [e for e in heap if e[2].waiting and e[2].wait_key is e]
+            heapify(live)
+            self.wait_heap = live
 
     def _timer(self, at: int) -> None:
         if self.due is None or at < self.due:
