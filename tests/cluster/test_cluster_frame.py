@@ -47,7 +47,7 @@ def test_frames_come_back_whatever_the_reads(fs, cuts):
 
 
 def test_the_layout():
-    assert F.encode(7, 3, b"rec") == b"pbr2" + struct.pack("<QQI", 7, 3, 3) + b"rec"
+    assert F.encode(7, 3, b"rec") == b"pbr3" + struct.pack("<QQI", 7, 3, 3) + b"rec"
     assert F.HEAD_SIZE == 24
     to_f, _ = handshake()
     data = to_f.seal(F.encode(7, 3, b"rec"))
@@ -77,22 +77,25 @@ def test_refuses_what_is_not_a_frame():
     with pytest.raises(F.FrameError, match="magic"):
         F.Reader(at_f).feed(b"RESERVED 1 3\r\nabc\r\n" + b"\0" * 20)
     # A node of the previous version: said so.
-    with pytest.raises(F.FrameError, match="another version of this format"):
-        F.Reader(at_f).feed(struct.pack("<4sQQII", b"pbr1", 1, 1, 0, 0))
-    head = struct.pack("<4sQQI", b"pbr2", 1, 1, 1 << 31)
+    for old in (struct.pack("<4sQQII", b"pbr1", 1, 1, 0, 0), struct.pack("<4sQQI", b"pbr2", 1, 1, 0)):
+        with pytest.raises(F.FrameError, match="another version of this format"):
+            F.Reader(at_f).feed(old)
+    head = struct.pack("<4sQQI", b"pbr3", 1, 1, 1 << 31)
     with pytest.raises(F.FrameError, match="over"):
         F.Reader(at_f).feed(head)  # refused before its bytes are buffered
     to_f, at_f = handshake()
-    got = F.Reader(at_f, max_records=10).feed(to_f.seal(F.encode(1, 1, b"x" * 10)))
+    got = F.Reader(at_f, max_chunk=10).feed(to_f.seal(F.encode(1, 1, b"x" * 10)))
     assert got[0].records == b"x" * 10
     with pytest.raises(F.FrameError):
-        F.Reader(at_f, max_records=10).feed(to_f.seal(F.encode(1, 1, b"x" * 11)))
+        F.Reader(at_f, max_chunk=10).feed(to_f.seal(F.encode(1, 1, b"x" * 11)))
     to_f, at_f = handshake()
     with pytest.raises(F.FrameError, match="start at 1"):
-        F.Reader(at_f).feed(to_f.seal(struct.pack("<4sQQI", b"pbr2", 0, 1, 0)))
+        F.Reader(at_f).feed(to_f.seal(struct.pack("<4sQQI", b"pbr3", 0, 1, 0)))
     for e, s in ((0, 1), (1, 0), (1 << 64, 1)):
         with pytest.raises(ValueError):
             F.encode(e, s, b"")
+    with pytest.raises(ValueError, match="over"):
+        F.encode(1, 1, bytes(F.MAX_CHUNK + 1))  # (chunks() cuts a frame's records)
 
 
 # -- the handshake ------------------------------------------------------------
@@ -102,14 +105,14 @@ def test_a_handshake_gives_both_sides_one_session_and_frames_go_both_ways():
     acc = F.Accepting(SECRET, "b", os.urandom(32))
     con = F.Connecting(SECRET, 7, "a", "b", os.urandom(32))
     greeting = acc.greeting()
-    assert greeting[:4] == b"pbn2" and len(greeting) == 4 + 32 + 1 + 1
+    assert greeting[:4] == b"pbn3" and len(greeting) == 4 + 32 + 1 + 1
     # Whatever the reads' boundaries: None until a message is all in.
     assert [con.greeted(bytes([c])) for c in greeting[:-1]] == [None] * (len(greeting) - 1)
     hello = con.greeted(greeting[-1:])
-    assert hello[:4] == b"pbh2"
+    assert hello[:4] == b"pbh3"
     assert [acc.feed(bytes([c])) for c in hello[:-1]] == [None] * (len(hello) - 1)
     proof = acc.feed(hello[-1:])
-    assert proof[:4] == b"pbf2" and len(proof) == F.PROOF.size
+    assert proof[:4] == b"pbf3" and len(proof) == F.PROOF.size
     assert (acc.hello.epoch, acc.hello.leader, acc.hello.target) == (7, "a", "b")
     assert con.proved(proof[:10]) is None
     to_f = con.proved(proof[10:])
@@ -181,12 +184,12 @@ def test_a_follower_whose_proof_is_wrong_gets_nothing():
     hello = con.greeted(acc.greeting())
     h, _ = F.parse_hello(hello)
     wrong = [
-        F.PROOF.pack(b"pbf2", os.urandom(32)),  # made up
+        F.PROOF.pack(b"pbf3", os.urandom(32)),  # made up
         F.encode_proof(b"guess", 7, "b", "a", acc.nonce, h.nonce),  # without the secret
         F.encode_proof(SECRET, 7, "c", "a", acc.nonce, h.nonce),  # another node's
         F.encode_proof(SECRET, 8, "b", "a", acc.nonce, h.nonce),  # another epoch's
         F.encode_proof(SECRET, 7, "b", "a", acc.nonce, os.urandom(32)),  # another link's
-        b"pbf2" + h.mac,  # the leader's own, reflected
+        b"pbf3" + h.mac,  # the leader's own, reflected
     ]
     for proof in wrong:
         c2 = F.Connecting(SECRET, 7, "a", "b", h.nonce)
@@ -213,7 +216,7 @@ def test_a_side_refuses_bytes_out_of_turn_and_buffers_at_most_a_hello():
     with pytest.raises(F.FrameError, match="another version"):
         F.Connecting(SECRET, 7, "a", "b", os.urandom(32)).greeted(b"pbn1" + bytes(16))
     # The longest hello there is, a byte at a time: held, never more of it.
-    longest = b"pbh2" + struct.pack("<Q", 1) + bytes(32) + (b"\xff" + b"n" * 255) * 2 + bytes(32)
+    longest = b"pbh3" + struct.pack("<Q", 1) + bytes(32) + (b"\xff" + b"n" * 255) * 2 + bytes(32)
     assert len(longest) == F.MAX_HELLO
     a = F.Accepting(SECRET, "b", os.urandom(32))
     for i in range(len(longest) - 1):
@@ -221,7 +224,7 @@ def test_a_side_refuses_bytes_out_of_turn_and_buffers_at_most_a_hello():
     with pytest.raises(F.FrameError, match="does not prove"):
         a.feed(longest[-1:])
     with pytest.raises(F.FrameError, match="epoch 0"):
-        F.Accepting(SECRET, "b", os.urandom(32)).feed(b"pbh2" + bytes(8 + 32))
+        F.Accepting(SECRET, "b", os.urandom(32)).feed(b"pbh3" + bytes(8 + 32))
 
 
 def test_a_handshake_buffer_holds_one_message_and_hands_on_what_follows():
@@ -392,7 +395,7 @@ def test_fencing_holds_in_any_sequence(steps):
 def test_snapshots_and_acks():
     to_f, at_f = handshake(epoch=3)
     data = signed(to_f, (3, 0, b"al", True, False), (3, 0, b"l", True), (3, 1, b"next"))
-    assert data[:4] == b"pbp2" and data[42:46] == b"pbs2"
+    assert data[:4] == b"pbp3" and data[42:46] == b"pbs3"
     got = F.Reader(at_f).feed(data)
     assert [(f.epoch, f.seq, f.records, f.snapshot, f.last) for f in got] == [
         (3, 0, b"al", True, False), (3, 0, b"l", True, True), (3, 1, b"next", False, True)]
@@ -410,3 +413,93 @@ def test_snapshots_and_acks():
     assert f.check(F.Frame(4, 0, b"", True)) == F.RESTART
     f.start(4, 0)
     assert f.check(F.Frame(4, 1, b"")) == F.APPLY
+
+
+# -- frames in chunks: what a follower holds before it checks a tag ----------
+
+CHUNK = 1 << 20  # records of one chunk, at most
+HELD = F.HEAD_SIZE + CHUNK + F.TAG  # bytes a reader may hold unverified, at most
+
+
+def fed(reader, data: bytes, piece: int = 1 << 16):
+    """Feed data in pieces (as reads come): (the frames, the most bytes the
+    reader held between reads)."""
+    out, held = [], 0
+    for i in range(0, len(data), piece):
+        out += reader.feed(data[i:i + piece])
+        held = max(held, len(reader.buf))
+    return out, held
+
+
+def test_a_header_announcing_more_than_a_chunk_is_refused_before_its_bytes_are_held():
+    for n in (CHUNK + 1, 64 << 20, (1 << 30) - 1):
+        for magic in (F.MAGIC, F.SNAPSHOT, F.PART):
+            _, at_f = handshake()
+            reader = F.Reader(at_f)
+            with pytest.raises(F.FrameError, match="over"):
+                reader.feed(struct.pack("<4sQQI", magic, 1, 1, n))
+    # A whole chunk is taken: the bound is the leader's chunk size.
+    to_f, at_f = handshake()
+    got, held = fed(F.Reader(at_f), to_f.seal(F.encode(1, 1, b"c" * CHUNK)))
+    assert [len(f.records) for f in got] == [CHUNK] and held < HELD
+
+
+def test_a_batch_of_many_chunks_is_checked_chunk_by_chunk():
+    records = os.urandom(5 * CHUNK + 123)
+    to_f, at_f = handshake()
+    chunks = F.chunks(7, 1, records)
+    assert len(chunks) == 6 and max(len(c) for c in chunks) == F.HEAD_SIZE + CHUNK
+    wire = b"".join(to_f.seal(c) for c in chunks)
+    reader = F.Reader(at_f)
+    got, held = fed(reader, wire)
+    assert [(f.epoch, f.seq, f.records, f.snapshot) for f in got] == [(7, 1, records, False)]
+    assert held < HELD and reader.buf == b""
+    # One byte of the third chunk changed on the way: refused once that
+    # chunk is in, without waiting for the rest of the batch.
+    to_f, at_f = handshake()
+    wire = bytearray(b"".join(to_f.seal(c) for c in F.chunks(7, 1, records)))
+    wire[2 * HELD + CHUNK // 2] ^= 1
+    reader = F.Reader(at_f)
+    taken = 0
+    with pytest.raises(F.FrameError, match="failed its tag"):
+        for i in range(0, len(wire), 4096):
+            taken = i + 4096
+            reader.feed(bytes(wire[i:taken]))
+    assert 3 * HELD <= taken < 3 * HELD + 4096
+
+
+def test_a_chunk_dropped_replayed_reordered_or_from_another_batch_is_refused():
+    def sealed(session, *fs, size=4):
+        return [session.seal(c) for f in fs for c in F.chunks(*f, chunk=size)]
+    to_f, at_f = handshake()
+    a = sealed(to_f, (7, 1, b"abcdefghij"), (7, 2, b"klmnopqrst"))
+    assert len(a) == 6
+    assert [f.records for f in F.Reader(at_f, max_chunk=4).feed(b"".join(a))] == [
+        b"abcdefghij", b"klmnopqrst"]
+    for bad in (a[:1] + a[2:],  # a chunk dropped
+                a[:2] + a[1:],  # replayed
+                [a[1], a[0]] + a[2:],  # reordered
+                a[:1] + a[3:]):  # the rest of the batch from the next one
+        to_f, at_f = handshake()
+        with pytest.raises(F.FrameError, match="failed its tag"):
+            F.Reader(at_f, max_chunk=4).feed(b"".join(bad))
+    # Even under the link's key (a leader's bug), a frame's chunks are of
+    # one epoch and seq.
+    to_f, at_f = handshake()
+    mixed = to_f.seal(F.encode(7, 1, b"abcd", more=True)) + to_f.seal(F.encode(7, 2, b"ef"))
+    with pytest.raises(F.FrameError, match="chunk"):
+        F.Reader(at_f, max_chunk=4).feed(mixed)
+
+
+@given(st.lists(st.tuples(u64, u64, st.binary(max_size=40), st.booleans(), st.booleans()),
+                max_size=6),
+       st.integers(1, 9), st.lists(st.integers(0, 10_000), max_size=12))
+def test_chunked_frames_come_back_whole_whatever_the_reads(fs, size, cuts):
+    to_f, at_f = handshake()
+    data = b"".join(to_f.seal(c) for f in fs for c in F.chunks(*f, chunk=size))
+    reader = F.Reader(at_f, max_chunk=size)
+    got = [f for piece in split_at(data, cuts) for f in reader.feed(piece)]
+    # (a batch is its own last: `last` is a snapshot's)
+    assert [(f.epoch, f.seq, f.records, f.snapshot, f.last) for f in got] == [
+        (e, s, r, snap, last or not snap) for e, s, r, snap, last in fs]
+    assert reader.buf == b"" and at_f.received == to_f.sent

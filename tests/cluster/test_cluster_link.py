@@ -34,7 +34,8 @@ async def linked(lh, lwal, fh, fwal, epoch=7, part_bytes=None, **follower):
 
 def recovers_the_same(tmp_path, fh, lh):
     """The follower's binlog, read back, holds the leader's jobs."""
-    h2, _ = node(os.path.join(str(tmp_path), "follower"), now=fh.now)
+    h2, _ = node(os.path.join(str(tmp_path), "follower"), now=fh.now,
+                 max_job_size=fh.e.max_job_size)
     assert set(jobs(h2.e.q)) == set(jobs(lh.e.q))
 
 
@@ -117,7 +118,7 @@ def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
     async def main():
         srv, port, rep, link = await linked(lh, lwal, fh, fwal, part_bytes=512)  # ~8 jobs a part
         send = link.send
-        link.send = lambda frame: (frames.append(frame[:4]), send(frame))
+        link.send = lambda chunks: (frames.append(chunks[-1][:4]), send(chunks))
         # The leader goes on while the parts go out: puts, deletes, kicks, buries.
         for i in range(60):
             lh.send(c, b"put 0 0 60 1\r\nn\r\n")
@@ -130,8 +131,8 @@ def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
             await asyncio.sleep(0)
         rep.ship()
         await link.until(rep.seq)
-        assert frames.count(b"pbp2") > 10 and frames.count(b"pbs2") == 1
-        assert frames.index(b"pbs2") < frames.index(b"pbr2")  # batches after the snapshot
+        assert frames.count(F.PART) > 10 and frames.count(F.SNAPSHOT) == 1
+        assert frames.index(F.SNAPSHOT) < frames.index(F.MAGIC)  # batches after the snapshot
         assert jobs(fh.e.q) == jobs(lh.e.q)
         for t in lh.e.q.tubes.values():
             assert list(fh.e.q.tubes[t.name].buried) == list(t.buried)
@@ -291,11 +292,11 @@ def test_the_leader_sends_nothing_before_the_follower_proves_the_secret_and_its_
         # A process on the follower's address, without the secret: the
         # leader's hello, and nothing more.
         for impostor, why in [
-                (Impostor(proof=F.PROOF.pack(b"pbf2", os.urandom(32))),
+                (Impostor(proof=F.PROOF.pack(F.PROOF_MAGIC, os.urandom(32))),
                  "its proof is wrong: it does not know the cluster's secret"),
                 (Impostor(name="g"), "the node at its address says it is 'g'"),
-                (Impostor(proof=b"pbf1" + bytes(32)), "proof of another version of this format"
-                 " (b'pbf1', not b'pbf2'): all the nodes of a cluster must run the same version")]:
+                (Impostor(proof=b"pbf2" + bytes(32)), "proof of another version of this format"
+                 " (b'pbf2', not b'pbf3'): all the nodes of a cluster must run the same version")]:
             port = await impostor.serve()
             assert (await refused(rep.connect("f", "127.0.0.1", port))).startswith(why)
             await asyncio.wait_for(impostor.closed.wait(), 5)
@@ -383,7 +384,7 @@ def test_with_f0_one_batch_per_group_commit_and_one_group_in_flight(tmp_path):
             in_flight=lambda: rep.in_flight(["f", "gone"])))
         rep.on_ack = syncer.kick
         send = link.send
-        link.send = lambda frame: (sent.append((link.acked, fwal.synced)), send(frame))
+        link.send = lambda chunks: (sent.append((link.acked, fwal.synced)), send(chunks))
         for _i in range(10):
             lh.send(c, b"put 0 0 60 1\r\na\r\n")
         server.flush()  # the group's fsync starts, and it is shipped
@@ -512,3 +513,50 @@ def test_a_follower_that_stops_reading_is_not_buffered_for_without_end(tmp_path)
         assert "unread: the link is closed" in rep.link_errors["f"], rep.link_errors
         srv.close()
     run(main())
+
+
+def big_jobs(tmp_path, size=3 << 20):
+    """A leader and a follower that take jobs of size bytes, and the
+    leader's connection; the first job (in the snapshot) is already put."""
+    lh, lwal, fh, fwal = setup(str(tmp_path))
+    lh.e.max_job_size = fh.e.max_job_size = size
+    c = lh.conn()
+    body = os.urandom(size // 2).hex().encode()
+    assert lh.send(c, b"put 0 0 60 %d\r\n%s\r\n" % (size, body)) == b"INSERTED 1\r\n"
+    lwal.flush()
+    return lh, lwal, fh, fwal, c, body
+
+
+def test_a_batch_bigger_than_a_chunk_reaches_the_follower_which_holds_a_chunk_unverified(
+        tmp_path, monkeypatch):
+    # A snapshot's part and a batch of 3 MiB each: the follower checks them
+    # 1 MiB at a time, and holds no more than that (and a read) unverified.
+    lh, lwal, fh, fwal, c, body = big_jobs(tmp_path)
+    held = []
+
+    class Reader(F.Reader):  # the follower's, measured after each read
+        def feed(self, data):
+            held.append(len(self.buf) + len(data))
+            try:
+                return super().feed(data)
+            finally:
+                held.append(len(self.buf))
+    monkeypatch.setattr(F, "Reader", Reader)
+
+    async def main():
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal)
+        await link.until(0)
+        assert fh.e.q.jobs[1].body == body + b"\r\n"
+        assert lh.send(c, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body[::-1])) == b"INSERTED 2\r\n"
+        lwal.flush()
+        rep.ship()
+        await link.until(rep.seq)
+        assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(fh.e.q)) == 2
+        srv.close()
+        link.writer.close()
+    run(main())
+    recovers_the_same(tmp_path, fh, lh)
+    read = 256 << 10  # (asyncio's reads)
+    assert max(held[1::2]) < (1 << 20) + F.HEAD_SIZE + F.TAG, max(held)
+    assert max(held) < (1 << 20) + F.HEAD_SIZE + F.TAG + read, max(held)
+

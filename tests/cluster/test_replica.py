@@ -18,16 +18,16 @@ from support import Client, Server, require_reference
 quiet = lambda m: None  # noqa: E731
 
 
-def node(path, now=None, ram_min=None):
+def node(path, now=None, ram_min=None, **engine):
     """ram_min: --bodies-on-disk (bodies of ram_min bytes or more left in
-    the node's own binlog files)."""
+    the node's own binlog files); engine: the Engine's settings."""
     os.makedirs(path, exist_ok=True)
     if ram_min is None:
         wal = Wal(path, 1 << 20, warn=quiet)
-        h = Harness(store=wal)
+        h = Harness(store=wal, **engine)
     else:
         wal = DiskWal(path, 1 << 20, ram_min, warn=quiet)
-        h = Harness(store=wal, bodies_on_disk=True)
+        h = Harness(store=wal, bodies_on_disk=True, **engine)
     OPEN_WALS.append(wal)  # (closed after the test: conftest.py)
     if now is not None:
         h.now = now

@@ -7,10 +7,10 @@ under which it found the follower registered in etcd. Both know the
 cluster's secret, which etcd holds (coord.secret()), and each proves it to
 the other before anything else is sent:
 
-1. follower -> "pbn2" | nonce_f (32 bytes) | its name
-2. leader   -> "pbh2" | epoch u64 | nonce_l (32 bytes) | its name
+1. follower -> "pbn3" | nonce_f (32 bytes) | its name
+2. leader   -> "pbh3" | epoch u64 | nonce_l (32 bytes) | its name
                | target: the name it meant to reach | mac_l (32 bytes)
-3. follower -> "pbf2" | mac_f (32 bytes)
+3. follower -> "pbf3" | mac_f (32 bytes)
 
 (a name is u8 length | UTF-8 bytes, 1 to MAX_NAME of them), where
 
@@ -30,12 +30,13 @@ Then both derive the session key
 
     K = HMAC-SHA256(secret, "session" | epoch | leader | follower | nonce_f | nonce_l)
 
-and every frame after the handshake, both ways, ends with a 16-byte tag,
-the first half of HMAC-SHA256(K, direction | counter u64 | the frame's
-bytes). The counter is the frame's number in its direction on this link,
-from 0, and is not sent: a frame replayed, dropped, reordered, reflected
-back, injected, or taken from another link, fails its tag, and the link
-is closed. That holds for the follower's acks too: a forged ack could make
+and every message after the handshake, both ways (the leader's chunks, the
+follower's acks, below), ends with a 16-byte tag, the first half of
+HMAC-SHA256(K, direction | counter u64 | the message's bytes). The counter
+is the message's number in its direction on this link, from 0, and is not
+sent: a chunk or an ack replayed, dropped, reordered, reflected back,
+injected, or taken from another link, fails its tag, and the link is
+closed. That holds for the follower's acks too: a forged ack could make
 the leader count a follower as holding what it does not, and lose it on a
 failover. (All the fields under a MAC are of a fixed size or
 length-prefixed, after a label that ends with a zero byte: no two
@@ -52,17 +53,26 @@ without it a link's frames are authenticated but in clear.
 The frames
 ----------
 A frame carries one group-commit batch: the binlog v7 records the leader
-wrote in one flush cycle, byte for byte. Around them:
+wrote in one flush cycle, byte for byte. A snapshot carries a full record
+of every job the leader holds, as of its batch `seq`, in parts, each a
+frame. A frame goes on the wire in chunks of at most MAX_CHUNK (1 MiB)
+bytes of its records, each chunk with its own tag:
 
-    magic "pbr2" | epoch u64 | seq u64 | length u32 | records | tag (16 bytes)
+    magic | epoch u64 | seq u64 | length u32 | records (length bytes) | tag (16 bytes)
 
-A snapshot carries a full record of every job the leader holds, as of its
-batch `seq`, in parts: zero or more frames of magic "pbp2", then the last
-of magic "pbs2", all with that epoch and seq. A follower replaces what it
-has with it, and the stream goes on from seq + 1. A follower acks what it
-has on disk with
+Every chunk but a frame's last has magic "pbc3"; the last one's says what
+the frame is: "pbr3" a batch, "pbp3" a snapshot's part but its last, "pbs3"
+a snapshot's last part. All the chunks of a frame carry its epoch and seq.
+A follower checks each chunk's tag as soon as that chunk is in, and joins
+the checked chunks into the frame; so it holds at most one chunk's bytes
+(MAX_CHUNK + 40) that no tag has vouched for yet, whatever a frame's size
+(a batch holding a put of 1 GiB, the most -z allows, goes out in 1025
+chunks), and a header that announces more than MAX_CHUNK is refused before
+any of its records is read. What it holds beyond that was signed under the
+session key. A follower replaces what it has with a snapshot, and the
+stream goes on from seq + 1. It acks what it has on disk with
 
-    magic "pba2" | epoch u64 | seq u64 | tag (16 bytes)
+    magic "pba3" | epoch u64 | seq u64 | tag (16 bytes)
 
 - epoch: the revision of the leader key in etcd, a fencing number etcd
   hands out, not we. A follower that has seen epoch E refuses any frame
@@ -71,15 +81,17 @@ has on disk with
 - seq: the batch's number within its epoch, from 1, with no gaps; a gap
   or a repeat means the follower must catch up from a snapshot.
 - No crc32 (the format of version 1 had one): the tag covers every byte
-  of the frame, so any damage a checksum would find fails it too, and a
+  of the chunk, so any damage a checksum would find fails it too, and a
   second pass over each batch would buy nothing.
 
-The tag costs one HMAC per frame (per batch, not per job) on each side.
+The tag costs one HMAC per chunk (per batch, not per job, for a batch up
+to 1 MiB) on each side.
 
-Versions: version 2 of this format (the magics' last character) cannot
-link with version 1; all the nodes of a cluster run the same version. A
-node of the other version is refused at its first message, with a reason
-that says so, rather than misread.
+Versions: version 3 of this format (the magics' last character: 2 sent a
+frame as one piece of up to 1 GiB under one tag) cannot link with an
+older one; all the nodes of a cluster run the same version. A node of
+another version is refused at its first message, with a reason that says
+so, rather than misread.
 
 Pure: bytes in, frames and verdicts out; no I/O, no clock (the caller
 brings the nonces, from os.urandom).
@@ -93,20 +105,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-MAGIC = b"pbr2"
-SNAPSHOT = b"pbs2"
-PART = b"pbp2"  # a snapshot's part, not its last
+MAGIC = b"pbr3"  # a batch's last chunk
+SNAPSHOT = b"pbs3"  # a snapshot's last part's last chunk
+PART = b"pbp3"  # the last chunk of a snapshot's part, not its last
+CHUNK = b"pbc3"  # a chunk of a frame, not its last
+KINDS = (MAGIC, SNAPSHOT, PART, CHUNK)
 HEAD = struct.Struct("<4sQQI")
 HEAD_SIZE = HEAD.size  # 24
 ACK = struct.Struct("<4sQQ")
-ACK_MAGIC = b"pba2"
-TAG = 16  # bytes of a frame's (or an ack's) tag
-# Bounds what a reader buffers before it can check a frame's tag.
-MAX_RECORDS = 1 << 30
+ACK_MAGIC = b"pba3"
+TAG = 16  # bytes of a chunk's (or an ack's) tag
+# Bytes of records in one chunk, at most: what a follower holds before it
+# can check a tag is one chunk (with its header and tag), whatever the size
+# of the frame. 1 MiB: a chunk's 40 bytes and one HMAC set-up are nothing next to it.
+MAX_CHUNK = 1 << 20
 
-GREETING_MAGIC = b"pbn2"
-HELLO_MAGIC = b"pbh2"
-PROOF_MAGIC = b"pbf2"
+GREETING_MAGIC = b"pbn3"
+HELLO_MAGIC = b"pbh3"
+PROOF_MAGIC = b"pbf3"
 NONCE_SIZE = 32
 MAC_SIZE = 32
 MAX_NAME = 255  # bytes of a node's name (UTF-8)
@@ -118,11 +134,11 @@ MAX_HELLO = _HELLO.size + 2 * (1 + MAX_NAME) + MAC_SIZE  # 588
 
 # Labels (each ends with a zero byte): what a MAC is for, so that no MAC
 # made for one purpose passes for another.
-_LEADER_HELLO = b"pybeanstalkd link 2: leader hello\0"
-_FOLLOWER_HELLO = b"pybeanstalkd link 2: follower hello\0"
-_SESSION = b"pybeanstalkd link 2: session\0"
-_TO_FOLLOWER = b"pybeanstalkd link 2: leader to follower\0"
-_TO_LEADER = b"pybeanstalkd link 2: follower to leader\0"
+_LEADER_HELLO = b"pybeanstalkd link 3: leader hello\0"
+_FOLLOWER_HELLO = b"pybeanstalkd link 3: follower hello\0"
+_SESSION = b"pybeanstalkd link 3: session\0"
+_TO_FOLLOWER = b"pybeanstalkd link 3: leader to follower\0"
+_TO_LEADER = b"pybeanstalkd link 3: follower to leader\0"
 
 
 class FrameError(Exception):
@@ -147,6 +163,7 @@ def _magic(got: bytes, want: bytes | tuple[bytes, ...], what: str):
 
 @dataclass(frozen=True, slots=True)
 class Frame:
+    """A batch or a snapshot's part: the records of all its chunks."""
     epoch: int
     seq: int
     records: bytes
@@ -154,16 +171,30 @@ class Frame:
     last: bool = True  # (a snapshot's part: False but for the last)
 
 
-def encode(epoch: int, seq: int, records: bytes, snapshot: bool = False,
-           last: bool = True) -> bytes:
-    """A batch (seq from 1), or a snapshot's part as of batch seq (from 0),
-    without its tag: each link signs it (Session.sign) as it sends it."""
+def encode(epoch: int, seq: int, records, snapshot: bool = False, last: bool = True,
+           more: bool = False) -> bytes:
+    """One chunk, without its tag (each link signs it: Session.sign): a
+    batch (seq from 1) or a snapshot's part as of batch seq (from 0); with
+    more, a chunk of it but its last. At most MAX_CHUNK bytes of records
+    (chunks cuts a frame's)."""
     if not (0 < epoch < 1 << 64 and (0 if snapshot else 1) <= seq < 1 << 64):
         raise ValueError("epoch and seq must be u64, and not 0 (but a snapshot's seq)")
-    if len(records) > MAX_RECORDS:
-        raise ValueError("batch too big")
-    magic = (SNAPSHOT if last else PART) if snapshot else MAGIC
+    if len(records) > MAX_CHUNK:
+        raise ValueError(f"a chunk of {len(records)} bytes of records, over {MAX_CHUNK}")
+    magic = CHUNK if more else (SNAPSHOT if last else PART) if snapshot else MAGIC
     return HEAD.pack(magic, epoch, seq, len(records)) + records
+
+
+def chunks(epoch: int, seq: int, records: bytes, snapshot: bool = False, last: bool = True,
+           chunk: int = MAX_CHUNK) -> list[bytes]:
+    """A frame (as encode's) in chunks of at most chunk bytes of records,
+    without their tags: one chunk, unless its records are longer."""
+    n = len(records)
+    if n <= chunk:
+        return [encode(epoch, seq, records, snapshot, last)]
+    with memoryview(records) as view:  # (each chunk is one copy of its bytes)
+        return [encode(epoch, seq, view[i:i + chunk], snapshot, last, more=i + chunk < n)
+                for i in range(0, n, chunk)]
 
 
 def encode_ack(epoch: int, seq: int) -> bytes:
@@ -172,21 +203,21 @@ def encode_ack(epoch: int, seq: int) -> bytes:
 
 
 class Session:
-    """One link's frames after its handshake, in one direction each way:
-    each frame's tag is checked against the key, the direction and the
-    frame's number in that direction (from 0)."""
+    """One link's messages after its handshake (the leader's chunks, the
+    follower's acks), in one direction each way: each one's tag is checked
+    against the key, the direction and its number in that direction (from 0)."""
 
     def __init__(self, key: bytes, leader: bool):
         base = hmac.new(key, digestmod=hashlib.sha256)
         self._out, self._in = base.copy(), base  # (the key's set-up, done once)
         self._out.update(_TO_FOLLOWER if leader else _TO_LEADER)
         self._in.update(_TO_LEADER if leader else _TO_FOLLOWER)
-        self.sent = 0  # frames signed: the next one's number
-        self.received = 0  # frames checked
+        self.sent = 0  # messages signed: the next one's number
+        self.received = 0  # messages checked
 
     def sign(self, data) -> bytes:
-        """The tag of the next frame sent (data: its bytes); frames must go
-        out in the order they are signed."""
+        """The tag of the next message sent (data: its bytes); messages
+        must go out in the order they are signed."""
         h = self._out.copy()
         h.update(self.sent.to_bytes(8, "little"))
         h.update(data)
@@ -197,7 +228,7 @@ class Session:
         return data + self.sign(data)
 
     def verify(self, tag, *parts):
-        """The next frame received (its bytes: parts) carries tag, or FrameError."""
+        """The next message received (its bytes: parts) carries tag, or FrameError."""
         h = self._in.copy()
         h.update(self.received.to_bytes(8, "little"))
         for p in parts:
@@ -208,15 +239,21 @@ class Session:
 
 
 class Reader:
-    """Frames out of a byte stream, whatever the reads' boundaries, each
-    checked against the link's session."""
+    """Frames out of a byte stream, whatever the reads' boundaries: each
+    chunk checked against the link's session as soon as it is in, and the
+    checked chunks of a frame joined into it. It holds unchecked at most
+    one chunk (max_chunk bytes of records, its header and tag) and what
+    one read brought beyond it: a header announcing more is refused
+    before its records are read."""
 
-    def __init__(self, session: Session, max_records: int = MAX_RECORDS):
+    def __init__(self, session: Session, max_chunk: int = MAX_CHUNK):
         self.session = session
-        self.buf = bytearray()
-        self.max_records = max_records
+        self.buf = bytearray()  # bytes not checked yet
+        self.max_chunk = max_chunk
+        self.chunks: list[bytes] = []  # the records of a frame's chunks checked so far
+        self.at = (0, 0)  # their epoch and seq
 
-    def feed(self, data: bytes) -> list[Frame]:
+    def feed(self, data) -> list[Frame]:
         buf = self.buf
         buf += data
         out = []
@@ -224,22 +261,39 @@ class Reader:
         with memoryview(buf) as view:
             while len(buf) - pos >= HEAD_SIZE:
                 magic, epoch, seq, n = HEAD.unpack_from(buf, pos)
-                _magic(magic, (MAGIC, SNAPSHOT, PART), "frame")
-                if n > self.max_records:
-                    raise FrameError(f"frame of {n} bytes, over {self.max_records}")
+                _magic(magic, KINDS, "frame")
+                if n > self.max_chunk:
+                    raise FrameError(f"a chunk of {n} bytes of records, over {self.max_chunk}")
                 body = pos + HEAD_SIZE
                 end = body + n + TAG
                 if len(buf) < end:
                     break
                 records = view[body:end - TAG].tobytes()
                 self.session.verify(view[end - TAG:end], view[pos:body], records)
-                snapshot = magic != MAGIC
-                if not epoch or not (seq or snapshot):
-                    raise FrameError(f"frame {epoch}/{seq}: epoch and seq start at 1")
-                out.append(Frame(epoch, seq, records, snapshot, magic != PART))
                 pos = end
+                f = self._checked(magic, epoch, seq, records)
+                if f is not None:
+                    out.append(f)
         del buf[:pos]
         return out
+
+    def _checked(self, magic: bytes, epoch: int, seq: int, records: bytes) -> Frame | None:
+        """A chunk whose tag is right: its frame, if it was the last."""
+        parts = self.chunks
+        if parts and (epoch, seq) != self.at:
+            raise FrameError(f"a chunk of frame {epoch}/{seq} within frame {self.at[0]}/{self.at[1]}")
+        if magic == CHUNK:
+            self.at = (epoch, seq)
+            parts.append(records)
+            return None
+        snapshot = magic != MAGIC
+        if not epoch or not (seq or snapshot):
+            raise FrameError(f"frame {epoch}/{seq}: epoch and seq start at 1")
+        if parts:
+            parts.append(records)
+            records = b"".join(parts)
+            self.chunks = []
+        return Frame(epoch, seq, records, snapshot, magic != PART)
 
 
 class AckReader:

@@ -9,11 +9,13 @@ leader meant to reach; the leader sends nothing of its jobs before that.
 Then a snapshot of its jobs in parts, then the batches its binlog writes
 (Wal.tap): with -f0 one batch per group commit, shipped as the leader's
 own fsync starts, the next one held until every ISR member has acked it;
-with -f MS one per pass of the loop. Every frame and ack carries a tag
-under the link's session key. A follower that finds a gap, or a frame of
-another epoch, closes the connection: the leader's next one starts with a
-snapshot again. Frames that arrive while a follower fsyncs share its next
-fsync, and it acks the last of them.
+with -f MS one per pass of the loop. Every frame goes in chunks of at
+most frame.MAX_CHUNK bytes of records, and every chunk and ack carries a
+tag under the link's session key: a follower holds no more than one chunk
+unchecked. A follower that finds a gap, or a frame of another epoch,
+closes the connection: the leader's next one starts with a snapshot
+again. Frames that arrive while a follower fsyncs share its next fsync,
+and it acks the last of them.
 
 Each side gives the other HANDSHAKE_S (TLS's handshake included) from
 the connection's start to complete the handshake, and closes it past
@@ -362,13 +364,13 @@ class Replicator:
             for k in [k for k in lsn if k < low]:
                 del lsn[k]
                 self.sent_at.pop(k, None)
-        frame = F.encode(self.epoch, self.seq, data)
+        chunks = F.chunks(self.epoch, self.seq, data)
         for link in list(self.links.values()):
             if link.backlog is None:
-                link.send(frame)
+                link.send(chunks)
             else:  # its snapshot is going out: after it
-                link.backlog.append(frame)
-                link.held += len(frame)
+                link.backlog.append(chunks)
+                link.held += len(data)
                 if link.held > self.link_buffer:
                     link.overflow()
         if self.on_ship is not None:
@@ -470,13 +472,13 @@ class Replicator:
         parts = snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes)
         part = next(parts)
         for following in parts:
-            link.send(F.encode(self.epoch, seq, part, snapshot=True, last=False))
+            link.send(F.chunks(self.epoch, seq, part, snapshot=True, last=False))
             await link.writer.drain()
             await asyncio.sleep(0)  # the leader goes on meanwhile
             part = following
-        link.send(F.encode(self.epoch, seq, part, snapshot=True))
-        for frame in link.backlog:
-            link.send(frame)
+        link.send(F.chunks(self.epoch, seq, part, snapshot=True))
+        for chunks in link.backlog:
+            link.send(chunks)
         link.backlog = None
         link.held = 0
 
@@ -502,8 +504,8 @@ class _Shipper:
         self.changed = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.since = monotonic_ns()  # connected at
-        self.backlog: list[bytes] | None = None  # batches held while the snapshot goes out
-        self.held = 0  # their bytes
+        self.backlog: list[list[bytes]] | None = None  # batches held while the snapshot goes out
+        self.held = 0  # their bytes (of records)
 
     async def run(self, seq: int):
         try:
@@ -522,16 +524,18 @@ class _Shipper:
             self.rep.on_ack()  # (a group held for its ack need not wait now)
         self.changed.set()
 
-    def send(self, frame: bytes):
-        """Sign and send frame (they must go out in the order signed)."""
+    def send(self, chunks: list[bytes]):
+        """Sign and send a frame's chunks (they must go out in the order
+        signed)."""
         w = self.writer
         if not w.is_closing():
-            tag = self.session.sign(frame)
-            if len(frame) < 1 << 16:
-                w.write(frame + tag)
-            else:  # (not a copy of a big batch to join them)
-                w.write(frame)
-                w.write(tag)
+            for chunk in chunks:
+                tag = self.session.sign(chunk)
+                if len(chunk) < 1 << 16:
+                    w.write(chunk + tag)
+                else:  # (not a copy of a big chunk to join them)
+                    w.write(chunk)
+                    w.write(tag)
             if w.transport.get_write_buffer_size() > self.rep.link_buffer:
                 self.overflow()
 
