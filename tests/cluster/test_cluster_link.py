@@ -5,6 +5,7 @@ follower its name) before anything else, and neither keeps a connection
 that does not complete its handshake in time."""
 import asyncio
 import os
+import socket
 
 from test_replica import jobs, node
 from pybeanstalkd.cluster import frame as F
@@ -560,3 +561,48 @@ def test_a_batch_bigger_than_a_chunk_reaches_the_follower_which_holds_a_chunk_un
     assert max(held[1::2]) < (1 << 20) + F.HEAD_SIZE + F.TAG, max(held)
     assert max(held) < (1 << 20) + F.HEAD_SIZE + F.TAG + read, max(held)
 
+
+
+
+def test_a_batch_bigger_than_the_link_buffer_reaches_a_follower_that_reads(tmp_path):
+    # The buffer bounds what a follower leaves unread behind the frame that
+    # is going out, not that frame: a job of 3 MiB (in the snapshot, then in
+    # a batch, with small ones right behind it) goes through a 1 MiB buffer.
+    lh, lwal, fh, fwal, c, body = big_jobs(tmp_path)
+    said = []
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, "f", refusals_s=0)
+        srv = await f.serve("127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        rep = Replicator(lh.e.q, lwal, 7, SECRET, "leader", said.append, link_buffer=1 << 20)
+        link = await rep.connect("f", "127.0.0.1", port)
+        # Small socket buffers (the snapshot is not sent yet): what the
+        # follower has not read stays in the leader's, not in the kernel's.
+        for t in [link.writer.transport] + [conn.transport for conn in f.conns]:
+            sock = t.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        await link.until(0)
+        for size in [len(body)] + [60000] * 10:
+            lh.send(c, b"put 0 0 60 %d\r\n%s\r\n" % (size, body[:size]))
+            lwal.flush()
+            rep.ship()
+        await link.until(rep.seq)
+        assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(fh.e.q)) == 12
+        assert said == [] and rep.links == {"f": link}
+        # Behind a big frame, the bound still holds: a follower that stops
+        # reading is dropped once 1 MiB waits behind it.
+        for conn in f.conns:
+            conn.transport.pause_reading()
+        for size in [len(body)] + [60000] * 40:
+            lh.send(c, b"put 0 0 60 %d\r\n%s\r\n" % (size, body[:size]))
+            lwal.flush()
+            rep.ship()
+            await asyncio.sleep(0)
+            if "f" not in rep.links:
+                break
+        assert "f" not in rep.links and size == 60000
+        assert "unread: the link is closed" in rep.link_errors["f"], rep.link_errors
+        srv.close()
+    run(main())

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections import deque
 from collections.abc import Callable
 from time import monotonic_ns
 
@@ -47,7 +48,10 @@ RETRY_S = 0.5  # out of descriptors: accept again this much later
 # A link that holds more than this unsent (what its socket has not taken,
 # or batches held behind its snapshot) is closed, rather than buffered for
 # without end: a follower that stopped reading (stopped, frozen, or a
-# stalled path) starts again from a snapshot once it reads again.
+# stalled path) starts again from a snapshot once it reads again. The first
+# frame of more than one chunk among them is not counted: a batch or a
+# snapshot's part may be bigger than this (a put may carry 1 GiB), and a
+# follower that reads takes it. So a link holds at most this plus one frame.
 LINK_BUFFER = 64 << 20
 
 
@@ -366,13 +370,7 @@ class Replicator:
                 self.sent_at.pop(k, None)
         chunks = F.chunks(self.epoch, self.seq, data)
         for link in list(self.links.values()):
-            if link.backlog is None:
-                link.send(chunks)
-            else:  # its snapshot is going out: after it
-                link.backlog.append(chunks)
-                link.held += len(data)
-                if link.held > self.link_buffer:
-                    link.overflow()
+            link.ship(chunks)
         if self.on_ship is not None:
             self.on_ship()
 
@@ -480,7 +478,7 @@ class Replicator:
         for chunks in link.backlog:
             link.send(chunks)
         link.backlog = None
-        link.held = 0
+        link.held = link.held_big = 0
 
 
 async def _until(reader, step, what: str):
@@ -505,7 +503,12 @@ class _Shipper:
         self.task: asyncio.Task[None] | None = None
         self.since = monotonic_ns()  # connected at
         self.backlog: list[list[bytes]] | None = None  # batches held while the snapshot goes out
-        self.held = 0  # their bytes (of records)
+        self.held = 0  # their bytes
+        self.held_big = 0  # the bytes of the first of them of more than one chunk
+        self.written = 0  # bytes written to the socket's transport
+        # Where the frames of more than one chunk start and end in them, for
+        # those not all sent yet.
+        self.big: deque[tuple[int, int]] = deque()
 
     async def run(self, seq: int):
         try:
@@ -524,20 +527,51 @@ class _Shipper:
             self.rep.on_ack()  # (a group held for its ack need not wait now)
         self.changed.set()
 
+    def ship(self, chunks: list[bytes]):
+        """A batch's chunks: sent, or held while the snapshot goes out."""
+        if self.backlog is None:
+            self.send(chunks)
+            return
+        self.backlog.append(chunks)
+        size = sum(len(c) for c in chunks) + len(chunks) * F.TAG
+        self.held += size
+        if len(chunks) > 1 and not self.held_big:
+            self.held_big = size
+        if self.held - self.held_big > self.rep.link_buffer:
+            self.overflow()
+
     def send(self, chunks: list[bytes]):
         """Sign and send a frame's chunks (they must go out in the order
         signed)."""
         w = self.writer
-        if not w.is_closing():
-            for chunk in chunks:
-                tag = self.session.sign(chunk)
-                if len(chunk) < 1 << 16:
-                    w.write(chunk + tag)
-                else:  # (not a copy of a big chunk to join them)
-                    w.write(chunk)
-                    w.write(tag)
-            if w.transport.get_write_buffer_size() > self.rep.link_buffer:
-                self.overflow()
+        if w.is_closing():
+            return
+        start = self.written
+        for chunk in chunks:
+            tag = self.session.sign(chunk)
+            if len(chunk) < 1 << 16:
+                w.write(chunk + tag)
+            else:  # (not a copy of a big chunk to join them)
+                w.write(chunk)
+                w.write(tag)
+            self.written += len(chunk) + F.TAG
+        if len(chunks) > 1:
+            self.big.append((start, self.written))
+        if self.unread() > self.rep.link_buffer:
+            self.overflow()
+
+    def unread(self) -> int:
+        """Bytes written that the socket has not taken, but those of the
+        first frame of more than one chunk among them (LINK_BUFFER)."""
+        unsent = self.writer.transport.get_write_buffer_size()
+        sent = self.written - unsent
+        big = self.big
+        while big and big[0][1] <= sent:
+            big.popleft()
+        if big:
+            start, end = big[0]
+            unsent -= end - max(start, sent)
+        return unsent
 
     def overflow(self):
         self.rep.failed(self.name, ConnectionError(
