@@ -9,7 +9,10 @@ handshake with a self-signed certificate of its own):
   b's nonce as c's, and the leader's hello to b, then a forged snapshot:
   b refuses the hello (made for c), and its jobs stay the leader's;
 - a connection to a peer port that never sends anything is closed at the
-  handshake's limit (link.HANDSHAKE_S).
+  handshake's limit (link.HANDSHAKE_S);
+- a man in the middle of a link (in clear, or ending TLS on both sides
+  without --tls-client-ca) that announces a huge frame to the follower is
+  dropped at its header: the follower holds no more than a chunk unchecked.
 """
 import json
 import os
@@ -284,4 +287,51 @@ def test_a_silent_connection_to_a_peer_port_is_closed_at_the_handshakes_limit(
                  timeout=5)
         assert (isr(etcd, cluster) or (0, []))[1] == ["a", "b"]  # the real link was not disturbed
     finally:
+        stop_all(a, b)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_man_in_the_middle_cannot_make_a_follower_hold_a_forged_frame(
+        tmp_path, etcd, certs, mode):  # noqa: F811
+    # b advertises the attacker's address; the attacker relays the
+    # handshake (with TLS but no --tls-client-ca, it ends TLS on both
+    # sides), then announces a frame of 512 MiB to b and sends it 4 MiB of
+    # it: b must drop the link at the header, not hold what no tag vouches for.
+    from support import free_port
+
+    m = Mode(mode, certs)
+    cluster = "mitm-" + mode
+    middle = free_port()
+    a = start(tmp_path, etcd, "a", cluster, extra=m.extra)
+    b = listener = None
+    try:
+        wait_for(lambda: leads(a))
+        listener = m.listen(middle)
+        b = start(tmp_path, etcd, "b", cluster,
+                  extra=[*m.extra, "--peer-advertise", "127.0.0.1:%d" % middle])
+        to_a = listener.accept()
+        to_b = m.dial(b.peer)
+        _, raw = read_message(to_b, F.parse_greeting, F.MAX_GREETING, "greeting")
+        to_a.sendall(raw)
+        _, raw = read_message(to_a, F.parse_hello, F.MAX_HELLO, "hello")
+        to_b.sendall(raw)
+        _, raw = read_message(to_b, F.parse_proof, F.PROOF.size, "proof")
+        to_a.sendall(raw)  # the link is up: b takes the leader's frames from here
+        to_b.sendall(F.HEAD.pack(F.MAGIC, 1 << 40, 1, 512 << 20))
+        sent, piece = 0, b"\0" * (64 << 10)
+        try:
+            while sent < 4 << 20:
+                to_b.sendall(piece)
+                sent += len(piece)
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+            pass  # (b closed it)
+        rest, closed = the_rest(to_b, 3)
+        assert closed and rest == b"", (sent, rest[:100])
+        why = wait_for(lambda: [line for line in (tmp_path / "b.log").read_text().splitlines()
+                                if "was dropped" in line])
+        assert f"of records, over {F.MAX_CHUNK}" in why[0], why
+        assert get(b, "/api/v1/stats")[1]["stats"]["current-jobs-ready"] == 0
+    finally:
+        if listener is not None:
+            listener.close()
         stop_all(a, b)
