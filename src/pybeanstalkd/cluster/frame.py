@@ -75,9 +75,10 @@ stream goes on from seq + 1. It acks what it has on disk with
     magic "pba3" | epoch u64 | seq u64 | tag (16 bytes)
 
 - epoch: the revision of the leader key in etcd, a fencing number etcd
-  hands out, not we. A follower that has seen epoch E refuses any frame
-  of an older one, so a deposed leader cannot collect a full ack. A link
-  carries frames of the epoch its hello proved only.
+  hands out, not we. A follower that has seen epoch E (in a frame, or in
+  etcd) refuses any frame of an older one, and the hello of an older
+  leader, so a deposed leader cannot collect a full ack. A link carries
+  frames of the epoch its hello proved only.
 - seq: the batch's number within its epoch, from 1, with no gaps; a gap
   or a repeat means the follower must catch up from a snapshot.
 - No crc32 (the format of version 1 had one): the tag covers every byte

@@ -114,6 +114,16 @@ class FollowerNode:
     def handshake_ends(self, key):
         self.handshaking.pop(key, None)
 
+    def saw_epoch(self, epoch: int):
+        """etcd names the leader of epoch: no frame of an older one is taken
+        from now on, and the links that carry one are closed (their leader
+        is deposed, and would collect acks until the new one's snapshot)."""
+        self.state.promise(epoch)
+        newest = self.state.epoch
+        for conn in [c for c in self.conns if c.epoch is not None and c.epoch < newest]:
+            conn.refuse(f"was closed: its epoch {conn.epoch} is older than {newest}, "
+                        "the leader's in etcd")
+
     def undurable(self):
         if not self.said_undurable:
             self.said_undurable = True
@@ -260,8 +270,13 @@ class _Receiver(asyncio.Protocol):
                 if self.timer is not None:
                     self.timer.cancel()
                     self.timer = None
+                epoch, newest = self.handshake.hello.epoch, self.node.state.epoch
+                if epoch < newest:  # (no proof: it would ship a snapshot for nothing)
+                    self.refuse(f"was refused: its hello is of epoch {epoch}, older than"
+                                f" {newest}: its leader is deposed")
+                    return
                 self.session = self.handshake.session
-                self.epoch = self.handshake.hello.epoch
+                self.epoch = epoch
                 self.node.handshake_ends(self)
                 self.reader = F.Reader(self.session)
                 self.transport.write(proof)

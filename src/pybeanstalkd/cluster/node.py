@@ -216,9 +216,11 @@ class Node:
         await self.lead(epoch)
 
     def _saw_leader(self, got: tuple[str, int, dict] | None):
-        """A follower read the leader key: say whom it follows, once each
-        time that changes."""
+        """A follower read the leader key: fence off older epochs, and say
+        whom it follows, once each time that changes."""
         name, epoch = (got[0], got[1]) if got else ("", self.leader_epoch)
+        if got:
+            self.follower.saw_epoch(epoch)  # (older leaders' frames are refused from now on)
         if (name, epoch) == (self.leader, self.leader_epoch):
             return
         c = self.opts.cluster
