@@ -105,7 +105,7 @@ class Options:
     # read back from the binlog instead of kept in RAM
     bodies_on_disk: bool = False
     body_ram_min: int = BODY_RAM_MIN_DEFAULT
-    # Loaded after the socket is bound (ssl is slow to import).
+    # Loaded once the flags are parsed (ssl is imported only for them).
     tls: Certs | None = None
     auth_tokens: TokenFile | None = None
     http_sock: socket.socket | None = None  # the HTTP side's listening socket
@@ -483,8 +483,8 @@ def _vlog(opts: Options, prefix: str) -> Callable[[str], None] | None:
 
 
 def _load_security(opts: Options, diag: _Diag) -> bool:
-    """Load the TLS context and the tokens their flags name; ssl is imported
-    only here, once listening. False (after a message) when one is unusable."""
+    """Load the TLS context and the tokens their flags name (ssl is imported
+    only here). False (after a message) when one is unusable."""
     if opts.tls_cert is not None:
         from pybeanstalkd.server.tls import Certs, TlsError
 
@@ -560,26 +560,29 @@ def main(argv: list[str] | None = None) -> int:
         opts = parse_args(argv, prog)
         if opts.verbose:
             write_line(sys.stdout, f"pid {os.getpid()}")
+        # What serving needs is imported, and the files its flags name are
+        # read, before the port is bound: a client that connects as soon as
+        # it opens (a test harness sleeps 100 ms and connects) is answered
+        # at once, not after the imports. They happen before the user
+        # switch too (the reference also initialises its state before su()):
+        # the new user may not be able to read the interpreter's files.
+        from pybeanstalkd.server.loop import serve
+
+        if not _load_security(opts, diag):
+            return EXIT_CONFIG
+        code = _listen_http(opts, diag)  # (aiohttp is imported here, with --http only)
+        if code:
+            return code
         try:
             sock = make_listener(opts, log=lambda m: write_line(sys.stdout, m), warn=diag.warn)
         except ListenError:
+            if opts.http_sock is not None:
+                opts.http_sock.close()
             diag.warn("main.c:99 in main: make_server_socket()")
             return EXIT_LISTEN
     except SystemExit as e:
         return _exit_code(e)
     try:
-        # Listening now, so the heavy imports can happen. They happen before
-        # the user switch (the reference also initialises its state before
-        # su()): the new user may not be able to read the interpreter's files.
-        from pybeanstalkd.server.loop import serve
-
-        if not _load_security(opts, diag):
-            sock.close()
-            return EXIT_CONFIG
-        code = _listen_http(opts, diag)
-        if code:
-            sock.close()
-            return code
         if opts.user is not None:
             _switch_user(opts.user, diag)
     except SystemExit as e:
