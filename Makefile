@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed
 
-.PHONY: install pyc run test lint clean
+.PHONY: install pyc run test lint clean install-service
 
 install: $(STAMP)
 
@@ -20,12 +20,42 @@ $(STAMP): pyproject.toml
 pyc: install
 	@$(VENV)/bin/python -m compileall -q src
 
-# The server prints nothing at start, as beanstalkd does; make says where it listens.
+# The server prints nothing at start, as beanstalkd does; make says where it
+# listens once it answers there (else the server's own error and status).
 ADDR ?= 127.0.0.1
 PORT ?= 11300
 run: pyc
-	@echo "$$($(VENV)/bin/pybeanstalkd -v): listening on $(ADDR):$(PORT) (Ctrl-C stops it)"
-	$(VENV)/bin/pybeanstalkd -l $(ADDR) -p $(PORT)
+	@$(VENV)/bin/python -c "$$WAIT_FOR_SERVER" $$$$ $(ADDR) $(PORT) & \
+	exec $(VENV)/bin/pybeanstalkd -l $(ADDR) -p $(PORT)
+# (argv: the server's pid, the shell's until its exec, and where it listens.
+# Says so once that process holds a socket listening on the port, as the
+# kernel's tables show (no connection is made: the server's counters stay
+# at 0); says nothing if it exits first.)
+define WAIT_FOR_SERVER
+import os, sys, time
+pid, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def listening():
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).readlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{f[9]}]")
+    fds = f"/proc/{pid}/fd"
+    return any(os.readlink(f"{fds}/{fd}") in inodes for fd in os.listdir(fds))
+while True:
+    try:
+        if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+            sys.exit(1)
+        if listening():
+            break
+    except OSError:
+        sys.exit(1)
+    time.sleep(0.02)
+from pybeanstalkd.cli import version_line
+print(f"{version_line()}: listening on {addr}:{port} (Ctrl-C stops it)", flush=True)
+endef
+export WAIT_FOR_SERVER
 
 test: pyc
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
@@ -37,3 +67,28 @@ lint: install
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
+
+# One server as a system service (as root; docs/SERVICE.md): the package,
+# built from this checkout, in a virtualenv of the system's Python under
+# PREFIX (a pyenv Python in root's home cannot be run by the service's
+# user), byte-compiled; the units in UNIT_DIR, pointed at PREFIX; the
+# service's user, made if missing. Running it again upgrades in place.
+PREFIX ?= /opt/pybeanstalkd
+SERVICE_PYTHON ?= /usr/bin/python3
+SERVICE_USER ?= pybeanstalkd
+UNIT_DIR ?= /etc/systemd/system
+EXTRAS ?= http
+install-service:
+	test -x $(PREFIX)/bin/python || $(SERVICE_PYTHON) -m venv $(PREFIX)
+	$(PREFIX)/bin/pip install -q --upgrade pip
+	$(PREFIX)/bin/pip install -q --upgrade '.[$(EXTRAS)]'
+	chmod -R a+rX $(PREFIX)
+	mkdir -p $(UNIT_DIR)
+	for unit in pybeanstalkd.service pybeanstalkd.socket pybeanstalkd@.service; do \
+	    sed -e 's|/opt/pybeanstalkd|$(PREFIX)|g' -e 's|^User=pybeanstalkd|User=$(SERVICE_USER)|' \
+	        examples/$$unit >$(UNIT_DIR)/$$unit; \
+	done
+	id -u $(SERVICE_USER) >/dev/null 2>&1 || \
+	    useradd --system --no-create-home --shell /usr/sbin/nologin $(SERVICE_USER)
+	@echo "installed $$($(PREFIX)/bin/pybeanstalkd -v) in $(PREFIX); units in $(UNIT_DIR)"
+	@echo "start it: systemctl daemon-reload && systemctl enable --now pybeanstalkd.socket"
