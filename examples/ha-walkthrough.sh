@@ -27,13 +27,29 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+fail() {  # say what went wrong, show the logs, and stop (exit 1)
+    echo "FAILED: $*" >&2
+    for log in "$DIR"/*.log; do
+        [ -s "$log" ] && { echo "-- $log (last lines)" >&2; tail -n 5 "$log" >&2; }
+    done
+    exit 1
+}
 retry() {  # run "$@" until it succeeds, for up to 30 s
     tries=0
     until "$@"; do
         tries=$((tries + 1))
-        if [ "$tries" -ge 150 ]; then echo "gave up: $*" >&2; exit 1; fi
+        if [ "$tries" -ge 150 ]; then fail "gave up after 30 s: $*"; fi
         sleep 0.2
     done
+}
+port_free() {  # nothing answers on 127.0.0.1:$2 (curl: 7, connection refused)
+    rc=0
+    curl -s -o /dev/null --connect-timeout 1 --max-time 1 "http://127.0.0.1:$2/" || rc=$?
+    [ "$rc" -eq 7 ] || fail "$1=$2: something already listens on 127.0.0.1:$2 (a \
+server left from \`make run\`?); stop it, or give another port: $1=NNNN $0"
+}
+alive() {  # $2 (a pid) still runs: $1 names it
+    kill -0 "$2" 2>/dev/null || fail "$1 exited; its log is above"
 }
 leads() {  # GET /leader answers 200 on the leader only (HAProxy's check)
     curl -sf -o /dev/null "http://127.0.0.1:$1/leader"
@@ -44,6 +60,11 @@ all_in_sync() {  # the leader lists all three in its in-sync replicas
 admin() {  # the admin CLI, through HAProxy
     "$BIN/pybeanstalkd-admin" -p "$BS_PORT" "$@" 2>/dev/null
 }
+
+for var in BS_PORT ETCD_CLIENT_PORT ETCD_PEER_PORT NODE1_PORT NODE1_HTTP NODE1_PEER \
+           NODE2_PORT NODE2_HTTP NODE2_PEER NODE3_PORT NODE3_HTTP NODE3_PEER; do
+    eval "port_free $var \$$var"
+done
 
 echo "== etcd on 127.0.0.1:$ETCD_CLIENT_PORT"
 etcd --name etcd1 --data-dir "$DIR/etcd" \
@@ -76,24 +97,34 @@ curl -s "http://127.0.0.1:$NODE1_HTTP/leader"; echo
 
 echo "== HAProxy on 127.0.0.1:$BS_PORT"
 haproxy -db -f "$REPO/examples/haproxy.cfg" >"$DIR/haproxy.log" 2>&1 &
-PIDS="$PIDS $!"
+HAPROXY_PID=$!
+PIDS="$PIDS $HAPROXY_PID"
 # (until HAProxy's first checks, a connection may reach a follower, which closes it)
 ID=$(retry admin put demo "hello, cluster")
+alive HAProxy "$HAPROXY_PID"
+# The leader holds it: the put went through HAProxy to the cluster.
+curl -sf "http://127.0.0.1:$NODE1_HTTP/api/v1/jobs/$ID" | grep -q '"hello, cluster"' \
+    || fail "job $ID is not on the leader, node1: the put did not reach the cluster"
 echo "put job $ID through HAProxy"
 
 echo "== kill -9 of the leader, node1"
 kill -9 "$NODE1_PID"
 # HAProxy sends clients on once another node leads: the lease's 3 s, and a check
 JOB=$(retry admin peek demo --json)
-echo "$JOB" | grep -q "\"id\": $ID," && echo "$JOB" | grep -q '"body": "hello, cluster"'
+echo "$JOB" | grep -q "\"id\": $ID," && echo "$JOB" | grep -q '"body": "hello, cluster"' \
+    || fail "after the failover, the peek through HAProxy did not find job $ID: $JOB"
 echo "job $ID is still there, through HAProxy"
+NEW_LEADER_HTTP=""
 for http in "$NODE2_HTTP" "$NODE3_HTTP"; do
-    if leads "$http"; then curl -s "http://127.0.0.1:$http/leader"; echo; fi
+    if leads "$http"; then curl -s "http://127.0.0.1:$http/leader"; echo; NEW_LEADER_HTTP=$http; fi
 done
+[ -n "$NEW_LEADER_HTTP" ] || fail "neither node2 nor node3 leads"
 ID2=$(retry admin put demo "after the failover")
+curl -sf "http://127.0.0.1:$NEW_LEADER_HTTP/api/v1/jobs/$ID2" | grep -q '"after the failover"' \
+    || fail "job $ID2 is not on the new leader"
 echo "put job $ID2 through HAProxy, to the new leader"
 
 echo "== HAProxy's view: the followers' checks answer 503, so they are DOWN (expected)"
 grep -E "is (UP|DOWN)" "$DIR/haproxy.log" || true
 echo "== the nodes' own words"
-grep -h "^cluster jobs" "$DIR/node2.log" "$DIR/node3.log"
+grep -h "Z cluster jobs" "$DIR/node2.log" "$DIR/node3.log"

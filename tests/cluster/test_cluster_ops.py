@@ -180,9 +180,18 @@ def leader_of(srv) -> str | None:
         return None
 
 
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")  # (UTC, to the millisecond)
+
+
 def log_lines(tmp_path, name: str, word: str) -> list[str]:
-    return [line for line in (tmp_path / f"{name}.log").read_text().splitlines()
-            if line.startswith("cluster ") and word in line]
+    """The node's cluster lines with word in them, each without the time
+    it begins with."""
+    out = []
+    for line in (tmp_path / f"{name}.log").read_text().splitlines():
+        m = STAMP.match(line)
+        if m and line[m.end():].startswith("cluster ") and word in line:
+            out.append(line[m.end():])
+    return out
 
 
 def test_every_endpoint_names_the_same_leader_and_epoch_and_the_log_whom_it_follows(

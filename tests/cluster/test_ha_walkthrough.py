@@ -1,9 +1,9 @@
-"""examples/ha-walkthrough.sh, the README's walkthrough of a cluster of
+"""examples/ha-walkthrough.sh, docs/HA.md's walkthrough of a cluster of
 three behind HAProxy, run as written (on free ports, given in the
 environment): a job put through HAProxy survives kill -9 of the leader
-and the next leader serves. And the README shows that script, unchanged;
-the systemd unit's command line is one the server takes, with the
-environment file README writes for a node."""
+and the next leader serves; it stops at once when a port it needs is
+taken. The systemd unit's command line is one the server takes, with the
+environment file docs/HA.md writes for a node."""
 import os
 import re
 import shutil
@@ -22,12 +22,12 @@ PORTS = ["BS_PORT", "ETCD_CLIENT_PORT", "ETCD_PEER_PORT",
          *("NODE%d_%s" % (i, kind) for i in (1, 2, 3) for kind in ("PORT", "HTTP", "PEER"))]
 
 
-def test_the_readme_shows_the_walkthrough_script_as_it_is():
+def test_the_ha_page_links_the_walkthrough_script():
     script = open(SCRIPT).read()
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    assert "```sh\n" + script + "```\n" in readme
-    # every port in it is one of the variables
-    assert set(re.findall(r"\b([A-Z0-9_]+_(?:PORT|HTTP|PEER))=", script)) == set(PORTS)
+    page = open(os.path.join(ROOT, "docs", "HA.md")).read()
+    assert "[examples/ha-walkthrough.sh](../examples/ha-walkthrough.sh)" in page
+    # every port it takes from the environment is one of the variables
+    assert set(re.findall(r"\b([A-Z0-9_]+_(?:PORT|HTTP|PEER))=\$\{", script)) == set(PORTS)
 
 
 def test_the_walkthrough_runs_as_written():
@@ -64,10 +64,46 @@ def test_the_walkthrough_runs_as_written():
     # HAProxy said which nodes were DOWN, and the new leader is UP
     assert "Server leader/%s is UP" % new.group(1) in out
     # the followers said whom they followed, and the new leader that it leads
-    follows = re.findall(r"^cluster jobs: (node[23]) follows node1, epoch (\d+)$", out, re.M)
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "  # (each node line says when)
+    follows = re.findall(r"^%scluster jobs: (node[23]) follows node1, epoch (\d+)$" % stamp, out, re.M)
     assert sorted(n for n, _ in follows) == ["node2", "node3"]
     assert "cluster jobs: %s leads, epoch %s" % new.groups() in out
     assert int(new.group(2)) > int(follows[0][1])
+
+
+def test_the_walkthrough_stops_at_once_when_a_port_it_needs_is_taken():
+    """A server left on 11300 (`make run`) would take the walkthrough's
+    puts, which HAProxy could not bind for: the script says so and fails
+    before it starts anything."""
+    import socket
+
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 11300))
+        held.listen()
+    except OSError:
+        held.close()  # (11300 is taken already: as good for this test)
+        held = None
+    try:
+        ports: set[int] = set()
+        while len(ports) < len(PORTS) - 1:
+            ports.add(free_port())
+        env = dict(os.environ, VENV_BIN=os.path.dirname(sys.executable),
+                   **{name: str(port) for name, port in zip(PORTS[1:], sorted(ports))})
+        env.pop("BS_PORT", None)
+        proc = subprocess.Popen(["sh", SCRIPT], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)  # (its trap stops what it started)
+            out, err = proc.communicate(timeout=30)
+    finally:
+        if held is not None:
+            held.close()
+    assert proc.returncode == 1, out + err
+    assert "FAILED: BS_PORT=11300: something already listens on 127.0.0.1:11300" in err
+    assert "== etcd" not in out  # (nothing was started)
 
 
 def test_the_systemd_unit_runs_a_node_with_what_its_environment_file_holds():
@@ -76,8 +112,8 @@ def test_the_systemd_unit_runs_a_node_with_what_its_environment_file_holds():
     unit = open(os.path.join(ROOT, "examples", "pybeanstalkd@.service")).read()
     exec_start = re.search(r"^ExecStart=(.*?[^\\])$", unit, re.M | re.S).group(1)
     words = exec_start.replace("\\\n", " ").split()
-    # The keys README's environment file for node1 sets are the ones the unit reads.
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    # The keys docs/HA.md's environment file for node1 sets are the ones the unit reads.
+    readme = open(os.path.join(ROOT, "docs", "HA.md")).read()
     env_file = re.search(r"^cat >/etc/pybeanstalkd/node1\.env <<EOF\n(.*?)^EOF$", readme,
                          re.M | re.S).group(1)
     values = dict(line.split("=", 1) for line in env_file.splitlines())
@@ -87,7 +123,7 @@ def test_the_systemd_unit_runs_a_node_with_what_its_environment_file_holds():
     env = {k: re.sub(r"\$(\w+)", lambda m: shell[m.group(1)], v) for k, v in values.items()}
     argv = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], w).replace("%i", "node1")
             for w in words]
-    assert argv[0].endswith("/.venv/bin/pybeanstalkd")
+    assert argv[0] == "/opt/pybeanstalkd/bin/pybeanstalkd"  # (make install-service)
     opts = parse_args(argv[1:], "pybeanstalkd")
     assert (opts.cluster, opts.node, opts.etcd) == ("jobs", "node1", "127.0.0.1:2379")
     assert opts.http == ("127.0.0.1", 8001) and opts.peer_listen == "127.0.0.1:7001"

@@ -28,6 +28,7 @@ it leads under the epoch etcd gave it:
 from __future__ import annotations
 
 import asyncio
+import time
 from time import monotonic_ns
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,17 @@ def parse_addr(text: str) -> tuple[str, int]:
     return (host or "127.0.0.1"), int(port)
 
 
+def stamped(log):
+    """log, with each line prefixed by the time it is said (UTC, to the
+    millisecond): a node's lines tell a failover's story, and its steps
+    are seconds apart. (The reference's -V lines, which ours match, have
+    no time: these are the cluster's alone.)"""
+    def say(msg: str) -> None:
+        now = time.time()
+        log(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%03dZ %s" % (now % 1 * 1000, msg))
+    return say
+
+
 class Node:
     def __init__(self, loop, srv, engine, wal, opts: Options, sock, serve_clients, stop):
         self.loop, self.srv, self.engine, self.wal, self.opts = loop, srv, engine, wal, opts
@@ -78,7 +90,7 @@ class Node:
         assert opts.cluster is not None and opts.node is not None and opts.etcd is not None
         self.name = opts.node
         self.sync = opts.fsync_each_write
-        self.log = srv.log
+        self.log = stamped(srv.log)
         self.coord = Coordinator(opts.cluster, self.name,
                                  endpoints=[parse_addr(a) for a in opts.etcd.split(",")])
         self.info = {"peer": opts.peer_advertise or opts.peer_listen}
