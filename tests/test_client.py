@@ -89,11 +89,11 @@ def test_put_tags(srv):
             c.put(b"x", concurrency_key="bad:key")
 
 
-def test_the_readme_example_runs(srv):
+def test_the_extensions_page_example_runs(srv):
     import pathlib
     import re
 
-    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "EXTENSIONS.md").read_text()
     code = re.search(r"```python\n(from pybeanstalkd\.client .*?)```", readme, re.S).group(1)
     assert 'Client("127.0.0.1", 11300)' in code
     exec(code.replace('Client("127.0.0.1", 11300)', "Client(*ADDR)"), {"ADDR": srv.address})

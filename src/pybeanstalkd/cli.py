@@ -33,7 +33,7 @@ DEFAULT_FILESIZE = 10485760
 DEFAULT_FSYNC_MS = 50
 HTTP_MAX_CONNECTIONS_DEFAULT = 64  # (ops/httpguard.py's MAX_CONNECTIONS)
 # --body-ram-min's default: with --bodies-on-disk, smaller bodies stay in
-# RAM (README, "Bodies on disk": what a body left in the binlog saves and
+# RAM (docs/BODIES-ON-DISK.md: what a body left in the binlog saves and
 # costs, measured).
 BODY_RAM_MIN_DEFAULT = 1024
 

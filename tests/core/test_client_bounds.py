@@ -1,7 +1,7 @@
 """What a client can make the server hold: every structure keyed by a name a
 client chose (a tube, an idp: key, a con: key, a group) goes with the last
-job that needs it, and what no job owns has a fixed bound (README,
-"Security"). Each test here failed before what it checks was so."""
+job that needs it, and what no job owns has a fixed bound
+(docs/SECURITY.md). Each test here failed before what it checks was so."""
 import gc
 import random
 import sys
