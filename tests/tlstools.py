@@ -3,8 +3,9 @@ import ssl
 
 
 def make_certs(d):
-    """A CA with two server certificates and a client certificate, and a
-    client certificate from another CA, written as PEM files into d."""
+    """A CA with two server certificates (for localhost and 127.0.0.1), one
+    for another name, and a client certificate, and a client certificate
+    from another CA, written as PEM files into d."""
     import datetime
     import ipaddress
 
@@ -53,10 +54,12 @@ def make_certs(d):
                             x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
     make("client", ca)
     make("stranger", other)
+    # (signed by the CA, but for another name only: a name check fails)
+    make("elsewhere", ca, san=[x509.DNSName("queue.example")])
 
 
-def tls_args(certs, mtls=False):
-    args = ["--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key")]
+def tls_args(certs, mtls=False, name="server"):
+    args = ["--tls-cert", str(certs / f"{name}.pem"), "--tls-key", str(certs / f"{name}.key")]
     if mtls:
         args += ["--tls-client-ca", str(certs / "ca.pem")]
     return args

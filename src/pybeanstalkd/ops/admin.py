@@ -11,12 +11,14 @@ number whole and without thousands separators (admin_plain.py), and the
 cluster report is drawn at its full width; messages never use separators.
 
 It imports nothing of pybeanstalkd outside ops/admin*: the protocol client
-is admin_client.py, the drawing (rich, loaded only when something is drawn)
-admin_views.py.
+is admin_client.py, the connection options admin_options.py (TLS and
+tokens: admin_tls.py), the drawing (rich, loaded only when something is
+drawn) admin_views.py.
 
 Exit status: 0 done; 1 the server refused (NOT_FOUND, JOB_TOO_BIG, ...);
-2 bad usage (arguments, tube names); 3 the server cannot be reached or the
-connection broke; 130 interrupted."""
+2 bad usage (arguments, tube names, option files); 3 the server cannot be
+reached, turned the connection away (TLS, a token) or the connection
+broke; 130 interrupted."""
 from __future__ import annotations
 
 import argparse
@@ -27,14 +29,13 @@ import signal
 import sys
 import time
 
-from .admin_client import (MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_text, check_tube,
-                           parse_address)
+from .admin_client import MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_text, check_tube
 from .admin_groups import register as add_groups
 from .admin_keys import register as add_keys
+from .admin_options import connect, connection_flags, positive_float, ranged, resolve
 from .admin_plain import run_top as plain_top, stats as plain_stats, tubes as plain_tubes
 
 PROG = "pybeanstalkd-admin"
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 11300
 STATES = ("ready", "delayed", "buried")
 UNCUT = 10_000  # a width no report reaches: lines are as long as they need
 
@@ -53,10 +54,6 @@ def views():
 
 def console():
     return views().Console()
-
-
-def connect(args) -> Conn:
-    return Conn(parse_address(args.host, args.port), timeout=args.timeout)
 
 
 def on_terminal() -> bool:
@@ -513,49 +510,6 @@ def cmd_cluster(args) -> int:
 # -- arguments
 
 
-def _ranged(name: str, low: int, high: int):
-    def parse(s: str) -> int:
-        try:
-            v = int(s, 10)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a whole number, not {s!r}") from None
-        if not low <= v <= high:
-            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}, not {v}")
-        return v
-    parse.__name__ = name
-    return parse
-
-
-def _positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not 0 < v < 1e6:
-        raise argparse.ArgumentTypeError(f"must be above 0, not {s}")
-    return v
-
-
-def _env_port() -> int:
-    raw = os.environ.get("BEANSTALKD_PORT")
-    if not raw:
-        return DEFAULT_PORT
-    try:
-        return _ranged("BEANSTALKD_PORT", 1, 65535)(raw)
-    except argparse.ArgumentTypeError as e:
-        raise UsageError(str(e)) from None
-
-
-def _connection_flags(parser, default):
-    g = parser.add_argument_group("connection")
-    g.add_argument("-H", "--host", default=default, help="server host, or unix:/path for a UNIX "
-                   f"socket (env BEANSTALKD_HOST; default {DEFAULT_HOST})")
-    g.add_argument("-p", "--port", type=_ranged("port", 1, 65535), default=default,
-                   help=f"server port (env BEANSTALKD_PORT; default {DEFAULT_PORT})")
-    g.add_argument("--timeout", type=_positive_float, default=default,
-                   help="seconds to wait for a reply (default 10)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -565,16 +519,19 @@ def build_parser() -> argparse.ArgumentParser:
                "otherwise (a pipe, a file) stats, tubes, top, groups and keys print tab-separated values with a "
                "header line and whole numbers without thousands separators, and cluster its "
                "report at full width; --json where offered. Exit status: 0 done, 1 refused by the server (NOT_FOUND, ...), 2 bad usage, "
-               "3 cannot reach the server, 130 interrupted.")
-    _connection_flags(p, None)
+               "3 cannot reach the server or it turned the connection away (TLS, a token), "
+               "130 interrupted.")
+    connection_flags(p, None)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    job_id = _ranged("job id", 0, MAX_U64)
+    job_id = ranged("job id", 0, MAX_U64)
 
-    def add(name, func, help):
+    def add(name, func, help, protocol=True):
+        """A command; protocol: it speaks the protocol (not the HTTP side), so
+        it takes the TLS and token options."""
         sp = sub.add_parser(name, help=help, description=help)
         # The connection flags work after the command too; unset there, the main parser's stand.
-        _connection_flags(sp, argparse.SUPPRESS)
-        sp.set_defaults(func=func)
+        connection_flags(sp, argparse.SUPPRESS, protocol)
+        sp.set_defaults(func=func, protocol=protocol)
         return sp
 
     sp = add("stats", cmd_stats, "the server's stats, grouped; with KEYs, just their values")
@@ -586,24 +543,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
 
     sp = add("top", cmd_top, "live view of every tube with rates per second (q or Ctrl-C quits)")
-    sp.add_argument("-i", "--interval", type=_positive_float, default=1.0,
+    sp.add_argument("-i", "--interval", type=positive_float, default=1.0,
                     help="seconds between refreshes (default 1)")
     sp.add_argument("--sort", choices=("name", "ready", "puts", "deletes"), default="name",
                     help="order of the tubes (default name)")
-    sp.add_argument("-n", "--iterations", type=_ranged("iterations", 0, 1 << 31), default=0,
+    sp.add_argument("-n", "--iterations", type=ranged("iterations", 0, 1 << 31), default=0,
                     help="stop after this many refreshes (default 0: until q)")
 
     sp = add("peek", cmd_peek, "show the next job of a state in a tube: id, stats-job, body")
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("state", nargs="?", choices=STATES, default="ready")
-    sp.add_argument("--limit", type=_ranged("limit", 0, 1 << 40), default=65536,
+    sp.add_argument("--limit", type=ranged("limit", 0, 1 << 40), default=65536,
                     help="show at most this many body bytes (default 65536; 0: all)")
     sp.add_argument("--json", action="store_true", default=False, help="JSON for scripts")
 
     sp = add("kick", cmd_kick, "kick up to N buried jobs of a tube (delayed ones if none is "
              "buried); N of 0 kicks nothing, as the protocol's kick 0")
     sp.add_argument("tube", metavar="TUBE")
-    sp.add_argument("count", metavar="N", type=_ranged("N", 0, MAX_U32))
+    sp.add_argument("count", metavar="N", type=ranged("N", 0, MAX_U32))
 
     sp = add("kick-job", cmd_kick_job, "kick one buried or delayed job")
     sp.add_argument("id", type=job_id)
@@ -611,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("bury", cmd_bury, "bury jobs by id (reserve-job, then bury: beanstalkd 1.12 or "
              "later); not ones reserved by another connection")
     sp.add_argument("ids", nargs="+", metavar="ID", type=job_id)
-    sp.add_argument("--pri", type=_ranged("pri", 0, MAX_U32), default=None,
+    sp.add_argument("--pri", type=ranged("pri", 0, MAX_U32), default=None,
                     help="the buried job's priority (default: the one it has)")
 
     sp = add("delete", cmd_delete, "delete jobs by id (not ones reserved by another connection)")
@@ -620,13 +577,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("put", cmd_put, "put a job; prints its id")
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("body", nargs="?", metavar="BODY", help="the body; '-' or none: read stdin")
-    sp.add_argument("--pri", type=_ranged("pri", 0, MAX_U32), default=1024, help="priority (default 1024)")
-    sp.add_argument("--delay", type=_ranged("delay", 0, MAX_U32), default=0, help="seconds (default 0)")
-    sp.add_argument("--ttr", type=_ranged("ttr", 0, MAX_U32), default=60, help="seconds (default 60)")
+    sp.add_argument("--pri", type=ranged("pri", 0, MAX_U32), default=1024, help="priority (default 1024)")
+    sp.add_argument("--delay", type=ranged("delay", 0, MAX_U32), default=0, help="seconds (default 0)")
+    sp.add_argument("--ttr", type=ranged("ttr", 0, MAX_U32), default=60, help="seconds (default 60)")
 
     sp = add("pause", cmd_pause, "pause a tube for SECONDS (0 unpauses)")
     sp.add_argument("tube", metavar="TUBE")
-    sp.add_argument("seconds", metavar="SECONDS", type=_ranged("SECONDS", 0, MAX_U32))
+    sp.add_argument("seconds", metavar="SECONDS", type=ranged("SECONDS", 0, MAX_U32))
 
     sp = add("flush", cmd_flush, "delete every job of a state in a tube (reserved ones stay); "
              "a tube that does not exist has 0 to flush")
@@ -643,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
              "new ids; buried ones arrive ready")
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("to", metavar="TO")
-    sp.add_argument("--count", metavar="N", type=_ranged("N", 0, MAX_U64), default=None,
+    sp.add_argument("--count", metavar="N", type=ranged("N", 0, MAX_U64), default=None,
                     help="at most this many (default: all there are when it starts)")
     sp.add_argument("--state", choices=STATES, default="ready", help="which jobs (default ready)")
 
@@ -651,13 +608,13 @@ def build_parser() -> argparse.ArgumentParser:
              "(puts, deletes, each state's count, pause). Counts, not jobs: what comes and goes "
              "between two polls is seen only in the counters")
     sp.add_argument("tube", metavar="TUBE")
-    sp.add_argument("-i", "--interval", type=_positive_float, default=1.0,
+    sp.add_argument("-i", "--interval", type=positive_float, default=1.0,
                     help="seconds between polls (default 1)")
-    sp.add_argument("-n", "--iterations", type=_ranged("iterations", 0, 1 << 31), default=0,
+    sp.add_argument("-n", "--iterations", type=ranged("iterations", 0, 1 << 31), default=0,
                     help="stop after this many polls (default 0: until Ctrl-C)")
 
     sp = add("cluster", cmd_cluster, "a cluster's leader, epoch, in-sync replicas and each "
-             "node's lag, from any node's HTTP side (--cluster)")
+             "node's lag, from any node's HTTP side (--cluster)", protocol=False)
     sp.add_argument("--http", required=True, metavar="HOST:PORT",
                     help="the HTTP side (--http) of any node; the leader's is asked for the lag")
     sp.add_argument("--http-auth", metavar="USER:PASSWORD",
@@ -674,12 +631,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.host is None:
-            args.host = os.environ.get("BEANSTALKD_HOST") or DEFAULT_HOST
-        if args.port is None:
-            args.port = _env_port()
-        if args.timeout is None:
-            args.timeout = 10.0
+        resolve(args, args.protocol)
         return args.func(args)
     except AdminError as e:
         say(f"{PROG}: {e}", err=True)

@@ -1,11 +1,16 @@
 """The small blocking protocol client behind pybeanstalkd-admin: one socket
-(TCP or UNIX), commands sent one at a time or pipelined, replies read with
-their bodies, and the YAML of stats/list replies parsed. It speaks only the
-beanstalkd protocol, so it works against any beanstalkd."""
+(TCP or UNIX, over TLS and with a token when admin_tls.py says so),
+commands sent one at a time or pipelined, replies read with their bodies,
+and the YAML of stats/list replies parsed. It speaks only the beanstalkd
+protocol, so it works against any beanstalkd."""
 from __future__ import annotations
 
 import re
 import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .admin_tls import Secure
 
 # Tube names as the server accepts them: 1 to 200 of these, not starting with '-'.
 TUBE_NAME = re.compile(r"[A-Za-z0-9+/;.$_()-]{1,200}\Z")
@@ -139,12 +144,21 @@ class Reply:
 
 
 class Conn:
-    """A connection to one server. Every method raises AdminError subclasses only."""
+    """A connection to one server. Every method raises AdminError subclasses only.
 
-    def __init__(self, address, timeout: float = 10.0):
+    secure (admin_tls.Secure): TLS and a token, when the server asks for them."""
+
+    def __init__(self, address, timeout: float = 10.0, secure: Secure | None = None):
         self.address = address
         self.where = describe(address)
+        self.timeout = timeout
         self._buf = b""
+        self._answered = False  # a reply came: a close from then on is no refusal
+        if secure is None:
+            from .admin_tls import Secure
+
+            secure = Secure()
+        self.secure = secure
         try:
             if isinstance(address, str):
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -168,12 +182,27 @@ class Conn:
             raise ConnectError(f"cannot connect to {self.where}: timed out") from None
         except OSError as e:
             raise ConnectError(f"cannot connect to {self.where}: {e.strerror or e}") from None
+        if secure.context is not None:
+            sock = secure.wrap(sock, self.where, timeout)
         self.sock = sock
+        if secure.token is not None:
+            try:
+                self._auth(secure.token)
+            except BaseException:
+                sock.close()
+                raise
+
+    def _auth(self, token: bytes):
+        """`auth TOKEN` (--auth-tokens): UNAUTHORIZED is a refusal (read_reply);
+        a server without tokens answers UNKNOWN_COMMAND and serves anyway."""
+        r = self.cmd(b"auth %s\r\n" % token)
+        if r.status not in ("AUTHENTICATED", "UNKNOWN_COMMAND"):
+            raise UnexpectedReply(b"auth", b" ".join(r.words))
 
     def close(self):
         try:
             self.sock.sendall(b"quit\r\n")
-        except OSError:
+        except (OSError, ValueError):  # (ValueError: an ssl socket already closed)
             pass
         self.sock.close()
 
@@ -188,7 +217,15 @@ class Conn:
     def _io_error(self, e: Exception) -> ConnectError:
         if isinstance(e, TimeoutError):
             return ConnectError(f"{self.where}: no reply (timed out)")
+        if not self._answered and (isinstance(e, ConnectionResetError) or type(e).__module__ == "ssl"):
+            # (after a TLS 1.3 handshake, a refused client certificate shows here)
+            return ConnectError(f"{self.where}: {self.secure.refused(e, self.address, self.timeout)}")
         return ConnectError(f"{self.where}: connection lost ({getattr(e, 'strerror', None) or e})")
+
+    def _closed(self) -> ConnectError:
+        if self._answered:
+            return ConnectError(f"{self.where}: the server closed the connection")
+        return ConnectError(f"{self.where}: {self.secure.refused(None, self.address, self.timeout)}")
 
     def send(self, data: bytes):
         try:
@@ -202,7 +239,7 @@ class Conn:
         except OSError as e:
             raise self._io_error(e) from None
         if not chunk:
-            raise ConnectError(f"{self.where}: the server closed the connection")
+            raise self._closed()
         self._buf += chunk
 
     def read_reply(self) -> Reply:
@@ -219,17 +256,24 @@ class Conn:
             while len(self._buf) < n + 2:
                 self._fill()
             body, self._buf = self._buf[:n], self._buf[n + 2:]
+        if words == [b"UNAUTHORIZED"]:  # (--auth-tokens: the connection is closed after it)
+            raise ConnectError(f"{self.where}: {self.secure.unauthorized()}")
+        self._answered = True
         return Reply(words, body)
 
     def pipeline(self, commands: list[bytes]) -> list[Reply]:
         """One reply per command, the commands sent in writes of up to PIPELINE
         commands (and about 16 KiB): each write fits in the socket buffers, so
-        it never waits on replies nobody reads yet."""
+        it never waits on replies nobody reads yet. The first write of a
+        connection holds one command: a server that refuses it (UNAUTHORIZED)
+        closes, and a close with input unread would be a reset, which can
+        lose the reply that says why."""
         replies = []
         i = 0
         while i < len(commands):
             j, size = i, 0
-            while j < len(commands) and j - i < PIPELINE and size < 16384:
+            limit = PIPELINE if self._answered else 1
+            while j < len(commands) and j - i < limit and size < 16384:
                 size += len(commands[j])
                 j += 1
             self.send(b"".join(commands[i:j]))

@@ -47,7 +47,7 @@ def register(add):
     """The `keys` verb, on build_parser's `add`."""
     sp = add("keys", cmd_keys, "a tube's idp: keys with the job holding each, and the keys in "
              "their cooldown with the seconds left, from the HTTP side (--http) of a server "
-             "with --extensions (tab-separated when stdout is not a terminal)")
+             "with --extensions (tab-separated when stdout is not a terminal)", protocol=False)
     sp.add_argument("tube", metavar="TUBE")
     sp.add_argument("--http", required=True, metavar="HOST:PORT",
                     help="the server's HTTP side (--http)")
