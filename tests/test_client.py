@@ -1,5 +1,6 @@
 """pybeanstalkd.client against a real server with --extensions (and
---max-tries): every call, and its errors."""
+--max-tries): every call, and its errors; and against servers with TLS,
+client certificates and tokens, what each refusal raises."""
 import pytest
 
 from pybeanstalkd.client import Client, CommandError, Job
@@ -104,3 +105,139 @@ def test_the_extensions_page_example_runs(srv):
         # (the example flushed it, and once its connection closed the
         # empty, unused tube was freed)
         assert c.flush_tube("emails") is None
+
+
+# -- an operator's commands
+
+
+def test_stats_peek_kick_bury_touch_and_pause(srv):
+    with connect(srv) as c, connect(srv) as worker:
+        c.use("client-e")
+        ready, later = c.put(b"r", pri=5, ttr=30), c.put(b"d", delay=3600)
+        st = c.stats()
+        assert isinstance(st["current-jobs-ready"], int) and st["current-jobs-ready"] >= 1
+        assert st["version"] == "1.13" and st["draining"] is False
+        assert isinstance(st["rusage-utime"], float) and isinstance(st["id"], str)
+        tube = c.stats_tube("client-e")
+        assert tube is not None and (tube["name"], tube["current-jobs-ready"],
+                                     tube["current-jobs-delayed"]) == ("client-e", 1, 1)
+        assert c.stats_tube("no-such-tube") is None
+        job = c.stats_job(ready)
+        assert job is not None and (job["tube"], job["state"], job["pri"], job["ttr"]) == (
+            "client-e", "ready", 5, 30)
+        assert c.stats_job(999999) is None
+        assert "client-e" in c.list_tubes()
+
+        assert c.peek(ready) == Job(ready, b"r") and c.peek(999999) is None
+        assert c.peek_ready() == Job(ready, b"r") and c.peek_delayed() == Job(later, b"d")
+        assert c.peek_buried() is None
+
+        worker.watch("client-e")
+        assert worker.reserve(timeout=0) == Job(ready, b"r")
+        assert worker.touch(ready) and not c.touch(ready)  # only the holder touches it
+        assert not c.bury(ready) and worker.bury(ready, pri=7)
+        assert c.peek_buried() == Job(ready, b"r") and c.stats_job(ready)["pri"] == 7
+        assert c.kick(10) == 1 and c.peek_ready() == Job(ready, b"r")  # buried ones first
+        assert c.kick(10) == 1 and c.stats_job(later)["state"] == "ready"  # then delayed ones
+        assert c.kick(10) == 0
+        assert not c.kick_job(later) and not c.kick_job(999999)  # ready: nothing to kick
+
+        assert c.pause_tube("client-e", 60) and not c.pause_tube("no-such-tube", 1)
+        assert c.stats_tube("client-e")["pause"] == 60
+        assert c.pause_tube("client-e", 0)
+
+
+def test_stats_values_that_look_like_numbers_stay_text(srv):
+    with connect(srv) as c:
+        c.use("123")
+        jid = c.put(b"x")
+        assert c.stats_tube("123")["name"] == "123"
+        assert c.stats_job(jid)["tube"] == "123"
+        assert c.delete(jid)
+
+
+# -- TLS and tokens, against servers that ask for them
+
+
+@pytest.fixture(scope="module")
+def secured(certs, tmp_path_factory):
+    """Servers with TLS and tokens, TLS with client certificates, and a
+    token file alone."""
+    from tlstools import tls_args
+
+    tokens = tmp_path_factory.mktemp("client-tokens") / "tokens"
+    tokens.write_text("# the library's tests\nlib-token\n")
+    tokens.chmod(0o600)
+    made = {}
+    try:
+        made["tls+auth"] = Server(ours_argv(), tls_args(certs) + ["--auth-tokens", str(tokens)])
+        made["mtls"] = Server(ours_argv(), tls_args(certs, mtls=True))
+        made["auth"] = Server(ours_argv(), ["--auth-tokens", str(tokens)])
+        yield made
+    finally:
+        for s in made.values():
+            s.stop()
+
+
+def test_tls_and_a_token(secured, certs):
+    import ssl
+
+    from pybeanstalkd.client import AuthError
+
+    srv, ca = secured["tls+auth"], str(certs / "ca.pem")
+    with Client(*srv.address, timeout=10, tls_ca=ca, token="lib-token") as c:  # 127.0.0.1: its IP checked
+        c.use("secured")
+        assert c.peek(c.put(b"over tls")) is not None
+    with Client("localhost", srv.port, timeout=10, tls=ssl.create_default_context(cafile=ca),
+                token="lib-token") as c:
+        assert c.stats()["current-jobs-ready"] == 1
+    with Client(*srv.address, timeout=10, tls_ca=ca) as c, pytest.raises(
+            AuthError, match="^the server wants a token"):
+        c.stats()
+    with pytest.raises(AuthError, match="^the server refused the token$"):
+        Client(*srv.address, timeout=10, tls_ca=ca, token="wrong")
+    with pytest.raises(ConnectionError, match="before answering: it may want TLS"):
+        Client(*srv.address, timeout=10, token="lib-token")
+    with pytest.raises(ssl.SSLCertVerificationError, match="unable to get local issuer"):
+        Client(*srv.address, timeout=10, tls=True)
+    with pytest.raises(ssl.SSLCertVerificationError, match="not valid for 'queue.example'"):
+        Client(*srv.address, timeout=10, tls_ca=ca, server_hostname="queue.example")
+
+
+def test_client_certificates(secured, certs):
+    srv, ca = secured["mtls"], str(certs / "ca.pem")
+    with Client(*srv.address, timeout=10, tls_ca=ca, tls_cert=str(certs / "client.pem"),
+                tls_key=str(certs / "client.key")) as c:
+        assert c.list_tubes() == ["default"]
+    with Client(*srv.address, timeout=10, tls_ca=ca) as c, pytest.raises(
+            ConnectionError, match="before answering: it may want a client certificate"):
+        c.stats()
+
+
+def test_a_token_over_plaintext_and_to_a_server_without_tokens(secured, srv):
+    with Client(*secured["auth"].address, timeout=10, token="lib-token") as c:
+        assert c.stats()["current-connections"] == 1
+    with Client(*srv.address, timeout=10, token="lib-token") as c:  # no --auth-tokens: served anyway
+        assert c.stats_tube("default") is not None
+
+
+def test_arguments_that_do_not_go_together(srv, certs):
+    import ssl
+
+    for kw in ({"token": "two words"}, {"token": "x\r\nflush-tube default"}, {"token": ""},
+               {"tls_key": "k.pem"}, {"tls": False, "tls_ca": "ca.pem"},
+               {"tls": ssl.create_default_context(), "tls_ca": "ca.pem"}):
+        with pytest.raises(ValueError):
+            Client(*srv.address, timeout=10, **kw)
+
+
+def test_ssl_is_imported_only_for_tls(srv):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pybeanstalkd.client import Client\n"
+            f"with Client('127.0.0.1', {srv.port}, timeout=10, token='t') as c:\n"
+            "    c.stats()\n"
+            "print('ssl' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout == "False\n", p.stderr

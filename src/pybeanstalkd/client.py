@@ -1,8 +1,10 @@
 """A small typed client for the protocol and its extensions (a server run
 with --extensions; tuber speaks the same): put tags (unique jobs,
 concurrency keys, groups, tries), batches, flush-tube, drain, weighted
-watches and reserve modes, besides the plain commands a worker needs. It imports nothing else of ours, and nothing outside the standard
-library.
+watches and reserve modes, besides the plain commands a worker needs and
+an operator's (stats, peek, kick, bury, touch, pause-tube), over TLS and
+with a token if the server asks. It imports nothing else of ours, and
+nothing outside the standard library.
 
     from pybeanstalkd.client import Client
 
@@ -16,20 +18,37 @@ library.
 
 A reply the command does not expect raises CommandError, which carries it
 (NOT_FOUND where a job or tube is asked for is None instead).
+
+A server with --tls-cert/--tls-key, --tls-client-ca or --auth-tokens:
+
+    Client("queue.example", 11300, tls_ca="ca.pem", tls_cert="me.pem",
+           tls_key="me.key", token=os.environ["PYBEANSTALKD_TOKEN"])
+
+ssl is imported only when TLS is asked for. A failed handshake raises
+ssl's own errors (ssl.SSLCertVerificationError says why the certificate
+was not trusted); a server that wants a token, or refuses it, AuthError.
 """
 from __future__ import annotations
 
+import re
 import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Iterable
     from types import TracebackType
     from typing import Literal, Self
 
 DEFAULT_PRI = 1 << 31
 MODES = ("fifo", "weighted", "weighted-fair")
+MAX_TOKEN_LEN = 217  # `auth TOKEN\r\n` must fit the server's 224-byte line
+# stats, stats-tube and stats-job values that stay text even when they look like numbers
+TEXT_KEYS = frozenset(("id", "version", "hostname", "os", "platform", "name", "tube", "state",
+                       "idempotency-key", "group", "after-group", "concurrency-key"))
+
+Stats = dict[str, int | float | str]  # (a bool, such as `draining`, is an int)
 
 
 class CommandError(Exception):
@@ -38,6 +57,11 @@ class CommandError(Exception):
     def __init__(self, command: bytes, reply: bytes) -> None:
         super().__init__(f"{command.split(b' ')[0].decode()}: {reply.decode('latin-1').strip()}")
         self.reply = reply
+
+
+class AuthError(ConnectionError):
+    """The server (--auth-tokens) wants a token, or refused the one given;
+    it has closed the connection."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +82,49 @@ class Inserted:
 
 
 class Client:
+    """One connection. host and port as for beanstalkd; timeout: seconds
+    for connecting and for each reply (None: no limit).
+
+    TLS: tls=True verifies the server's certificate against the system's
+    CAs, tls_ca against that CA file alone; tls_cert and tls_key (a key
+    in the certificate's file if not given) show a client certificate, for
+    a server with --tls-client-ca; each implies TLS. tls may also be an
+    ssl.SSLContext of your own (then without tls_ca, tls_cert or tls_key).
+    The name checked is server_hostname, by default host (an IP address is
+    checked as one).
+
+    token: sent first (`auth TOKEN`) to a server with --auth-tokens;
+    AuthError if refused. A server without tokens answers UNKNOWN_COMMAND
+    to `auth`, and serves the connection anyway."""
+
     def __init__(self, host: str = "127.0.0.1", port: int = 11300,
-                 timeout: float | None = None) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+                 timeout: float | None = None, *, tls: bool | ssl.SSLContext | None = None,
+                 tls_ca: str | None = None, tls_cert: str | None = None,
+                 tls_key: str | None = None, token: str | None = None,
+                 server_hostname: str | None = None) -> None:
+        raw = token.encode() if token is not None else None
+        if raw is not None and (not raw or len(raw) > MAX_TOKEN_LEN or any(c <= 32 or c == 127 for c in raw)):
+            # (white space would end it, CR LF start another command)
+            raise ValueError(f"a token is 1 to {MAX_TOKEN_LEN} bytes, with no white space "
+                             "or control characters")
+        ctx = _context(tls, tls_ca, tls_cert, tls_key)
+        self.tls = ctx is not None
         self.buf = b""
+        self.answered = False  # a reply came: a close from then on says nothing of TLS or auth
+        self.token_sent = raw is not None
+        sock = socket.create_connection((host, port), timeout=timeout)
+        try:
+            if ctx is not None:
+                sock = ctx.wrap_socket(sock, server_hostname=server_hostname or host)
+            self.sock = sock
+            if raw is not None:
+                self.sock.sendall(b"auth " + raw + b"\r\n")
+                reply = self._line()
+                if reply not in (b"AUTHENTICATED", b"UNKNOWN_COMMAND"):
+                    raise CommandError(b"auth", reply)
+        except BaseException:
+            sock.close()
+            raise
 
     def __enter__(self) -> Self:
         return self
@@ -79,6 +142,10 @@ class Client:
         while b"\r\n" not in self.buf:
             self._fill()
         line, _, self.buf = self.buf.partition(b"\r\n")
+        if line == b"UNAUTHORIZED":  # (--auth-tokens; the server closes the connection)
+            raise AuthError("the server refused the token" if self.token_sent
+                            else "the server wants a token (token=...)")
+        self.answered = True
         return line
 
     def _data(self, size: int) -> bytes:
@@ -88,10 +155,22 @@ class Client:
         return data
 
     def _fill(self) -> None:
-        chunk = self.sock.recv(1 << 16)
-        if not chunk:
+        try:
+            chunk = self.sock.recv(1 << 16)
+        except ConnectionResetError:
+            chunk = b""
+            if self.answered:
+                raise
+        if chunk:
+            self.buf += chunk
+        elif self.answered:
             raise ConnectionError("the server closed the connection")
-        self.buf += chunk
+        elif self.tls:
+            raise ConnectionError("the server closed the TLS connection before answering: it may "
+                                  "want a client certificate (tls_cert=..., tls_key=...)")
+        else:
+            raise ConnectionError("the server closed the connection before answering: it may "
+                                  "want TLS (tls=True, or tls_ca=...), or be a cluster's follower")
 
     def _cmd(self, command: bytes, *expect: bytes) -> list[bytes]:
         """Send a command; its reply line's words, if its first is expected."""
@@ -200,13 +279,84 @@ class Client:
         words = self._cmd(b"delete-batch " + b" ".join(b"%d" % i for i in ids), b"DELETED_BATCH")
         return int(words[1]), int(words[2])
 
+    def bury(self, job_id: int, pri: int = DEFAULT_PRI) -> bool:
+        """Bury a job this connection has reserved, with priority pri;
+        False if there is no such job reserved by it."""
+        return self._cmd(b"bury %d %d" % (job_id, pri), b"BURIED", b"NOT_FOUND")[0] == b"BURIED"
+
+    def touch(self, job_id: int) -> bool:
+        """Give a job this connection has reserved its whole TTR again;
+        False if there is no such job reserved by it."""
+        return self._cmd(b"touch %d" % job_id, b"TOUCHED", b"NOT_FOUND")[0] == b"TOUCHED"
+
     def release(self, job_id: int, pri: int = DEFAULT_PRI, delay: int = 0) -> bool:
         """True if released; False if it was buried instead (--max-tries, or
         the server is out of memory)."""
         return self._cmd(b"release %d %d %d" % (job_id, pri, delay),
                          b"RELEASED", b"BURIED")[0] == b"RELEASED"
 
+    # -- looking ----------------------------------------------------------------
+
+    def peek(self, job_id: int) -> Job | None:
+        """A job by id, whatever its state; None if there is none."""
+        return self._peek(b"peek %d" % job_id)
+
+    def peek_ready(self) -> Job | None:
+        """The next ready job of the tube in use (as reserve would take it)."""
+        return self._peek(b"peek-ready")
+
+    def peek_delayed(self) -> Job | None:
+        """The delayed job of the tube in use that comes due first."""
+        return self._peek(b"peek-delayed")
+
+    def peek_buried(self) -> Job | None:
+        """The buried job of the tube in use that a kick would take first."""
+        return self._peek(b"peek-buried")
+
+    def _peek(self, command: bytes) -> Job | None:
+        words = self._cmd(command, b"FOUND", b"NOT_FOUND")
+        return self._job(words) if words[0] == b"FOUND" else None
+
+    def stats(self) -> Stats:
+        """The server's stats: numbers as int or float, `draining` as bool."""
+        return _parse_stats(self._data(int(self._cmd(b"stats", b"OK")[1])))
+
+    def stats_tube(self, name: str) -> Stats | None:
+        """A tube's stats; None if there is no such tube."""
+        return self._stats(b"stats-tube " + name.encode())
+
+    def stats_job(self, job_id: int) -> Stats | None:
+        """A job's stats (tube, state, pri, age, time-left, ...); None if
+        there is no such job."""
+        return self._stats(b"stats-job %d" % job_id)
+
+    def list_tubes(self) -> list[str]:
+        """The names of the tubes that exist."""
+        words = self._cmd(b"list-tubes", b"OK")
+        return [line[2:] for line in self._data(int(words[1])).decode().splitlines()
+                if line.startswith("- ")]
+
+    def _stats(self, command: bytes) -> Stats | None:
+        words = self._cmd(command, b"OK", b"NOT_FOUND")
+        return _parse_stats(self._data(int(words[1]))) if words[0] == b"OK" else None
+
     # -- the server -------------------------------------------------------------
+
+    def kick(self, bound: int) -> int:
+        """Kick up to bound buried jobs of the tube in use into ready, or if
+        it has none buried, delayed ones; how many were kicked."""
+        return int(self._cmd(b"kick %d" % bound, b"KICKED")[1])
+
+    def kick_job(self, job_id: int) -> bool:
+        """Kick one buried or delayed job; False if there is no such job in
+        either state."""
+        return self._cmd(b"kick-job %d" % job_id, b"KICKED", b"NOT_FOUND")[0] == b"KICKED"
+
+    def pause_tube(self, name: str, delay: int) -> bool:
+        """Reserve nothing from a tube for delay seconds (0 ends a pause);
+        False if there is no such tube."""
+        return self._cmd(b"pause-tube %s %d" % (name.encode(), delay),
+                         b"PAUSED", b"NOT_FOUND")[0] == b"PAUSED"
 
     def flush_tube(self, tube: str) -> int | None:
         """Delete every job of a tube, reserved ones included (--extensions):
@@ -233,3 +383,51 @@ class Client:
 
     def undrain(self) -> None:
         self._cmd(b"undrain", b"NOT_DRAINING")
+
+
+def _context(tls: bool | ssl.SSLContext | None, ca: str | None, cert: str | None,
+             key: str | None) -> ssl.SSLContext | None:
+    """The TLS context Client's arguments ask for; None for plaintext. ssl
+    is imported only here, and only when one is asked for."""
+    if tls is None or tls is False:
+        if tls is False and (ca or cert or key):
+            raise ValueError("tls=False with tls_ca, tls_cert or tls_key")
+        if not (ca or cert or key):
+            return None
+    if key is not None and cert is None:
+        raise ValueError("tls_key needs tls_cert")
+    if tls is not None and not isinstance(tls, bool):  # an ssl.SSLContext of the caller's
+        if ca or cert:
+            raise ValueError("tls_ca, tls_cert and tls_key are for a context made here, "
+                             "not with tls=SSLContext")
+        return tls
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def _parse_stats(body: bytes) -> Stats:
+    """A stats reply's YAML: numbers as int or float, true/false as bool,
+    quoted strings unquoted; the keys in TEXT_KEYS stay text."""
+    out: Stats = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        key, sep, raw = line.partition(": ")
+        if not sep:
+            continue
+        value: int | float | str = raw
+        if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+            value = raw[1:-1]
+        elif key in TEXT_KEYS:
+            pass
+        elif raw in ("true", "false"):
+            value = raw == "true"
+        elif re.fullmatch(r"-?[0-9]+", raw):
+            value = int(raw)
+        elif re.fullmatch(r"-?[0-9]+\.[0-9]+", raw):
+            value = float(raw)
+        out[key] = value
+    return out
