@@ -203,6 +203,10 @@ def cmd_delete(args) -> int:
 def cmd_put(args) -> int:
     check_tube(args.tube)
     if args.body is None or args.body == "-":
+        if sys.stdin.isatty():
+            # Else it would wait without a word for what the user may not know to type.
+            say(f"{PROG}: reading the body from the terminal: type it, then Ctrl-D on a line "
+                "of its own (or give BODY as an argument, or pipe it in)", err=True)
         body = sys.stdin.buffer.read()
     else:
         body = os.fsencode(args.body)

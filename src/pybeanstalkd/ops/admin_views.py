@@ -158,8 +158,10 @@ def _tubes_table(tubes: list[dict], title, rates, short: bool, dropped: set[str]
                  name_width: int | None = None) -> Table:
     caption = None
     if dropped:
+        # (top, the table with rates, has no --json: in a pipe it prints every column)
         caption = (f"not shown: {', '.join(n for n, *_ in TUBE_COLUMNS if n in dropped)} "
-                   "(widen the terminal, or pipe it or --json for every column)")
+                   + ("(widen the terminal, or pipe it for every column)" if rates is not None
+                      else "(widen the terminal, or pipe it or --json for every column)"))
     t = Table(title=title, box=box.SIMPLE_HEAD, show_footer=len(tubes) > 1, title_justify="left",
               header_style="bold", caption=caption, caption_justify="left", caption_style="dim")
     t.add_column("tube", footer=f"{len(tubes)} tube{'' if len(tubes) == 1 else 's'}", style="cyan",
@@ -223,7 +225,8 @@ def show_groups(console: Console, groups: list[dict], where: str):
     t = Table(title=f"groups on {where}", box=box.SIMPLE_HEAD, title_justify="left",
               header_style="bold", caption="waiting: aft: jobs held until the group has no job left",
               caption_justify="left", caption_style="dim")
-    t.add_column("group", style="cyan", overflow="fold")
+    # A long name is cut with an ellipsis, as tubes cuts a tube's: one line a group.
+    t.add_column("group", style="cyan", overflow="ellipsis")
     styles = {"ready": "green", "reserved": "blue", "buried": "red", "waiting": "yellow"}
     for header, _ in GROUP_COLUMNS[1:]:
         t.add_column(header, justify="right", no_wrap=True)
