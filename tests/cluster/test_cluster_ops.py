@@ -60,7 +60,8 @@ const rows = [...document.querySelectorAll('#cluster-body tr')].map(tr =>
 return {shown: !document.querySelector('#cluster-panel').hidden,
         sub: document.querySelector('#cluster-sub').textContent,
         follower: !document.querySelector('#follower-banner').hidden,
-        leader: document.querySelector('#follower-leader').textContent, rows};
+        leader: document.querySelector('#follower-leader').textContent, rows,
+        drain: document.querySelector('#btn-drain').offsetParent !== null};
 """
 
 
@@ -121,9 +122,17 @@ def test_reports_metrics_admin_and_dashboard_follow_the_cluster(tmp_path, etcd, 
         assert not view["follower"] and "leader a" in view["sub"]
         assert view["rows"][0][:5] == ["a", "a", "leader", "✓ in sync", "self"]
         assert view["rows"][1][:5] == ["b", "b", "follower", "✓ in sync", "up"]
+        assert view["drain"]  # the leader can be drained
         open_page(browser, Page(b))
         view = wait_for(lambda: (lambda p: p if p["follower"] and p["rows"] else None)(panel(browser)))
         assert view["leader"] == "The leader is a: 127.0.0.1:%d." % a.http
+        # A follower refuses every action (503): no Drain to press.
+        assert not view["drain"]
+        req = urllib.request.Request("http://127.0.0.1:%d/api/v1/drain" % b.http, data=b"",
+                                     headers={"X-Pybeanstalkd": "1"}, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=5)
+        assert refused.value.code == 503
 
         # The follower stops: a put waits; meanwhile its lag shows, then it leaves the ISR.
         b.proc.send_signal(signal.SIGSTOP)

@@ -515,6 +515,16 @@
     drainBtn.dataset.draining = S.draining ? '1' : '0';
     $('#drain-banner').hidden = !S.draining;
     document.body.classList.toggle('draining', S.draining);
+    renderDrainButtons();
+  }
+
+  // A follower refuses every action (503: only the leader changes the
+  // queue), so it offers no Drain or Undrain: its banner names the leader.
+  // GET /cluster says which this node is; a failover shows them again.
+  function renderDrainButtons() {
+    const follower = !!S.cluster && S.cluster.role !== 'leader';
+    $('#btn-drain').hidden = follower;
+    $('#btn-undrain-banner').hidden = follower;
   }
 
   function renderKpis() {
@@ -1470,6 +1480,7 @@
 
   function renderCluster(cl) {
     S.cluster = cl;
+    renderDrainButtons();
     const panel = $('#cluster-panel');
     const banner = $('#follower-banner');
     if (!cl) { panel.hidden = true; banner.hidden = true; return; }
