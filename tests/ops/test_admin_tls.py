@@ -235,3 +235,27 @@ def test_a_close_from_a_server_that_does_not_speak_tls():
     finally:
         lsock.close()
 
+
+def test_the_docs_example_runs(tmp_path, certs, tokens):
+    """docs/ADMIN.md's example, a server with TLS and tokens and the CLI
+    against it, with this run's files and ports."""
+    import pathlib
+    import re
+    import shlex
+
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "ADMIN.md").read_text()
+    server_line, admin_line = re.search(r"\$ (pybeanstalkd -b .*?)\n\s+\$ (pybeanstalkd-admin .*?)\n",
+                                        doc.replace("\\\n", " "), re.S).groups()
+    files = {"server.pem": certs / "server.pem", "server.key": certs / "server.key",
+             "/etc/pybeanstalkd/tokens": tokens / "server", "ca.pem": certs / "ca.pem",
+             "~/.config/queue-token": tokens / "mine", "/var/lib/queue": tmp_path,
+             "queue.example": "localhost"}
+    server_args = [str(files.get(a, a)) for a in shlex.split(server_line)[1:]]
+    admin_args = [str(files.get(a, a)) for a in shlex.split(admin_line)[1:]]
+    assert admin_args[-1] == "stats" and "--token-file" in admin_args and "--tls-ca" in admin_args
+    srv = Server(ours_argv(), server_args)
+    try:
+        rc, out, err = run(admin_args[:-1] + ["stats", "pid"], srv)
+        assert (rc, out, err) == (0, f"{srv.proc.pid}\n", "")
+    finally:
+        srv.stop()
