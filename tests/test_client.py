@@ -100,8 +100,7 @@ def test_the_extensions_page_example_runs(srv):
     exec(code.replace('Client("127.0.0.1", 11300)', "Client(*ADDR)"), {"ADDR": srv.address})
     with connect(srv) as c:
         c.use("flaky")  # its job was buried by its second release
-        words = c._cmd(b"peek-buried", b"FOUND")
-        assert c._data(int(words[2])) == b"flaky"
+        assert c.peek_buried().body == b"flaky"
         # (the example flushed it, and once its connection closed the
         # empty, unused tube was freed)
         assert c.flush_tube("emails") is None
