@@ -4,6 +4,7 @@ from __future__ import annotations
 from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal, _falloc
 from pybeanstalkd.binlog.recovery import recover
+from pybeanstalkd.binlog.sync import sync_inline
 from pybeanstalkd.core.engine import Engine
 from pybeanstalkd.core.protocol import NS
 
@@ -79,3 +80,10 @@ def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, r
     h = Harness(filesize=filesize, store=wal, **kw)
     recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
     return h, wal
+
+
+def synced(wal):
+    """What the server does at the end of a pass with -f0: the records are
+    written and fsynced; the files let go meanwhile are unlinked then."""
+    wal.flush()
+    sync_inline(wal)

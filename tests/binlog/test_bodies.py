@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from fakeclock import OPEN_WALS, with_binlog
+from fakeclock import OPEN_WALS, synced, with_binlog
 from pybeanstalkd.binlog.bodies import DiskWal
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
@@ -89,7 +89,7 @@ def test_a_job_moved_twice_is_read_from_its_last_place(tmp_path):
     for _ in range(400):
         i = put(h, c, filler, pri=9)
         assert h.send(c, b"delete %d\r\n" % i) == b"DELETED\r\n"
-        wal.flush()
+        synced(wal)
         if target.file.seq != places[-1]:
             places.append(target.file.seq)
             if len(places) == 3:
@@ -201,7 +201,7 @@ def test_compaction_waits_on_a_body_it_cannot_read(tmp_path):
         for _ in range(n):
             i = put(h, c, b"f" * 600, pri=9)
             h.send(c, b"delete %d\r\n" % i)
-            wal.flush()
+            synced(wal)
 
     churn(60)  # enough for compaction to want the first file
     assert kept.file.seq == 1 and os.path.exists(kept.file.path)

@@ -8,8 +8,13 @@ moves between the two servers and files roll over at the same points:
   logged, even on a full disk. Reservations live in files; they are moved
   between files in multiples of a short record (84 bytes).
 * A file is closed (truncated to what is used or reserved) when writing moves
-  on, and unlinked once it is the oldest and no live job's full record is in it.
+  on, and let go once it is the oldest and no live job's full record is in it.
 * Compaction rewrites the full record of a job from the oldest file.
+* A file let go is unlinked only once the records that replace its jobs
+  (compaction's rewrites, all written before it was let go) are as safe as
+  the file was: fsynced, or with -F written. Unlinked at once, a kill -9
+  before the write, or a power loss before the fsync, would lose jobs whose
+  puts were acknowledged long ago (Wal._gc, Wal.synced_to).
 
 Differences, each in COMPATIBILITY.md: short records do not count as live
 bytes, so a job released with a delay over and over is compacted instead of
@@ -68,6 +73,19 @@ class File:
         self.unsynced = False
 
 
+class Retired:
+    """The files closed for writing, on their way out."""
+
+    __slots__ = ("files", "doomed")
+
+    def __init__(self) -> None:
+        # closed since the last fsync began: their fds close once it is done
+        self.files: list[File] = []
+        # let go (Wal._gc), oldest first, each with the lsn that must be safe
+        # (synced, or written with -F) before it is unlinked (Wal._unlink_upto)
+        self.doomed: list[tuple[int, str]] = []
+
+
 def _whole_blocks(size: int) -> int:
     return -(-size // BLOCK) * BLOCK
 
@@ -115,7 +133,10 @@ class Wal:
         self.written = 0  # ... of which handed to the kernel
         self.synced = 0  # ... of which fsynced
         self.new_files = False  # the directory needs an fsync
-        self.retired: list[File] = []  # closed for writing, fd kept until synced
+        # files closed for writing, until their fds close and they are unlinked
+        # (one attribute: a Wal of more than 29 loses CPython's shared-key
+        # dict, and every attribute load on it is slower; DiskWal adds 3)
+        self.retired = Retired()
         self.wall_offset = time.time_ns() - time.monotonic_ns()
         # id -> the stored job or None: the queue's job map, once recover()
         # has loaded it. Compaction finds a file's live jobs through it.
@@ -183,7 +204,7 @@ class Wal:
                 self.warn(f"ftruncate {f.path}: {e.strerror}")
         f.open = False
         if self.wantsync:
-            self.retired.append(f)  # the fd closes after its last fsync
+            self.retired.files.append(f)  # the fd closes after its last fsync
         else:
             os.close(f.fd)
         self.decref(f)
@@ -195,6 +216,7 @@ class Wal:
             self._gc()
 
     def _gc(self) -> None:
+        let_go = False
         while self.head is not None and self.head.refs < 1:
             f = self.head
             # f.next is None when f was the last file (see __init__)
@@ -202,10 +224,31 @@ class Wal:
             if self.tail is f:
                 self.tail = self.head
             self.nfile -= 1
+            # Its jobs' newer records are all before lsn: each was given to
+            # the buffer before the job let go of f (_compact holds f meanwhile).
+            self.retired.doomed.append((self.lsn, f.path))
+            let_go = True
+        if let_go:
+            self._unlink_upto(self.synced if self.wantsync else self.written)
+
+    def synced_to(self, lsn: int) -> None:
+        """An fsync covered the records up to lsn: the files let go that
+        waited for them are unlinked."""
+        if lsn > self.synced:
+            self.synced = lsn
+        if self.retired.doomed:
+            self._unlink_upto(self.synced)
+
+    def _unlink_upto(self, lsn: int) -> None:
+        """Unlink the files let go whose jobs' records up to lsn are safe.
+        At start-up (nothing written yet) a file goes at once."""
+        doomed = self.retired.doomed
+        while doomed and doomed[0][0] <= lsn:
+            path = doomed.pop(0)[1]
             try:
-                os.unlink(f.path)
+                os.unlink(path)
             except OSError as e:
-                self.warn(f"unlink {f.path}: {e.strerror}")
+                self.warn(f"unlink {path}: {e.strerror}")
 
     def _usenext(self) -> bool:
         f = self.cur
@@ -410,12 +453,16 @@ class Wal:
             n = self.reserve(self.size_of(j))
             if not n:
                 return
+            # head is held until the rewrite is in the buffer: let go
+            # between the two, it would not wait for the rewrite (_gc)
+            head.refs += 1
             self.drop(j)
             self.nmig += 1
             if j.id >= EXT_ID:
                 self._note(j)  # type: ignore[arg-type]  # (a cooldown: copied on)
             else:
                 self._write(j)
+            self.decref(head)
 
     def _live_in(self, f: File) -> Job | None:
         """A job whose latest full record is in f, or None. Stale ids at the
@@ -447,6 +494,8 @@ class Wal:
             self.fail(f"write {self.cur.path}: {e.strerror}")
             return
         self.written = self.lsn
+        if not self.wantsync and self.retired.doomed:  # (-F: written is as safe as it gets)
+            self._unlink_upto(self.lsn)
         if self.zero_ahead:
             f = self.cur
             if self.used(f) + ZERO_AHEAD // 2 > f.zeroed:
@@ -474,7 +523,7 @@ class Wal:
     def sync_targets(self) -> tuple[list[int], int | None, list[int]]:
         """What an fsync must cover: fds with unsynced data, the directory fd
         if a file was created, and the fds to close once it is done."""
-        retired = self.retired
+        retired = self.retired.files
         if retired:
             fds = [f.fd for f in retired if f.unsynced]
             close = [f.fd for f in retired]
@@ -494,9 +543,9 @@ class Wal:
     def close(self) -> None:
         """Close every fd this binlog holds, unsynced (the caller synced
         first, if it wanted to); it is not written again."""
-        for old in self.retired:
+        for old in self.retired.files:
             os.close(old.fd)
-        self.retired.clear()
+        self.retired.files.clear()
         f: File | None = self.head
         while f is not None:
             if f.open:

@@ -56,7 +56,7 @@ def sync_inline(wal: Wal) -> None:
     finally:
         for fd in close:
             os.close(fd)
-    wal.synced = wal.written
+    wal.synced_to(wal.written)
 
 
 class Syncer:
@@ -118,7 +118,7 @@ class Syncer:
             self.gate.binlog_failed()
             return
         if (self.busy or self.timer is not None or not self.wantsync
-                or (wal.synced >= wal.lsn and not wal.retired)):
+                or (wal.synced >= wal.lsn and not wal.retired.files)):
             return  # a sync runs, or the timer will start one
         if self.gate.sync_waits():
             # --cluster -f0: the last group is not acked yet; the next grows
@@ -240,7 +240,7 @@ class Syncer:
 
     def _synced(self, target: int, took: int) -> None:
         hist.observe(self.fsync_hist, took)
-        self.wal.synced = max(self.wal.synced, target)
+        self.wal.synced_to(target)
 
     def regroup(self, released: int) -> None:
         """An fsync's replies went out, `released` of them. Clients still
