@@ -29,9 +29,9 @@ from binlogtools import (
     parse_binlog,
     parse_dir,
     replay,
-    run_load,
     write_binlog,
 )
+from loadtools import run_load
 
 pair = pytest.mark.parametrize("writer,reader", PAIRS, ids=PAIR_IDS)
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from binlogtools import run_load
+from loadtools import run_load
 from fakeclock import OPEN_WALS
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
