@@ -151,3 +151,41 @@ def test_kill9_under_f0_loses_no_acknowledged_put(servers, tmp_path, producers):
         assert c.peek(jid) == log.put_acked[jid], jid
     for jid in sorted(log.delete_acked):
         assert c.stats_job(jid) is None, jid
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_a_failed_fsync_stops_the_binlog_and_unlinks_nothing(tmp_path, monkeypatch, inline):
+    """After a failed fsync, what was written before it cannot be called
+    safe (the kernel may have dropped it): the binlog stops, with one line,
+    and no file is unlinked on the strength of that fsync."""
+    import errno
+
+    from pybeanstalkd.binlog import sync as S
+
+    loop, wal, e, gate, sy = setup(tmp_path)
+    warned = []
+    wal.warn = warned.append
+    a, b = e.connect(), e.connect()
+    put(e, a)
+    wal.retired.doomed.append((wal.lsn, str(tmp_path / "binlog.1")))  # (a file let go: waits)
+
+    def eio(fds, dirfd):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(S, "fsync_all", eio)
+    gate.held.add(a)
+    if inline:
+        sy.kick()
+    else:
+        put(e, b)  # (a second writer: the thread syncs)
+        sy.inline_at = time.monotonic_ns() + 10**9
+        gate.held.add(b)
+        sy.kick()
+
+        async def synced():
+            while sy.busy is not None:
+                await asyncio.sleep(0.001)
+        loop.run_until_complete(asyncio.wait_for(synced(), 5))
+    assert not wal.use and warned == ["binlog disabled: fsync: [Errno 5] Input/output error;"
+                                      " jobs are kept in memory only"]
+    assert os.path.exists(tmp_path / "binlog.1") and wal.synced < wal.lsn
+    done(loop, sy)

@@ -7,7 +7,6 @@ from time import monotonic_ns
 from typing import TYPE_CHECKING
 
 from ..core import hist
-from ..diag import default_warn as warn
 from .files import Wal
 
 if TYPE_CHECKING:
@@ -211,7 +210,7 @@ class Syncer:
         try:
             sync_inline(self.wal)
         except OSError as e:
-            warn(f"fsync: {e}")  # (as the thread's: reported, the group answered)
+            self.wal.fail(f"fsync: {e}")  # (as the thread's: see _done)
         self.inline_at = monotonic_ns()
         self._synced(target, self.inline_at - t0)
 
@@ -225,7 +224,12 @@ class Syncer:
         target, close = self.busy  # type: ignore[misc]
         self.busy = None
         if self.error is not None:
-            warn(f"fsync: {self.error}")
+            # After a failed fsync the kernel may have dropped the writes it
+            # could not make, and marked them done: nothing written before it
+            # can be called safe, now or by a later fsync. The binlog stops
+            # (one line says so; the replies go, as after a failed write),
+            # and the files let go meanwhile stay where they are.
+            self.wal.fail(f"fsync: {self.error}")
             self.error = None
         for fd in close:
             os.close(fd)
@@ -240,7 +244,8 @@ class Syncer:
 
     def _synced(self, target: int, took: int) -> None:
         hist.observe(self.fsync_hist, took)
-        self.wal.synced_to(target)
+        if self.wal.use:  # (else it failed: nothing it covered is safe)
+            self.wal.synced_to(target)
 
     def regroup(self, released: int) -> None:
         """An fsync's replies went out, `released` of them. Clients still
