@@ -178,3 +178,39 @@ def test_a_compaction_run_alone_waits_for_its_rewrite(tmp_path, monkeypatch):
     wal.close()
     h2, _ = with_binlog(tmp_path, FILESIZE)
     assert h2.send(h2.conn(), b"peek 1\r\n") == b"FOUND 1 4\r\nkept\r\n"
+
+
+def test_recovery_unlinks_a_file_only_once_the_later_ones_are_synced(tmp_path, monkeypatch):
+    """After a kill -9, a moved job's new record may be in the page cache
+    alone: recovery lets go of the old file it was moved from only once an
+    fdatasync has covered the files after it (and the directory)."""
+    from pybeanstalkd.binlog import recovery as R
+
+    h, wal = with_binlog(tmp_path, FILESIZE)
+    c = h.conn()
+    assert h.send(c, b"put 0 0 60 4\r\nkept\r\n") == b"INSERTED 1\r\n"
+    i = 1
+    while wal.cur.seq < 6:
+        i += 1
+        assert h.send(c, b"put 0 0 60 600\r\n%s\r\n" % (b"f" * 600)) == b"INSERTED %d\r\n" % i
+        assert h.send(c, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    wal.flush()
+    if not (tmp_path / "binlog.1").exists():  # (compaction moved job 1 already)
+        pytest.fail("the scenario needs job 1 still in binlog.1")
+    # Its record copied on into the last file, as compaction would, and the
+    # old one left: the image a kill -9 leaves before binlog.1 is unlinked.
+    j = h.e.q.jobs[1]
+    wal.drop(j)
+    wal.reserve(wal.size_of(j))
+    wal._write(j)
+    wal.flush()
+    wal.close()
+    events = []
+    real_sync, real_unlink = R.os.fdatasync, os.unlink
+    monkeypatch.setattr(R.os, "fdatasync", lambda fd: (events.append("sync"), real_sync(fd))[1])
+    monkeypatch.setattr(os, "unlink", lambda p: (events.append("unlink " + os.path.basename(p)),
+                                                 real_unlink(p))[1])
+    h2, _ = with_binlog(tmp_path, FILESIZE)
+    assert "unlink binlog.1" in events
+    assert "sync" in events[:events.index("unlink binlog.1")]
+    assert h2.send(h2.conn(), b"peek 1\r\n") == b"FOUND 1 4\r\nkept\r\n"

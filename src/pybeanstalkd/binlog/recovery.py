@@ -80,6 +80,11 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
     # --bodies-on-disk: bodies this size or more stay in the files (bodies.py)
     ram_min = wal.ram_min if isinstance(wal, DiskWal) else None
+    # A file all of whose jobs a later file holds is let go as it is read,
+    # but unlinked only once the files after it are on disk (below): after
+    # a kill -9 their writes may still be in the page cache alone, and a
+    # power loss then would find a moved job in neither file.
+    wal.synced = wal.written = -1
     if seqs:
         wal.next_seq = seqs[-1] + 1
         present = set(seqs)
@@ -113,6 +118,10 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     if err:
         warn("Errors reading one or more WAL files.")
         warn("Continuing. You may be missing data.")
+    if wal.retired.doomed and wal.wantsync and not _sync_files(wal, warn):
+        wal.retired.doomed.clear()  # (kept on disk: read again at the next start)
+    wal.synced = wal.written = 0
+    wal.synced_to(0)  # (the files let go while reading)
     if not wal.make_next():
         raise RecoveryError("makenextfile: cannot create the next binlog file")
     wal.cur = wal.tail
@@ -131,6 +140,32 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     q.load(jobs.values(), now, wall_offset)
     wal.find = q.jobs.get if reader is None else q.find_record  # type: ignore[attr-defined]
     return len(jobs)
+
+
+def _sync_files(wal: Wal, warn: F.Warn) -> bool:
+    """fdatasync every file recovery keeps, and the directory; False (and
+    said) if one failed."""
+    paths = []
+    f: File | None = wal.head
+    while f is not None:
+        paths.append(f.path)
+        f = f.next
+    try:
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(wal.dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        warn(f"fsync at start-up: {e}; files whose jobs later files hold are kept")
+        return False
+    return True
 
 
 def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Queue,
