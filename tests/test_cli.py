@@ -23,7 +23,8 @@ import pytest
 
 from pybeanstalkd import BEANSTALKD_VERSION, __version__, cli, diag
 from pybeanstalkd.server import listen as net
-from pybeanstalkd.cli import Options, parse_args
+from pybeanstalkd.cli import parse_args
+from pybeanstalkd.settings import Settings
 from support import REFERENCE, free_port, require_reference
 
 PROG = "PROG"
@@ -58,7 +59,7 @@ def parse(argv, capsys=None):
 STUB_MAIN = r"""
 import os, sys, types
 mod = types.ModuleType("pybeanstalkd.server.loop")
-def serve(sock, opts):
+def serve(sock, opts, rt):
     print("SERVE", sock.fileno(), repr(sock.getsockname()), sock.getblocking(), os.getuid(),
           os.environ.get("LISTEN_PID"), os.environ.get("LISTEN_FDS"),
           os.environ.get("LISTEN_FDNAMES"), flush=True)
@@ -98,7 +99,7 @@ def norm(data: bytes, prog: str) -> bytes:
 
 def test_opt_none_defaults():
     opts = parse_args([])
-    assert opts == Options()
+    assert opts == Settings()
     assert opts.port == "11300"
     assert opts.addr is None
     assert opts.max_job_size == 65535
@@ -389,7 +390,7 @@ def test_program_name_is_argv0_basename(tmp_path):
 def stub_server(monkeypatch):
     calls = []
 
-    def serve(sock, opts):
+    def serve(sock, opts, rt):
         calls.append((sock, opts))
         return 42
 
@@ -610,7 +611,7 @@ def test_listening_soon_after_exec():
 
 
 def opts_for(**kw):
-    return Options(**kw)
+    return Settings(**kw)
 
 
 class Collect:

@@ -18,6 +18,10 @@
   the etcd client (aetcd, grpc).
 - aiohttp and prometheus_client are imported only in ops/ (which the server
   imports only with --http), so that start-up without --http stays fast.
+- settings flow one way: settings.py (the flags' values) imports nothing of
+  ours; tls.py and reload.py (what cluster/ and server/ both use) import
+  only each other and settings; cluster/ never imports server/, and
+  nothing but __main__.py (python -m pybeanstalkd) imports cli.py.
 """
 from __future__ import annotations
 
@@ -119,6 +123,15 @@ def violations(modname: str, source: str, is_package: bool = False) -> list[str]
             bad.append(f"{where}: only cli.py, server/ and cluster/ import server/")
         if here == "ops" and ours(name) and room(name) in ("cluster", "cli"):
             bad.append(f"{where}: ops/ imports only core/ and binlog/ of ours")
+        if here == "cluster" and ours(name) and room(name) == "server":
+            bad.append(f"{where}: cluster/ never imports server/ (settings and tls.py are shared)")
+        if here not in ("cli", "__main__") and ours(name) and room(name) == "cli":
+            bad.append(f"{where}: nothing imports cli.py (settings.py has the values)")
+        if here == "settings" and ours(name) and name not in PACKAGE_CONSTANTS:
+            bad.append(f"{where}: settings.py imports nothing of ours")
+        if (here in ("tls", "reload") and ours(name)
+                and room(name) not in ("tls", "reload", "settings")):
+            bad.append(f"{where}: {here}.py imports only tls.py, reload.py and settings.py of ours")
         if here != "cluster" and top in CLUSTER_ONLY:
             bad.append(f"{where}: only cluster/ imports {top} (loaded only with --cluster)")
         if here != "ops" and top in HTTP_ONLY:
@@ -180,6 +193,12 @@ def test_every_room_exists_and_has_a_docstring():
     ("pybeanstalkd.server.loop", "import aetcd\n"),
     ("pybeanstalkd.core.queue", "from ..cluster import frame\n"),
     ("pybeanstalkd.binlog.files", "from ..cluster.frame import Reader\n"),
+    ("pybeanstalkd.cluster.link", "from ..server.tls import failure_reason\n"),
+    ("pybeanstalkd.cluster.node", "def f():\n    from ..server import transport\n"),
+    ("pybeanstalkd.server.loop", "from ..cli import Options\n"),
+    ("pybeanstalkd.server.gate", "from pybeanstalkd import cli\n"),
+    ("pybeanstalkd.settings", "from .server.runtime import Runtime\n"),
+    ("pybeanstalkd.tls", "from .server.auth import TokenFile\n"),
 ])
 def test_the_checker_catches(mod, src):
     assert violations(mod, src)
@@ -199,6 +218,9 @@ def test_the_checker_catches(mod, src):
     ("pybeanstalkd.cluster.frame", "import struct, zlib\n"),
     ("pybeanstalkd.cluster.coord", "import json\nimport aetcd\n"),
     ("pybeanstalkd.server.loop", "def f():\n    from ..cluster import frame\n"),
+    ("pybeanstalkd.cluster.link", "from ..tls import failure_reason\n"),
+    ("pybeanstalkd.server.gate", "from ..settings import Settings\n"),
+    ("pybeanstalkd.tls", "from .reload import Reloading\nfrom .settings import Settings\n"),
 ])
 def test_the_checker_lets_allowed_imports_pass(mod, src):
     assert violations(mod, src) == []

@@ -1,8 +1,10 @@
-"""Command line: beanstalkd's flags, parsed the way beanstalkd parses them.
+"""Command line: beanstalkd's flags, parsed the way beanstalkd parses them
+into the server's Settings (settings.py), once.
 
 Startup order (as in the reference's main.c): parse flags, print ``pid N`` when
-verbose, make the listening socket (exit 111 on failure), load the server,
-switch user (exit 32/33/34), serve.
+verbose, make the listening socket (exit 111 on failure), load the server and
+the files the flags name (server/runtime.py's Runtime), switch user (exit
+32/33/34), serve.
 
 Imports here are kept to the minimum: clients connect 0.1 s after spawning us,
 so the socket must be listening well before that. The server module (and with it
@@ -12,30 +14,19 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pybeanstalkd import BEANSTALKD_VERSION, __version__
 from pybeanstalkd.diag import program_name, write_line
 from pybeanstalkd.server.listen import ListenError, inherited_listen_fds, make_listener
+from pybeanstalkd.settings import (  # noqa: F401 (the defaults: cli's names for them too)
+    BODY_RAM_MIN_DEFAULT, DEFAULT_FILESIZE, DEFAULT_FSYNC_MS, DEFAULT_PORT,
+    HTTP_MAX_CONNECTIONS_DEFAULT, JOB_DATA_SIZE_LIMIT_DEFAULT, JOB_DATA_SIZE_LIMIT_MAX, Settings)
 
 if TYPE_CHECKING:
-    import socket
     from collections.abc import Callable
 
-    from pybeanstalkd.server.auth import TokenFile
-    from pybeanstalkd.server.tls import Certs
-
-JOB_DATA_SIZE_LIMIT_DEFAULT = 65535
-JOB_DATA_SIZE_LIMIT_MAX = 1073741824
-DEFAULT_PORT = "11300"
-DEFAULT_FILESIZE = 10485760
-DEFAULT_FSYNC_MS = 50
-HTTP_MAX_CONNECTIONS_DEFAULT = 64  # (ops/httpguard.py's MAX_CONNECTIONS)
-# --body-ram-min's default: with --bodies-on-disk, smaller bodies stay in
-# RAM (docs/BODIES-ON-DISK.md: what a body left in the binlog saves and
-# costs, measured).
-BODY_RAM_MIN_DEFAULT = 1024
+    from pybeanstalkd.server.runtime import Runtime
 
 EXIT_USAGE = 5
 EXIT_LISTEN = 111
@@ -66,55 +57,6 @@ USAGE = (
     " -V       increase verbosity\n"
     " -h       show this help"
 )
-
-
-@dataclass
-class Options:
-    port: str = DEFAULT_PORT
-    addr: str | None = None
-    max_job_size: int = JOB_DATA_SIZE_LIMIT_DEFAULT
-    # Not None means "-b was given" (the reference's wal.use), even if it is "".
-    wal_dir: str | None = None
-    # A C int in the reference: "-s 4294967297" means 1.
-    filesize: int = DEFAULT_FILESIZE
-    wantsync: bool = True
-    # An int64 in the reference: "-f -1" means -1.
-    syncrate_ms: int = DEFAULT_FSYNC_MS
-    user: str | None = None
-    verbose: int = 0
-    # Our long options; each is off unless given.
-    max_memory: int | None = None
-    max_connections: int | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_client_ca: str | None = None
-    auth_tokens_file: str | None = None
-    http: tuple[str, int] | None = None  # --http: (host, port)
-    http_auth: tuple[str, str] | None = None  # --http-auth: (user, password)
-    http_max_connections: int = HTTP_MAX_CONNECTIONS_DEFAULT
-    http_allowed_hosts: tuple[str, ...] = ()  # --http-allowed-hosts (see _parse_host_names)
-    cluster: str | None = None  # --cluster NAME: replication
-    etcd: str | None = None  # HOST:PORT[,HOST:PORT...]
-    node: str | None = None
-    peer_listen: str | None = None  # HOST:PORT
-    peer_advertise: str | None = None
-    # --extensions: tuber's protocol extensions (off: every reply as 1.13's)
-    extensions: bool = False
-    max_tries: int | None = None  # --max-tries N: bury a job at its Nth release or TTR expiry
-    # --bodies-on-disk (needs -b): bodies of --body-ram-min bytes or more are
-    # read back from the binlog instead of kept in RAM
-    bodies_on_disk: bool = False
-    body_ram_min: int = BODY_RAM_MIN_DEFAULT
-    # Loaded once the flags are parsed (ssl is imported only for them).
-    tls: Certs | None = None
-    auth_tokens: TokenFile | None = None
-    http_sock: socket.socket | None = None  # the HTTP side's listening socket
-
-    @property
-    def fsync_each_write(self) -> bool:
-        """-f0, "always fsync": a write is fsynced before its reply goes out
-        (and, in a cluster, before this node acks it)."""
-        return self.wantsync and self.syncrate_ms == 0
 
 
 def usage_text(prog: str) -> str:
@@ -169,7 +111,7 @@ LONG_USAGE = (
     " --help                  this text"
 )
 
-# name -> Options field: long options that take no value
+# name -> Settings field: long options that take no value
 LONG_SWITCHES = {"extensions": "extensions", "bodies-on-disk": "bodies_on_disk"}
 
 
@@ -237,7 +179,7 @@ def _checked_addrs(text: str) -> str | None:
     return text if all(_parse_http_addr(a) for a in text.split(",")) else None
 
 
-# name -> (Options field, parser returning None on a bad value, what it takes)
+# name -> (Settings field, parser returning None on a bad value, what it takes)
 LONG_OPTIONS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "max-memory": ("max_memory", _parse_bytes, "a byte count (K, M, G suffixes)"),
     "max-connections": ("max_connections", _parse_count, "a positive count"),
@@ -305,17 +247,17 @@ def _c_int64(value: int) -> int:
     return value - 2**64 if value >= 2**63 else value
 
 
-def parse_args(argv: list[str], prog: str | None = None) -> Options:
+def parse_args(argv: list[str], prog: str | None = None) -> Settings:
     """Parse flags (argv without the program name) like beanstalkd's optparse.
 
     Diagnostics go to stderr as ``prog: message``; errors, -h and -v raise
     SystemExit with the reference's exit code after printing.
     """
     diag = _Diag(prog if prog is not None else program_name())
-    opts = Options()
+    o: dict[str, Any] = Settings()._asdict()  # the fields, as parsed so far
     args = list(argv)
     i = 0
-    given_long: set[str] = set()  # the Options fields long options set
+    given_long: set[str] = set()  # the Settings fields long options set
 
     word = ""  # the word being parsed
     pos = 0  # the next character of it
@@ -342,7 +284,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
         word = args[i]
         i += 1
         if word.startswith("--") and word != "--":
-            i = _long_option(word, args, i, opts, diag, given_long)
+            i = _long_option(word, args, i, o, diag, given_long)
             continue
         if not word.startswith("-") or word == "-":
             diag.warn(f"unknown argument: {word}")
@@ -352,71 +294,71 @@ def parse_args(argv: list[str], prog: str | None = None) -> Options:
             c = word[pos]
             pos += 1
             if c == "p":
-                opts.port = value("-p")
-                warn_inherited("-p", opts.port)
+                o["port"] = value("-p")
+                warn_inherited("-p", o["port"])
             elif c == "l":
-                opts.addr = value("-l")
-                warn_inherited("-l", opts.addr)
+                o["addr"] = value("-l")
+                warn_inherited("-l", o["addr"])
             elif c == "z":
                 size = _parse_size(value("-z"), diag)
                 if size > JOB_DATA_SIZE_LIMIT_MAX:
                     diag.warn(f"maximum job size was set to {JOB_DATA_SIZE_LIMIT_MAX}")
                     size = JOB_DATA_SIZE_LIMIT_MAX
-                opts.max_job_size = size
+                o["max_job_size"] = size
             elif c == "s":
-                opts.filesize = _c_int(_parse_size(value("-s"), diag))
+                o["filesize"] = _c_int(_parse_size(value("-s"), diag))
             elif c in ("c", "n"):
                 diag.warn(f"-{c} flag was removed. binlog is always compacted.")
             elif c == "f":
-                opts.syncrate_ms = _c_int64(_parse_size(value("-f"), diag))
-                opts.wantsync = True
+                o["syncrate_ms"] = _c_int64(_parse_size(value("-f"), diag))
+                o["wantsync"] = True
             elif c == "F":
-                opts.wantsync = False
+                o["wantsync"] = False
             elif c == "u":
-                opts.user = value("-u")
+                o["user"] = value("-u")
             elif c == "b":
-                opts.wal_dir = value("-b")
+                o["wal_dir"] = value("-b")
             elif c == "h":
                 diag.usage(0)
             elif c == "v":
                 write_line(sys.stdout, version_line())
                 raise SystemExit(0)
             elif c == "V":
-                opts.verbose += 1
+                o["verbose"] += 1
             else:
                 # The reference prints from the character before the bad one:
                 # "-x" for "-x", but "Vx" for "-Vx".
                 diag.warn(f"unknown flag: {word[pos - 2:]}")
                 diag.usage(EXIT_USAGE)
-    if (opts.tls_cert is None) != (opts.tls_key is None):
+    if (o["tls_cert"] is None) != (o["tls_key"] is None):
         diag.warn("--tls-cert and --tls-key go together")
         diag.usage(EXIT_USAGE)
-    if opts.tls_client_ca is not None and opts.tls_cert is None:
+    if o["tls_client_ca"] is not None and o["tls_cert"] is None:
         diag.warn("--tls-client-ca needs --tls-cert and --tls-key")
         diag.usage(EXIT_USAGE)
-    for name, given in (("--http-auth", opts.http_auth is not None),
+    for name, given in (("--http-auth", o["http_auth"] is not None),
                         ("--http-max-connections", "http_max_connections" in given_long),
                         ("--http-allowed-hosts", "http_allowed_hosts" in given_long)):
-        if given and opts.http is None:
+        if given and o["http"] is None:
             diag.warn(f"{name} needs --http")
             diag.usage(EXIT_USAGE)
-    parts = (opts.etcd, opts.node, opts.peer_listen, opts.peer_advertise)
-    if opts.cluster is None and any(p is not None for p in parts):
+    parts = (o["etcd"], o["node"], o["peer_listen"], o["peer_advertise"])
+    if o["cluster"] is None and any(p is not None for p in parts):
         diag.warn("--etcd, --node, --peer-listen and --peer-advertise need --cluster")
         diag.usage(EXIT_USAGE)
-    if opts.cluster is not None and (opts.wal_dir is None or None in parts[:3]):
+    if o["cluster"] is not None and (o["wal_dir"] is None or None in parts[:3]):
         diag.warn("--cluster needs -b, --etcd, --node and --peer-listen")
         diag.usage(EXIT_USAGE)
-    if opts.bodies_on_disk and opts.wal_dir is None:
+    if o["bodies_on_disk"] and o["wal_dir"] is None:
         diag.warn("--bodies-on-disk needs -b")
         diag.usage(EXIT_USAGE)
-    if "body_ram_min" in given_long and not opts.bodies_on_disk:
+    if "body_ram_min" in given_long and not o["bodies_on_disk"]:
         diag.warn("--body-ram-min needs --bodies-on-disk")
         diag.usage(EXIT_USAGE)
-    return opts
+    return Settings(**o)
 
 
-def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag,
+def _long_option(word: str, args: list[str], i: int, o: dict[str, Any], diag: _Diag,
                  given: set[str]) -> int:
     """--name VALUE or --name=VALUE; returns the index of the next word. An
     unknown name gets the reference's message for an unknown flag."""
@@ -428,7 +370,7 @@ def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag,
         if eq:
             diag.warn(f"--{name} takes no value")
             diag.usage(EXIT_USAGE)
-        setattr(opts, LONG_SWITCHES[name], True)
+        o[LONG_SWITCHES[name]] = True
         given.add(LONG_SWITCHES[name])
         return i
     if name not in LONG_OPTIONS:
@@ -444,7 +386,7 @@ def _long_option(word: str, args: list[str], i: int, opts: Options, diag: _Diag,
     if parsed is None:
         diag.warn(f"invalid value for --{name}: {val!r} (expected {what})")
         diag.usage(EXIT_USAGE)
-    setattr(opts, field, parsed)
+    o[field] = parsed
     given.add(field)
     return i
 
@@ -475,58 +417,62 @@ def _switch_user(user: str, diag: _Diag) -> None:
         raise SystemExit(EXIT_SETID) from None
 
 
-def _vlog(opts: Options, prefix: str) -> Callable[[str], None] | None:
+def _vlog(settings: Settings, prefix: str) -> Callable[[str], None] | None:
     """With -V, a way to say what happens later (a reload) on stdout."""
-    if opts.verbose:
+    if settings.verbose:
         return lambda msg: write_line(sys.stdout, prefix + msg)
     return None
 
 
-def _load_security(opts: Options, diag: _Diag) -> bool:
-    """Load the TLS context and the tokens their flags name (ssl is imported
-    only here). False (after a message) when one is unusable."""
-    if opts.tls_cert is not None:
-        from pybeanstalkd.server.tls import Certs, TlsError
+def _load(settings: Settings, diag: _Diag) -> Runtime | None:
+    """The files the settings name, loaded: the TLS contexts and the tokens
+    (ssl is imported only for them); None (after a message) when one is
+    unusable."""
+    from pybeanstalkd.server.runtime import Runtime
 
-        assert opts.tls_key is not None  # parse_args: --tls-cert and --tls-key go together
+    rt = Runtime()
+    if settings.tls_cert is not None:
+        from pybeanstalkd.tls import Certs, TlsError
+
+        assert settings.tls_key is not None  # parse_args: --tls-cert and --tls-key go together
         try:
             # (with --cluster the replication links are TLS too)
-            opts.tls = Certs(opts.tls_cert, opts.tls_key, opts.tls_client_ca,
-                             opts.cluster is not None, diag.warn, _vlog(opts, "tls: "))
+            rt.certs = Certs(settings.tls_cert, settings.tls_key, settings.tls_client_ca,
+                             settings.cluster is not None, diag.warn, _vlog(settings, "tls: "))
         except TlsError as e:
             diag.warn(str(e))
-            return False
-    if opts.auth_tokens_file is not None:
+            return None
+    if settings.auth_tokens_file is not None:
         from pybeanstalkd.server.auth import TokenError, TokenFile
 
         try:
-            opts.auth_tokens = TokenFile(opts.auth_tokens_file, diag.warn, _vlog(opts, "auth: "))
+            rt.tokens = TokenFile(settings.auth_tokens_file, diag.warn, _vlog(settings, "auth: "))
         except TokenError as e:
             diag.warn(str(e))
-            return False
-        if opts.tls_cert is None and not (opts.addr or "").startswith("unix:"):
+            return None
+        if settings.tls_cert is None and not (settings.addr or "").startswith("unix:"):
             diag.warn("--auth-tokens without --tls-cert: tokens travel in clear text")
-    return True
+    return rt
 
 
-def _listen_http(opts: Options, diag: _Diag) -> int:
+def _listen_http(settings: Settings, rt: Runtime, diag: _Diag) -> int:
     """With --http: import the HTTP side (aiohttp is imported only now) and
     bind its socket. 0, or the exit status after a message."""
-    if opts.http is None:
+    if settings.http is None:
         return 0
     try:
         from pybeanstalkd.ops.http import listen
     except ImportError as e:
         diag.warn(f"--http needs the http extra ({e.name or e}): pip install 'pybeanstalkd[http]'")
         return EXIT_CONFIG
-    host, port = opts.http
+    host, port = settings.http
     try:
-        opts.http_sock = listen(host, port)
+        rt.http_sock = listen(host, port)
     except OSError as e:
         diag.warn(f"--http {host}:{port}: {e.strerror or e}")
         return EXIT_LISTEN
-    if opts.verbose:
-        addr = opts.http_sock.getsockname()
+    if settings.verbose:
+        addr = rt.http_sock.getsockname()
         write_line(sys.stdout, f"http {addr[0]} {addr[1]}")
     return 0
 
@@ -557,38 +503,40 @@ def main(argv: list[str] | None = None) -> int:
             pass
 
     try:
-        opts = parse_args(argv, prog)
-        if opts.verbose:
+        settings = parse_args(argv, prog)
+        if settings.verbose:
             write_line(sys.stdout, f"pid {os.getpid()}")
-        # What serving needs is imported, and the files its flags name are
-        # read, before the port is bound: a client that connects as soon as
-        # it opens (a test harness sleeps 100 ms and connects) is answered
-        # at once, not after the imports. They happen before the user
-        # switch too (the reference also initialises its state before su()):
-        # the new user may not be able to read the interpreter's files.
-        from pybeanstalkd.server.loop import serve
-
-        if not _load_security(opts, diag):
-            return EXIT_CONFIG
-        code = _listen_http(opts, diag)  # (aiohttp is imported here, with --http only)
-        if code:
-            return code
         try:
-            sock = make_listener(opts, log=lambda m: write_line(sys.stdout, m), warn=diag.warn)
+            sock = make_listener(settings, log=lambda m: write_line(sys.stdout, m), warn=diag.warn)
         except ListenError:
-            if opts.http_sock is not None:
-                opts.http_sock.close()
             diag.warn("main.c:99 in main: make_server_socket()")
             return EXIT_LISTEN
     except SystemExit as e:
         return _exit_code(e)
     try:
-        if opts.user is not None:
-            _switch_user(opts.user, diag)
+        # Bound first, as the reference: a client that connects while the
+        # rest starts (asyncio and uvloop alone take 60-90 ms here) waits in
+        # the kernel's backlog and is answered once it is ready, where a
+        # port bound later refuses it (a test harness that sleeps 100 ms
+        # and connects once then fails). Then the imports, before the user
+        # switch (the reference also initialises its state before su()):
+        # the new user may not be able to read the interpreter's files.
+        from pybeanstalkd.server.loop import serve
+
+        rt = _load(settings, diag)
+        if rt is None:
+            sock.close()
+            return EXIT_CONFIG
+        code = _listen_http(settings, rt, diag)  # (aiohttp is imported here, with --http only)
+        if code:
+            sock.close()
+            return code
+        if settings.user is not None:
+            _switch_user(settings.user, diag)
     except SystemExit as e:
         sock.close()
         return _exit_code(e)
     except BaseException:
         sock.close()
         raise
-    return serve(sock, opts)
+    return serve(sock, settings, rt)

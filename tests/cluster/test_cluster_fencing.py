@@ -15,7 +15,7 @@ def following(f: FollowerNode, said) -> Node:
     """A Node as its follower loop runs it: what it reads of the leader
     key goes to _saw_leader."""
     node = Node.__new__(Node)
-    node.opts = SimpleNamespace(cluster="c")
+    node.cluster = SimpleNamespace(name="c")
     node.name, node.log, node.follower = "f", said.append, f
     node.leader, node.leader_epoch = "", 0
     return node

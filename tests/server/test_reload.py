@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pybeanstalkd.server.reload import CHECK_S, Reloading
+from pybeanstalkd.reload import CHECK_S, Reloading
 
 
 class Bad(Exception):

@@ -79,7 +79,7 @@ class FollowerNode:
         self.handshaking: dict = {}  # a connection not through its handshake -> its abort
 
     async def serve(self, host: str, port: int, certs=None) -> asyncio.AbstractServer | _TlsListener:
-        """Listen for the leader's link (TLS with certs: server.tls.Certs)."""
+        """Listen for the leader's link (TLS with certs: tls.Certs)."""
         loop = asyncio.get_running_loop()
         if certs is None:
             return await loop.create_server(
@@ -206,7 +206,7 @@ class _TlsListener:
                 lambda: _Receiver(self.node, deadline, peer), conn, ssl=self.certs.server(),
                 ssl_handshake_timeout=self.node.handshake_s)
         except (OSError, TimeoutError) as e:  # (ssl.SSLError is an OSError)
-            from ..server.tls import failure_reason
+            from ..tls import failure_reason
 
             self.node.refused(f"failed its TLS handshake: {failure_reason(e)}", peer)
             conn.close()
@@ -331,7 +331,7 @@ class Replicator:
         self.q, self.wal, self.epoch, self.log = q, wal, epoch, log
         self.secret = secret
         self.name = name  # this node's, in its hellos
-        self.certs = certs  # TLS links: server.tls.Certs, or None
+        self.certs = certs  # TLS links: tls.Certs, or None
         self.handshake_s = handshake_s  # a follower not through the handshake by then is dropped
         self.link_buffer = link_buffer  # a link holding more unsent is closed
         self.seq = 0  # the last batch numbered

@@ -38,7 +38,8 @@ from .ids import REFILL_S, JobIds
 from .link import RETRY_S, FollowerNode, Replicator
 
 if TYPE_CHECKING:
-    from ..cli import Options
+    from ..settings import ClusterSettings
+    from ..tls import Certs
     from .link import _TlsListener
 
 LAG_S = 2.0  # an ISR member silent this long while batches wait is dropped
@@ -81,21 +82,23 @@ def stamped(log):
 
 
 class Node:
-    def __init__(self, loop, srv, engine, wal, opts: Options, sock, serve_clients, stop):
-        self.loop, self.srv, self.engine, self.wal, self.opts = loop, srv, engine, wal, opts
+    def __init__(self, loop, srv, engine, wal, cluster: ClusterSettings, certs: Certs | None, sock,
+                 serve_clients, stop):
+        self.loop, self.srv, self.engine, self.wal = loop, srv, engine, wal
+        self.cluster = cluster
+        self.certs = certs  # --tls-cert: the links are TLS too
         self.sock = sock  # the protocol's listening socket
         self.serve_clients = serve_clients  # starts accepting clients on it
         self.stop = stop  # the server's stop future
         # (parse_args: --cluster needs --node and --etcd)
-        assert opts.cluster is not None and opts.node is not None and opts.etcd is not None
-        self.name = opts.node
-        self.sync = opts.fsync_each_write
+        self.name = cluster.node
+        self.sync = cluster.fsync_each_write
         self.log = stamped(srv.log)
-        self.coord = Coordinator(opts.cluster, self.name,
-                                 endpoints=[parse_addr(a) for a in opts.etcd.split(",")])
-        self.info = {"peer": opts.peer_advertise or opts.peer_listen}
-        if opts.http is not None:
-            self.info["http"] = "%s:%d" % opts.http
+        self.coord = Coordinator(cluster.name, self.name,
+                                 endpoints=[parse_addr(a) for a in cluster.etcd.split(",")])
+        self.info = {"peer": cluster.peer_advertise or cluster.peer_listen}
+        if cluster.http is not None:
+            self.info["http"] = "%s:%d" % cluster.http
         self.follower = FollowerNode(engine.q, wal, engine.max_job_size, b"", self.name,
                                      self.log, sync=self.sync, kick=srv.syncer.kick)
         self.role = "follower"
@@ -158,7 +161,7 @@ class Node:
         `pybeanstalkd-admin cluster`): only the leader knows each
         follower's lag; a follower reports the batch it has applied."""
         st = self.status()
-        st.update(cluster=self.opts.cluster)
+        st.update(cluster=self.cluster.name)
         if self.role != "leader" or self.rep is None:  # (or becoming it)
             f = self.follower.state
             # Batches of that epoch: none yet while the link still carries
@@ -199,14 +202,14 @@ class Node:
                 self.follower.secret = await self.coord.secret()  # before the peer port opens
                 break
             except UNREACHABLE as e:
-                self.log(f"cluster {self.opts.cluster}: etcd: {e!r}")
+                self.log(f"cluster {self.cluster.name}: etcd: {e!r}")
                 await asyncio.sleep(1)
-        host, port = parse_addr(self.opts.peer_listen)
+        host, port = parse_addr(self.cluster.peer_listen)
         # --tls-cert: the links are TLS, with this node's certificate (and
         # with --tls-client-ca each side checks the other's against it).
-        self.peer_srv = await self.follower.serve(host, port, self.opts.tls)
+        self.peer_srv = await self.follower.serve(host, port, self.certs)
         refuse = _refuse_clients(self.loop, self.sock)
-        self.log(f"cluster {self.opts.cluster}: {self.name} starts as a follower")
+        self.log(f"cluster {self.cluster.name}: {self.name} starts as a follower")
         epoch = 0
         polls = 0
         while not epoch:
@@ -222,7 +225,7 @@ class Node:
                 if got is None:
                     epoch = await self.coord.campaign(self.info)
             except UNREACHABLE as e:  # etcd down or without quorum: keep following
-                self.log(f"cluster {self.opts.cluster}: etcd: {e!r}")
+                self.log(f"cluster {self.cluster.name}: etcd: {e!r}")
                 await asyncio.sleep(1)
         refuse()
         await self.lead(epoch)
@@ -235,7 +238,7 @@ class Node:
             self.follower.saw_epoch(epoch)  # (older leaders' frames are refused from now on)
         if (name, epoch) == (self.leader, self.leader_epoch):
             return
-        c = self.opts.cluster
+        c = self.cluster.name
         if name:
             self.log(f"cluster {c}: {self.name} follows {name}, epoch {epoch}")
         else:
@@ -259,10 +262,10 @@ class Node:
         # starts: the gate's sync_starting), one group in flight. -f MS: one
         # batch a pass; a reply needs the write here, not the fsync MS later.
         self.rep = Replicator(self.engine.q, self.wal, epoch, self.follower.secret, self.name,
-                              self.log, self.opts.tls, on_ack=self._acked,
+                              self.log, self.certs, on_ack=self._acked,
                               on_ship=None if self.sync else self._shipped, eager=not self.sync)
         self.srv.gate.lead(self)  # (replies wait for committed() from now on)
-        self.log(f"cluster {self.opts.cluster}: {self.name} leads, epoch {epoch}, isr {self.isr}")
+        self.log(f"cluster {self.cluster.name}: {self.name} leads, epoch {epoch}, isr {self.isr}")
         self.serve_clients()
         self.srv.flush()
         due = self.engine.next_due()
@@ -291,7 +294,7 @@ class Node:
             await asyncio.sleep(self.coord.ttl / 3)
 
     def _deposed(self, why: str):
-        self.log(f"cluster {self.opts.cluster}: {self.name} steps down: {why}")
+        self.log(f"cluster {self.cluster.name}: {self.name} steps down: {why}")
         self.role = "follower"
         if not self.stop.done():
             self.stop.set_result(EXIT_DEPOSED)
@@ -313,7 +316,7 @@ class Node:
                     if not await self._take_ids():
                         return
                 except UNREACHABLE as e:
-                    self.log(f"cluster {self.opts.cluster}: taking job ids: etcd: {e!r}")
+                    self.log(f"cluster {self.cluster.name}: taking job ids: etcd: {e!r}")
                     await asyncio.sleep(POLL_S)
             await asyncio.sleep(REFILL_S)
 
@@ -394,7 +397,7 @@ class Node:
                 if not await self.coord.set_isr(isr):
                     self._deposed("lost the epoch while writing the ISR")
                     return
-                self.log(f"cluster {self.opts.cluster}: isr {isr}")
+                self.log(f"cluster {self.cluster.name}: isr {isr}")
                 self.isr = isr
                 self.ackers = list(isr)
                 self._acked()
@@ -444,7 +447,7 @@ class Node:
             self._deposed("lost the epoch while unregistering a node")
             raise Refused("not the cluster's leader any more", UNAVAILABLE)
         self.forgotten[name] = self.fetches  # reads begun from now on see it gone
-        self.log(f"cluster {self.opts.cluster}: {name} forgotten (unregistered)")
+        self.log(f"cluster {self.cluster.name}: {name} forgotten (unregistered)")
 
     async def leave(self):
         """At shutdown, after the last reply (none of the held ones went
@@ -453,7 +456,7 @@ class Node:
         try:
             await asyncio.wait_for(self.coord.resign(), 2)
         except Exception as e:  # noqa: BLE001 (then the lease runs out by itself)
-            self.log(f"cluster {self.opts.cluster}: resign: {e!r}")
+            self.log(f"cluster {self.cluster.name}: resign: {e!r}")
 
     def _acked(self):
         if self.sync:

@@ -75,7 +75,7 @@ class TokenFile:
     so tokens rotate without a restart. TokenError at start."""
 
     def __init__(self, path: str, warn, log=None):
-        from .reload import Reloading
+        from ..reload import Reloading
 
         self.file = Reloading([path], lambda: Tokens(load_tokens(path, warn)), TokenError,
                               warn, log)

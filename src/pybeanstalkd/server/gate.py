@@ -33,7 +33,7 @@ from ..core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
 
 if TYPE_CHECKING:
     from ..binlog.files import Wal
-    from ..cli import Options
+    from ..settings import Settings
     from ..core.session import Session
     from .transport import Server
 
@@ -268,22 +268,22 @@ class Replicated(Synced):
         return leader is not None and self.each_write and leader.in_flight()
 
 
-def hold_for(opts: Options) -> int:
+def hold_for(settings: Settings) -> int:
     """Which commands' replies the engine marks, from the settings."""
-    if opts.wal_dir is None:
+    if settings.wal_dir is None:
         return HOLD_NONE
-    if opts.cluster is not None:
+    if settings.cluster is not None:
         return HOLD_ALL
-    return HOLD_WRITES if opts.fsync_each_write else HOLD_NONE
+    return HOLD_WRITES if settings.fsync_each_write else HOLD_NONE
 
 
-def gate_for(opts: Options, wal: Wal | None) -> Callable[[Server], Immediate]:
+def gate_for(settings: Settings, wal: Wal | None) -> Callable[[Server], Immediate]:
     """The gate the settings call for, as the Server's constructor makes it."""
     if wal is None:
         return Immediate
-    rate_ns = opts.syncrate_ms * 1_000_000
-    if opts.cluster is not None:
-        return lambda srv: Replicated(srv, wal, opts.wantsync, rate_ns, opts.fsync_each_write)
-    if opts.fsync_each_write:
-        return lambda srv: Synced(srv, wal, opts.wantsync, rate_ns)
-    return lambda srv: Written(srv, wal, opts.wantsync, rate_ns)
+    rate_ns = settings.syncrate_ms * 1_000_000
+    if settings.cluster is not None:
+        return lambda srv: Replicated(srv, wal, settings.wantsync, rate_ns, settings.fsync_each_write)
+    if settings.fsync_each_write:
+        return lambda srv: Synced(srv, wal, settings.wantsync, rate_ns)
+    return lambda srv: Written(srv, wal, settings.wantsync, rate_ns)

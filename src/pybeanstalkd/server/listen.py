@@ -21,7 +21,7 @@ from ..diag import default_warn
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..cli import Options
+    from ..settings import Settings
 
 # Diagnostic locations exactly as the reference prints them.
 _AT_SD_LISTEN_FDS = "net.c:225 in make_server_socket"
@@ -280,17 +280,17 @@ def _inet_socket(host: str | None, port: str, log, warn) -> socket.socket:
     raise ListenError(last)
 
 
-def make_listener(opts: Options, log=print, warn=None) -> socket.socket:
-    """Return a bound, listening, non-blocking stream socket for ``opts``.
+def make_listener(settings: Settings, log=print, warn=None) -> socket.socket:
+    """Return a bound, listening, non-blocking stream socket for ``settings``.
 
     ``log`` receives the verbose lines (``bind FD host:port``) and is only used
-    when ``opts.verbose`` >= 1; ``warn`` receives diagnostics (without the
+    when ``settings.verbose`` >= 1; ``warn`` receives diagnostics (without the
     program-name prefix). Raises ListenError when no socket could be made; the
     caller should then exit 111 as the reference does.
     """
     if warn is None:
         warn = default_warn
-    if not opts.verbose:
+    if not settings.verbose:
         log = None
 
     n, err = sd_listen_fds(True)
@@ -299,7 +299,7 @@ def make_listener(opts: Options, log=print, warn=None) -> socket.socket:
     if n > 0:
         return _inherited_socket(n, warn)
 
-    addr = opts.addr
+    addr = settings.addr
     if addr is not None and addr.startswith("unix:"):
         return _unix_socket(addr[5:], log, warn)
-    return _inet_socket(addr, opts.port, log, warn)
+    return _inet_socket(addr, settings.port, log, warn)

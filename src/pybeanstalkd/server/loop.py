@@ -22,7 +22,8 @@ from .gate import gate_for, hold_for
 from .transport import Client, Server
 
 if TYPE_CHECKING:
-    from ..cli import Options
+    from ..settings import Settings
+    from .runtime import Runtime
 
 
 class ProcessHost(Host):
@@ -54,7 +55,7 @@ def _freeze_survivors(phase: str, info: dict):
         gc.freeze()
 
 
-def serve(sock: socket.socket, opts: Options) -> int:
+def serve(sock: socket.socket, settings: Settings, rt: Runtime) -> int:
     # Every stored job is a GC-tracked object. Left to the default policy,
     # older generations are rescanned as the queue grows: 14% of puts, and
     # stalls of a second once a queue passes millions of jobs. Objects that
@@ -67,18 +68,19 @@ def serve(sock: socket.socket, opts: Options) -> int:
     loop = new_loop()
     asyncio.set_event_loop(loop)
     try:
-        return loop.run_until_complete(_serve(loop, sock, opts))
+        return loop.run_until_complete(_serve(loop, sock, settings, rt))
     finally:
         sys.stdout.flush()
 
 
-def start_accepting(loop, sock: socket.socket, srv: Server, opts: Options) -> Acceptor:
+def start_accepting(loop, sock: socket.socket, srv: Server, settings: Settings,
+                    rt: Runtime) -> Acceptor:
     """Serve clients from ``sock`` through our accept loop, with TLS and the
     auth gate when their flags are given."""
-    log = Server.log if opts.verbose else None
-    certs = opts.tls
-    tokens = opts.auth_tokens
-    acceptor = Acceptor(loop, sock, None, opts.max_connections, log)
+    log = Server.log if settings.verbose else None
+    certs = rt.certs
+    tokens = rt.tokens
+    acceptor = Acceptor(loop, sock, None, settings.max_connections, log)
     srv.acceptor = acceptor
     if tokens is not None:
         from .auth import AuthGate
@@ -89,7 +91,7 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts: Options) -> Ac
         def factory():
             return Client(srv)
     if certs is not None:
-        from .tls import HANDSHAKE_TIMEOUT_S
+        from ..tls import HANDSHAKE_TIMEOUT_S
 
     async def connect(conn: socket.socket):
         fd = conn.fileno()
@@ -110,7 +112,7 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts: Options) -> Ac
                 return  # its connection_lost does the accounting
             if log:
                 if certs is not None:
-                    from .tls import failure_reason
+                    from ..tls import failure_reason
                     log("tls %d: handshake failed: %s" % (fd, failure_reason(e)))
                 else:
                     log("accept %d: failed: %s" % (fd, e))
@@ -122,23 +124,23 @@ def start_accepting(loop, sock: socket.socket, srv: Server, opts: Options) -> Ac
 
     acceptor.start_conn = start_conn
     if log:
-        if opts.max_connections is not None:
-            log("max-connections: %d" % opts.max_connections)
+        if settings.max_connections is not None:
+            log("max-connections: %d" % settings.max_connections)
         if certs is not None:
-            from .tls import describe
-            log(describe(opts))
+            from ..tls import describe
+            log(describe(settings))
         if tokens is not None:
             log("auth: %d tokens from %s; only `auth` is served before it"
-                % (len(tokens.tokens), opts.auth_tokens_file))
+                % (len(tokens.tokens), settings.auth_tokens_file))
     acceptor.start()
     return acceptor
 
 
-def lock_binlog(opts: Options) -> Wal:
+def lock_binlog(settings: Settings) -> Wal:
     """Lock the binlog directory (exits as the reference does)."""
     from ..binlog.recovery import RecoveryError, lock_dir
 
-    wal_dir = opts.wal_dir
+    wal_dir = settings.wal_dir
     assert wal_dir is not None  # (called with -b only)
     try:
         lock_dir(wal_dir)
@@ -146,14 +148,14 @@ def lock_binlog(opts: Options) -> Wal:
         for line in e.args:
             warn(line)
         raise SystemExit(10) from None
-    if opts.bodies_on_disk:
+    if settings.bodies_on_disk:
         from ..binlog.bodies import DiskWal
 
         # (the flag counts a put's bytes; a stored body has its CRLF too)
-        return DiskWal(wal_dir, opts.filesize, opts.body_ram_min + 2, wantsync=opts.wantsync,
-                       warn=warn, zero_ahead=opts.fsync_each_write)
-    return Wal(wal_dir, opts.filesize, wantsync=opts.wantsync, warn=warn,
-               zero_ahead=opts.fsync_each_write)
+        return DiskWal(wal_dir, settings.filesize, settings.body_ram_min + 2, wantsync=settings.wantsync,
+                       warn=warn, zero_ahead=settings.fsync_each_write)
+    return Wal(wal_dir, settings.filesize, wantsync=settings.wantsync, warn=warn,
+               zero_ahead=settings.fsync_each_write)
 
 
 def recover_binlog(engine: Engine, wal: Wal) -> None:
@@ -169,13 +171,15 @@ def recover_binlog(engine: Engine, wal: Wal) -> None:
         raise SystemExit(1) from None
 
 
-def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, serve_clients, stop):
+def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, settings: Settings, rt: Runtime,
+                   serve_clients, stop):
     """--cluster: a follower until etcd makes this node the leader, which
     then calls serve_clients() (only now is cluster/ imported, and its etcd
     client)."""
     from ..cluster.node import Node
 
-    node = Node(loop, srv, engine, wal, opts, sock, serve_clients, stop)
+    node = Node(loop, srv, engine, wal, settings.cluster_settings(), rt.certs, sock, serve_clients,
+                stop)
 
     def done(task):
         if not task.cancelled() and task.exception() is not None and not stop.done():
@@ -185,38 +189,39 @@ def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, opts, serv
     return node
 
 
-async def _start_http(srv: Server, opts: Options):
+async def _start_http(srv: Server, settings: Settings, rt: Runtime):
     from ..ops.http import start  # only with --http: aiohttp is slow to import
 
-    assert opts.http_sock is not None and opts.http is not None  # (called with --http only)
-    return await start(srv, opts.http_sock, opts.http_auth, allowed_hosts=opts.http_allowed_hosts,
-                       listen_host=opts.http[0], max_connections=opts.http_max_connections)
+    assert rt.http_sock is not None and settings.http is not None  # (called with --http only)
+    return await start(srv, rt.http_sock, settings.http_auth,
+                       allowed_hosts=settings.http_allowed_hosts, listen_host=settings.http[0],
+                       max_connections=settings.http_max_connections)
 
 
-async def _serve(loop, sock: socket.socket, opts: Options) -> int:
-    wal = lock_binlog(opts) if opts.wal_dir is not None else None
-    engine = Engine(monotonic_ns(), max_job_size=opts.max_job_size,
-                    verbose=opts.verbose, filesize=opts.filesize,
-                    log=Server.log, host=ProcessHost(), hold=hold_for(opts),
-                    max_memory=opts.max_memory, auth=opts.auth_tokens, store=wal,
-                    extensions=opts.extensions, max_tries=opts.max_tries or 0,
+async def _serve(loop, sock: socket.socket, settings: Settings, rt: Runtime) -> int:
+    wal = lock_binlog(settings) if settings.wal_dir is not None else None
+    engine = Engine(monotonic_ns(), max_job_size=settings.max_job_size,
+                    verbose=settings.verbose, filesize=settings.filesize,
+                    log=Server.log, host=ProcessHost(), hold=hold_for(settings),
+                    max_memory=settings.max_memory, auth=rt.tokens, store=wal,
+                    extensions=settings.extensions, max_tries=settings.max_tries or 0,
                     rand=random.Random().random,  # (seeded from the OS)
-                    bodies_on_disk=opts.bodies_on_disk)
+                    bodies_on_disk=settings.bodies_on_disk)
     # With --http, the HTTP side answers while a long replay runs (in a
     # thread: nothing else touches the engine until it is done), so that
     # /healthz says the process is alive and /readyz says why it is not
     # ready yet.
-    replay_aside = wal is not None and opts.http_sock is not None
-    srv = Server(loop, engine, opts.verbose, gate=gate_for(opts, wal), replaying=replay_aside)
+    replay_aside = wal is not None and rt.http_sock is not None
+    srv = Server(loop, engine, settings.verbose, gate=gate_for(settings, wal), replaying=replay_aside)
     http = None
     if wal is not None:
         if replay_aside:
-            http = await _start_http(srv, opts)
+            http = await _start_http(srv, settings, rt)
             await loop.run_in_executor(None, recover_binlog, engine, wal)
             srv.replayed()
         else:
             recover_binlog(engine, wal)
-    if opts.max_memory is not None and opts.verbose:
+    if settings.max_memory is not None and settings.verbose:
         Server.log(engine.memory_line("max-memory"))  # (what the binlog's jobs use of it)
     stop = loop.create_future()
 
@@ -233,16 +238,16 @@ async def _serve(loop, sock: socket.socket, opts: Options) -> int:
     loop.add_signal_handler(signal.SIGTERM, terminate)
     loop.add_signal_handler(signal.SIGINT, terminate)
     listener = None
-    if opts.cluster is not None:
+    if settings.cluster is not None:
         def serve_clients():
             nonlocal listener
-            listener = start_accepting(loop, sock, srv, opts)
+            listener = start_accepting(loop, sock, srv, settings, rt)
         assert wal is not None  # (--cluster needs -b: cli.py)
-        srv.join(_start_cluster(loop, srv, engine, wal, sock, opts, serve_clients, stop))
+        srv.join(_start_cluster(loop, srv, engine, wal, sock, settings, rt, serve_clients, stop))
     else:
-        listener = start_accepting(loop, sock, srv, opts)
-    if http is None and opts.http_sock is not None:
-        http = await _start_http(srv, opts)
+        listener = start_accepting(loop, sock, srv, settings, rt)
+    if http is None and rt.http_sock is not None:
+        http = await _start_http(srv, settings, rt)
     try:
         return await stop
     finally:

@@ -1,4 +1,5 @@
-"""TLS for --tls-cert/--tls-key (and mTLS with --tls-client-ca).
+"""TLS for --tls-cert/--tls-key (and mTLS with --tls-client-ca): the
+client port's (server/) and the replication links' (cluster/).
 
 Imported only when those flags are given: loading ssl costs time the
 server does not have before it must be listening.
@@ -9,7 +10,7 @@ import ssl
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..cli import Options
+    from .settings import Settings
 
 HANDSHAKE_TIMEOUT_S = 10.0  # a client that connects and stalls loses its slot
 
@@ -79,12 +80,12 @@ def _reason(e: Exception) -> str:
     return getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
 
 
-def describe(opts: Options) -> str:
+def describe(settings: Settings) -> str:
     """The -V start-up line."""
-    if opts.tls_client_ca is not None:
-        return (f"tls: certificate {opts.tls_cert}; client certificates required, "
-                f"signed by {opts.tls_client_ca}")
-    return f"tls: certificate {opts.tls_cert}; no client certificates"
+    if settings.tls_client_ca is not None:
+        return (f"tls: certificate {settings.tls_cert}; client certificates required, "
+                f"signed by {settings.tls_client_ca}")
+    return f"tls: certificate {settings.tls_cert}; no client certificates"
 
 
 def failure_reason(exc: BaseException | None) -> str:

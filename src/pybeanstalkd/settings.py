@@ -1,0 +1,86 @@
+"""The server's settings: what its flags say, resolved once by cli.py and
+passed, frozen, to what needs them. Values only: the files they name (the
+TLS certificates, the token file) are loaded into server/runtime.py's
+Runtime, with the sockets made at start-up.
+
+Cheap to import (the server must be listening within milliseconds of its
+start): typing alone.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+JOB_DATA_SIZE_LIMIT_DEFAULT = 65535
+JOB_DATA_SIZE_LIMIT_MAX = 1073741824
+DEFAULT_PORT = "11300"
+DEFAULT_FILESIZE = 10485760
+DEFAULT_FSYNC_MS = 50
+HTTP_MAX_CONNECTIONS_DEFAULT = 64  # (ops/httpguard.py's MAX_CONNECTIONS)
+# --body-ram-min's default: with --bodies-on-disk, smaller bodies stay in
+# RAM (docs/BODIES-ON-DISK.md: what a body left in the binlog saves and
+# costs, measured).
+BODY_RAM_MIN_DEFAULT = 1024
+
+
+class ClusterSettings(NamedTuple):
+    """What a cluster node needs of the settings (--cluster), and no more."""
+
+    name: str  # --cluster NAME
+    etcd: str  # HOST:PORT[,HOST:PORT...]
+    node: str
+    peer_listen: str  # HOST:PORT
+    peer_advertise: str | None
+    http: tuple[str, int] | None  # --http: where the others read this node's reports
+    fsync_each_write: bool  # -f0: a follower acks what is fsynced
+
+
+class Settings(NamedTuple):
+    port: str = DEFAULT_PORT
+    addr: str | None = None
+    max_job_size: int = JOB_DATA_SIZE_LIMIT_DEFAULT
+    # Not None means "-b was given" (the reference's wal.use), even if it is "".
+    wal_dir: str | None = None
+    # A C int in the reference: "-s 4294967297" means 1.
+    filesize: int = DEFAULT_FILESIZE
+    wantsync: bool = True
+    # An int64 in the reference: "-f -1" means -1.
+    syncrate_ms: int = DEFAULT_FSYNC_MS
+    user: str | None = None
+    verbose: int = 0
+    # Our long options; each is off unless given.
+    max_memory: int | None = None
+    max_connections: int | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    auth_tokens_file: str | None = None
+    http: tuple[str, int] | None = None  # --http: (host, port)
+    http_auth: tuple[str, str] | None = None  # --http-auth: (user, password)
+    http_max_connections: int = HTTP_MAX_CONNECTIONS_DEFAULT
+    http_allowed_hosts: tuple[str, ...] = ()  # --http-allowed-hosts (cli._parse_host_names)
+    cluster: str | None = None  # --cluster NAME: replication
+    etcd: str | None = None  # HOST:PORT[,HOST:PORT...]
+    node: str | None = None
+    peer_listen: str | None = None  # HOST:PORT
+    peer_advertise: str | None = None
+    # --extensions: tuber's protocol extensions (off: every reply as 1.13's)
+    extensions: bool = False
+    max_tries: int | None = None  # --max-tries N: bury a job at its Nth release or TTR expiry
+    # --bodies-on-disk (needs -b): bodies of --body-ram-min bytes or more are
+    # read back from the binlog instead of kept in RAM
+    bodies_on_disk: bool = False
+    body_ram_min: int = BODY_RAM_MIN_DEFAULT
+
+    @property
+    def fsync_each_write(self) -> bool:
+        """-f0, "always fsync": a write is fsynced before its reply goes out
+        (and, in a cluster, before this node acks it)."""
+        return self.wantsync and self.syncrate_ms == 0
+
+    def cluster_settings(self) -> ClusterSettings:
+        """What a cluster node needs (with --cluster: cli.py checked that
+        --etcd, --node and --peer-listen come with it)."""
+        assert (self.cluster is not None and self.etcd is not None and self.node is not None
+                and self.peer_listen is not None)
+        return ClusterSettings(self.cluster, self.etcd, self.node, self.peer_listen,
+                               self.peer_advertise, self.http, self.fsync_each_write)
