@@ -61,12 +61,13 @@ class BinlogServer(Server):
     the constructor raises like Server does).
     """
 
-    def __init__(self, kind: str, wal_dir, extra=(), *, allow_exit: bool = False):
+    def __init__(self, kind: str, wal_dir, extra=(), *, allow_exit: bool = False,
+                 nofile: int | None = None):
         self.kind = kind
         self.wal_dir = str(wal_dir)
         self.exited: Exited | None = None
         self._allow_exit = allow_exit
-        super().__init__(argv_for(kind), ["-b", self.wal_dir, *extra])
+        super().__init__(argv_for(kind), ["-b", self.wal_dir, *extra], nofile=nofile)
 
     def _wait_listening(self, timeout=15.0):
         # Drain stdout/stderr from the start: a server that logs a lot must never

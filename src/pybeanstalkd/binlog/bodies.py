@@ -29,6 +29,7 @@ becomes a job's body (counted apart: `mismatches`).
 """
 from __future__ import annotations
 
+import errno
 import os
 import zlib
 from typing import TYPE_CHECKING
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
 
 READERS = 64  # read fds kept open, one per file (the oldest opened is closed first)
 BAD_MAX = 4096  # unreadable bodies remembered: each is warned about (and read) once
+# A read that failed with one of these failed for want of resources, not
+# for its body's sake (Bodies.transient).
+SHORT_OF = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
 
 
 class DiskWal(Wal):
@@ -51,14 +55,18 @@ class DiskWal(Wal):
 
     def __init__(self, dirname: str, filesize: int, ram_min: int, **kw: object) -> None:
         super().__init__(dirname, filesize, **kw)  # type: ignore[arg-type]
-        self.ram_min = ram_min
         # Full records in the write buffer whose body leaves RAM once they
         # are written: (job, its file, where the body starts, its CRC-32)
         self.unwritten: list[tuple[Job, File, int, int]] = []
-        # (one attribute for the bodies' count and their reading: an object
-        # of more than 29 attributes loses CPython's shared-key dict, and
-        # every attribute load on it is slower; Wal has 26)
-        self.bodies = Bodies(self.warn)
+        # (one attribute for the bodies' count, their reading and ram_min:
+        # an object of more than 29 attributes loses CPython's shared-key
+        # dict, and every attribute load on it is slower; Wal has 27)
+        self.bodies = Bodies(self.warn, ram_min)
+
+    @property
+    def ram_min(self) -> int:
+        """Bodies of this many bytes or more (CRLF included) are left on disk."""
+        return self.bodies.ram_min
 
     @property
     def on_disk(self) -> int:  # type: ignore[override]  # (Wal's is a class attribute: 0)
@@ -87,7 +95,7 @@ class DiskWal(Wal):
             return Wal._write(self, j, rec)
         body = j.body
         n = len(body)
-        if n < self.ram_min or body.__class__ is not bytes:
+        if n < self.bodies.ram_min or body.__class__ is not bytes:
             return Wal._write(self, j, rec)
         # The body leaves RAM once written: its CRC-32 goes with it, and
         # into its record (which a follower's put brings as it is).
@@ -131,6 +139,8 @@ class DiskWal(Wal):
                 return None  # (compaction waits for its delete: said once)
             body = self.body(j)
             if body is None:
+                if self.bodies.transient:
+                    return None  # (out of descriptors: the next write's compaction tries again)
                 # Its record cannot be rewritten without its bytes, and
                 # files go in order: the binlog grows until the job goes.
                 self.warn(f"{f.path}: compaction waits until job {j.id} is deleted (its body"
@@ -154,9 +164,17 @@ class DiskWal(Wal):
             return j.body
         return self.bodies.read(j, b)  # (an OnDisk: narrowed by the line above)
 
+    @property
+    def transient(self) -> bool:  # type: ignore[override]  # (Wal's is a class attribute: False)
+        """Did the last body() that gave None fail for want of descriptors
+        or memory (the body may be fine: try again later), not for its
+        file's or its bytes' sake?"""
+        return self.bodies.transient
+
     def close(self) -> None:
         Wal.close(self)
         self.bodies.close_before(None)
+        self.bodies.close_spare()
 
     def body_stats(self) -> tuple[int, int]:
         """(bytes of bodies left in the files, reads that failed)"""
@@ -167,15 +185,28 @@ class Bodies:
     """The bodies a DiskWal left in its files: their bytes, and how they
     are read back. A read fd is kept per file (at most READERS, the oldest
     opened closed first). A body that cannot be read is warned about once,
-    by its file and offset, and counted each time."""
+    by its file and offset, and counted each time.
 
-    def __init__(self, warn: Warn) -> None:
+    Out of descriptors (EMFILE, ENFILE: many clients, a low ulimit -n), a
+    read still gets one: the read fd kept for another file is given up,
+    or else `spare`, a descriptor held for this alone, is closed for the
+    read and taken again after it. Should none be had even so, the read
+    fails as `transient`: no fault of the body, which is not marked
+    unreadable (a reserve gives its job back instead of burying it), and
+    one warning says so until a read succeeds again."""
+
+    def __init__(self, warn: Warn, ram_min: int) -> None:
         self.warn = warn
+        self.ram_min = ram_min  # (DiskWal.ram_min)
         self.on_disk = 0  # bytes of the stored jobs' bodies left in the files
         self.fds: dict[int, int] = {}  # file seq -> read fd
         self.bad: set[tuple[int, int]] = set()  # (seq, offset) warned about
         self.errors = 0
         self.mismatches = 0  # (of errors) read whole, failing their CRC
+        self.transient = False  # the last read that failed, failed for want of resources
+        self.short = False  # ... and that was said: not again until a read succeeds
+        self.spare = -1
+        self._take_spare()
 
     def read(self, j: Job, b: OnDisk) -> bytes | None:
         f: File = j.file
@@ -186,8 +217,14 @@ class Bodies:
                 fd = self._open(f)
             data = os.pread(fd, size, pos)
         except OSError as e:
-            self._unreadable(j, f, pos, e.strerror or str(e))
+            if e.errno in SHORT_OF:
+                self._short_of(f, e.strerror or str(e))
+            else:
+                self._unreadable(j, f, pos, e.strerror or str(e))
             return None
+        finally:
+            if self.spare < 0:
+                self._take_spare()
         if len(data) != size or data[-2:] != b"\r\n":
             self._unreadable(j, f, pos, f"{len(data)} of its {size} bytes, not ending"
                              " with CRLF" if len(data) == size else
@@ -198,17 +235,61 @@ class Bodies:
             self._unreadable(j, f, pos, "its bytes are not the ones written (CRC-32 mismatch):"
                              " changed on disk")
             return None
+        if self.short:
+            self.short = False
+            self.warn("bodies are read back again")
         return data
 
     def _open(self, f: File) -> int:
         fds = self.fds
         if len(fds) >= READERS:
             os.close(fds.pop(next(iter(fds))))
-        fd = fds[f.seq] = os.open(f.path, os.O_RDONLY | os.O_CLOEXEC)
-        return fd
+        while True:
+            try:
+                fd = fds[f.seq] = os.open(f.path, os.O_RDONLY | os.O_CLOEXEC)
+                return fd
+            except OSError as e:
+                if e.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                if fds:  # another file's read fd: given up for this one
+                    os.close(fds.pop(next(iter(fds))))
+                elif self.spare >= 0:  # taken again after the read (read's finally)
+                    os.close(self.spare)
+                    self.spare = -1
+                else:
+                    raise
+
+    def _take_spare(self) -> None:
+        """Hold a descriptor in reserve for a read out of descriptors. If
+        none is free, the one a read just opened is given up for it: the
+        next read may need the reserve more than that file's fd."""
+        try:
+            self.spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            if self.fds:
+                os.close(self.fds.pop(next(reversed(self.fds))))
+                try:
+                    self.spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    pass
+
+    def close_spare(self) -> None:
+        if self.spare >= 0:
+            os.close(self.spare)
+            self.spare = -1
+
+    def _short_of(self, f: File, why: str) -> None:
+        self.errors += 1
+        self.transient = True
+        if not self.short:
+            self.short = True
+            self.warn(f"{f.path}: bodies cannot be read back for now: {why} (out of"
+                      " descriptors or memory); their reserves answer INTERNAL_ERROR and the"
+                      " jobs stay ready until they can")
 
     def _unreadable(self, j: Job, f: File, pos: int, why: str) -> None:
         self.errors += 1
+        self.transient = False
         key = (f.seq, pos)
         if key in self.bad:
             return

@@ -106,6 +106,7 @@ def _falloc(fd: int, size: int) -> None:
 
 class Wal:
     on_disk = 0  # bytes of bodies left in the files (only DiskWal leaves any: bodies.py)
+    transient = False  # (DiskWal's: a body not read for want of descriptors)
 
     def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
                  falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False) -> None:
@@ -134,9 +135,11 @@ class Wal:
         self.synced = 0  # ... of which fsynced
         self.new_files = False  # the directory needs an fsync
         # files closed for writing, until their fds close and they are unlinked
-        # (one attribute: a Wal of more than 29 loses CPython's shared-key
-        # dict, and every attribute load on it is slower; DiskWal adds 3)
         self.retired = Retired()
+        # The directory's fd for those fsyncs, kept from the first file on:
+        # opened only when a file was made, it could fail for want of
+        # descriptors (many clients), and the fsync with it.
+        self.dirfd = -1
         self.wall_offset = time.time_ns() - time.monotonic_ns()
         # id -> the stored job or None: the queue's job map, once recover()
         # has loaded it. Compaction finds a file's live jobs through it.
@@ -189,8 +192,16 @@ class Wal:
         f.free = self.filesize - 4
         self.next_seq += 1
         self.new_files = True
+        if self.dirfd < 0 and self.wantsync:
+            self._open_dir()
         self.add_file(f)
         return True
+
+    def _open_dir(self) -> None:
+        try:
+            self.dirfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            self.warn(f"open {self.dir}: {e.strerror}; the directory is synced once it opens")
 
     def _close(self, f: File) -> None:
         """Stop writing f: truncate it to what is used or reserved."""
@@ -536,8 +547,11 @@ class Wal:
             cur.unsynced = False
         dirfd = None
         if self.new_files:
-            self.new_files = False
-            dirfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+            if self.dirfd < 0:
+                self._open_dir()  # (failed before: retried at each fsync)
+            if self.dirfd >= 0:
+                self.new_files = False
+                dirfd = self.dirfd
         return fds, dirfd, close
 
     def close(self) -> None:
@@ -552,6 +566,9 @@ class Wal:
                 os.close(f.fd)
                 f.open = False
             f = f.next
+        if self.dirfd >= 0:
+            os.close(self.dirfd)
+            self.dirfd = -1
         self.use = False
 
     def stats(self) -> tuple[int, int, int, int, int]:

@@ -35,15 +35,11 @@ ALONE_NS = 2_000_000
 def fsync_all(fds: list[int], dirfd: int | None) -> None:
     # fdatasync: the files are preallocated, so only data (and the extent
     # state needed to read it back) must reach the disk; it is 3x cheaper
-    # than fsync on fallocated space here.
-    try:
-        for fd in fds:
-            os.fdatasync(fd)
-        if dirfd is not None:
-            os.fsync(dirfd)
-    finally:
-        if dirfd is not None:
-            os.close(dirfd)
+    # than fsync on fallocated space here. dirfd is the Wal's, kept open.
+    for fd in fds:
+        os.fdatasync(fd)
+    if dirfd is not None:
+        os.fsync(dirfd)
 
 
 def sync_inline(wal: Wal) -> None:

@@ -5,6 +5,8 @@ turned into the follower's monotonic clock with its own wall offset.
 """
 from __future__ import annotations
 
+import errno
+
 from ..binlog import ext as X, format as F
 from ..core import replica
 from ..core.job import BURIED, READY, pack_counters
@@ -105,6 +107,10 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
         if j is None:
             continue  # deleted meanwhile
         body = q.store.body(j)  # (--bodies-on-disk: read back)
+        if body is None and q.store.transient:
+            # Out of descriptors: the job is fine, the snapshot is not sent
+            # without it (the link fails, and the follower asks again).
+            raise OSError(errno.EMFILE, f"job {j.id}'s body cannot be read back for now")
         if body is None:
             # (the store said where it failed) A short record: a follower
             # that has the job keeps it, as a snapshot's end deletes any

@@ -51,7 +51,7 @@ class Commands:
     said_ids_used_up: bool
     auth: Verifier | None
     resume: list[Session]
-    broken: list[tuple[Session, Job]]
+    broken: list[tuple[Session, Job, bool]]
 
     if TYPE_CHECKING:
         # Engine's methods that the handlers call (defined there).
@@ -255,16 +255,23 @@ class Commands:
         where): s gets INTERNAL_ERROR. If s was reserving j, j is buried
         when the command that reserved it is done (_resume), so that it
         stays for an operator and is not handed out again and again (a
-        peek changes nothing)."""
+        peek changes nothing). Unless the read failed for want of
+        descriptors or memory (store.transient), which is no fault of the
+        job's: then it goes back to ready, as if never reserved."""
         s.send(P.INTERNAL_ERROR)
         if reserving:
-            self.broken.append((s, j))
+            self.broken.append((s, j, not self.q.store.transient))
             self.resume.append(s)  # (so that _resume runs)
 
     def _bury_broken(self, now: int) -> None:
         broken, self.broken = self.broken, []
-        for s, j in broken:
-            if j.state == RESERVED and self.q.bury(s, j.id, j.pri, now) is DONE:
+        q = self.q
+        for s, j, lost in broken:
+            if j.state != RESERVED:
+                continue
+            if not lost:
+                q.give_back(s, j.id, now)
+            elif q.bury(s, j.id, j.pri, now) is DONE:
                 self.log("job %d buried: its body could not be read" % j.id)
 
     def _found(self, s: Session, j: Job | None) -> None:

@@ -96,9 +96,10 @@ class Engine(Commands, ExtensionCommands):
         self.dirty: list[Session] = []  # connections with replies to write
         self.resume: list[Session] = []  # connections whose blocking reserve ended
         # --bodies-on-disk: jobs reserved whose body the binlog could not give
-        # back, with who reserved them: buried once the command is done
-        # (unreadable()), at the next _resume
-        self.broken: list[tuple[Session, Job]] = []
+        # back, with who reserved them and whether the body is lost: buried
+        # (or given back) once the command is done (unreadable()), at the
+        # next _resume
+        self.broken: list[tuple[Session, Job, bool]] = []
         self.bodies_on_disk = bodies_on_disk  # (the store reads bodies back: connect)
         self.backlog: list[Session] = []  # stopped at OUT_LIMIT with commands left
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0

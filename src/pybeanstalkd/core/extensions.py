@@ -150,7 +150,7 @@ class ExtensionCommands:
     draining: bool
     verbose: int
     log: Callable[[str], None]
-    broken: list[tuple[Session, Job]]  # (--bodies-on-disk: Commands.unreadable)
+    broken: list[tuple[Session, Job, bool]]  # (--bodies-on-disk: Commands.unreadable)
 
     if TYPE_CHECKING:
         def _in_slices(self, s: Session, gen: Generator[None, int, int],

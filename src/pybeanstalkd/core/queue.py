@@ -631,6 +631,18 @@ class Queue(Reserving):
         self.place_buried(j)
         self.store.write(j)
 
+    def give_back(self, c: Conn, id_: int, now: int) -> None:
+        """Undo c's reserve of job id_, whose body could not be read for a
+        reason not its own (--bodies-on-disk, out of descriptors): ready
+        again, its reserve not counted, nothing logged (a reserve never is)."""
+        j = self._held_by(c, id_)
+        if j is None:
+            return
+        self._unreserve(j)
+        n = j.counts  # (reserves - 1: the low 32 bits, wrapping as bump's)
+        j.counts = n - 1 if n & M32 else n | M32
+        self.place_ready(j, now)
+
     def touch(self, c: Conn, id_: int, now: int) -> Outcome:
         j = self._held_by(c, id_)
         if j is None:

@@ -20,6 +20,8 @@ class Store(Protocol):
     lsn: int  # bytes of records produced so far
     filesize: int
     on_disk: int  # bytes of the bodies left in the binlog (--bodies-on-disk)
+    # body() gave None for want of descriptors or memory: try again later
+    transient: bool
 
     def stats(self) -> tuple[int, int, int, int, int]: ...
     def reserve_put(self, j: Job) -> bool: ...
@@ -36,6 +38,7 @@ class NullStore:
     lsn = 0
     filesize = 10485760  # the -s value, for stats
     on_disk = 0
+    transient = False
 
     def stats(self) -> tuple[int, int, int, int, int]:
         """(oldest index, current index, migrations, records written, max size)"""
