@@ -205,3 +205,60 @@ def test_a_damaged_record_of_ours_loses_only_its_tags(tmp_path, damage):
     assert field(h2.send(c, b"stats-job 1\r\n"), b"group") == b""  # its tags are not
     assert put(h2, c, b"idp:other") == b"INSERTED 2 READY\r\n"  # the next job's are
     assert damage == "torn" or any("a bad tags record" in w for w in warnings)
+
+
+class _Wall:
+    """A wall clock set to a year (the binlog's times are wall ns)."""
+
+    def __init__(self, year: int):
+        self.at = (year - 1970) * 31_556_952 * 10**9
+
+    def time_ns(self):
+        return self.at
+
+    def monotonic_ns(self):
+        return 1_000_000 * 10**9  # (the harness's clock: the wall offset is the wall time)
+
+
+@pytest.mark.parametrize("year", [2026, 2050, 2120, 2200])
+def test_the_longest_times_fit_their_records_in_any_year(tmp_path, monkeypatch, year):
+    """A held aft: job, a delay and a TTR of 2**32 - 1 s and an idp: TTL
+    as long: every record's time is wall ns in an int64. From 2043 a held
+    job's deadline (3 << 61 ns past the wall clock) is past 2**63: its
+    put raised struct.error. Now its record holds the last int64, which
+    recovery takes for a held job's; the other times fit until 2126, and
+    past that they too hold the last int64 (due early, never at once)."""
+    from pybeanstalkd.binlog import files as _files, recovery as _recovery
+
+    clock = _Wall(year)
+    monkeypatch.setattr(_files, "time", clock)
+    monkeypatch.setattr(_recovery, "time", clock)
+    h, wal = with_binlog(tmp_path, extensions=True)
+    s = h.conn()
+    top = 4294967295
+    assert put(h, s, b"grp:g") == b"INSERTED 1\r\n"
+    assert put(h, s, b"aft:g idp:k:%d" % top, delay=top, ttr=top) == b"INSERTED 2\r\n"
+    assert put(h, s, b"try:%d" % top, ttr=top) == b"INSERTED 3\r\n"
+    assert put(h, s, b"idp:gone:%d" % top) == b"INSERTED 4\r\n"
+    assert h.send(s, b"delete 4\r\n") == b"DELETED\r\n"
+    assert h.send(s, b"reserve-job 3\r\n").startswith(b"RESERVED 3 ")
+    assert h.send(s, b"release 3 0 %d\r\n" % top) == b"RELEASED\r\n"
+    h.advance(100)
+    assert put(h, s, b"aft:g") == b"INSERTED 5\r\n"  # held
+    clock.at += 100 * 10**9  # (the wall clock went on too)
+    h2, _ = restart(tmp_path, h, wal)
+    s = h2.conn()
+    # (from 2126, job 2's deadline too is the last int64: taken for held)
+    held = b"1" if year < 2126 else b"2"
+    assert field(h2.send(s, b"stats-group g\r\n"), b"waiting-jobs") == held
+    assert put(h2, s, b"idp:gone") == b"INSERTED 4 DELETED\r\n"
+    assert put(h2, s, b"idp:k") == b"INSERTED 2 DELAYED\r\n"
+    for jid in (2, 3) if year < 2126 else (3,):
+        left = int(field(h2.send(s, b"stats-job %d\r\n" % jid), b"time-left"))
+        if year < 2126:
+            assert top - 101 <= left <= top - 99, (jid, left)
+        else:  # (the last int64: due before its time, never at once)
+            assert 0 < left <= top, (jid, left)
+    assert field(h2.send(s, b"stats-job 5\r\n"), b"state") == b"delayed"
+    assert h2.send(s, b"delete 1\r\n") == b"DELETED\r\n"  # the group completes
+    assert field(h2.send(s, b"stats-job 5\r\n"), b"state") == b"ready"

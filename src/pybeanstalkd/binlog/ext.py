@@ -101,7 +101,7 @@ class Codec:
     @staticmethod
     def note(rec: Cooldown | Clear, wall_offset: int) -> bytes:
         if isinstance(rec, Cooldown):
-            return chunks(_COOL.pack(COOL, rec.orig, rec.expires + wall_offset)
+            return chunks(_COOL.pack(COOL, rec.orig, F.wall(rec.expires, wall_offset))
                           + _s(rec.tube) + _s(rec.key))
         return chunks(_CLEAR.pack(CLEAR, rec.last) + _s(rec.tube))
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ..core.job import OnDisk, on_disk
+from ..core.tags import I64_MAX
 
 if TYPE_CHECKING:
     from ..core.job import Job
@@ -240,6 +241,14 @@ def bury_pos(f: Jobrec, seq: int, offset: int) -> int:
     return (f[6] << 32 | f[2]) if f[15] == MARK else (seq << 32 | offset)
 
 
+def wall(t: int, wall_offset: int) -> int:
+    """A monotonic time as the wall ns a record holds: in an int64, so a
+    time past its last one (a held job's deadline from 2043 on, a delay of
+    2**32 - 1 s from 2126) is that last one rather than a struct.error."""
+    t += wall_offset
+    return t if t < I64_MAX else I64_MAX
+
+
 def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc: int = -1) -> bytes:
     """A record for job j in its current state (times converted to wall clock).
     body: j's, when j.body is not its bytes (OnDisk: a full record needs them).
@@ -259,7 +268,7 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc:
         delay, ttr = j.times
         return head.pack(len(name), name, j.id, j.pri, delay, ttr, len(body),
                          j.created + wall_offset, READY, MARK) + body
-    deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
+    deadline = wall(j.deadline, wall_offset) if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see files.py
     delay, ttr = j.times
     # Job.counts packs the five uint32 counters in Jobrec order: its 20
@@ -280,7 +289,7 @@ def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
     """A full record carrying its body's CRC-32 (not buried: the pads hold
     no bury position)."""
     state = j.state
-    deadline = j.deadline + wall_offset if state in (DELAYED, RESERVED) else 0
+    deadline = wall(j.deadline, wall_offset) if state in (DELAYED, RESERVED) else 0
     delay, ttr = j.times
     name = j.tube.name
     head = _FULL.get(len(name))

@@ -32,7 +32,7 @@ from .protocol import NS
 from .queue import Queue
 from .reserving import URGENT_PRI
 from .slices import SLICE
-from .tags import EXT_ID, HELD, HELD_MIN, NO_TAGS, Clear, Cooldown, ExtState, Group, Tags, void_idp
+from .tags import EXT_ID, HELD, HELD_MIN, I64_MAX, NO_TAGS, Clear, Cooldown, ExtState, Group, Tags, void_idp
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable
@@ -683,8 +683,9 @@ class ExtQueue(Queue):
             tags = ext.jobs.get(j.id)
             if tags is not None:
                 self._register(j, tags)
-                if j.state == DELAYED and j.deadline - wall_offset >= HELD_MIN:
-                    held.append(j)
+                if (j.state == DELAYED and tags.aft is not None
+                        and (j.deadline - wall_offset >= HELD_MIN or j.deadline == I64_MAX)):
+                    held.append(j)  # (I64_MAX: a held job's record from 2043 on, tags.py)
                     continue
             rest.append(j)
         Queue.load(self, rest, now, wall_offset)

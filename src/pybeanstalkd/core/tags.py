@@ -36,9 +36,16 @@ if TYPE_CHECKING:
 EXT_ID = 1 << 63
 # A held job's deadline: far past any delay (2**32 s is 4.3e18 ns), so that
 # its binlog record (state delayed) keeps it delayed in the reference too,
-# until a kick. A recovered deadline at or past HELD_MIN is a held job's.
+# until a kick. A recovered deadline at or past HELD_MIN is a held job's;
+# the margin between them is for the wall clock's lead on the monotonic
+# one growing between a record and its recovery (a held record may wait
+# for decades, and a reboot restarts the monotonic clock).
 HELD = 3 << 61
 HELD_MIN = 1 << 62
+# The latest time a binlog record holds (wall ns, an int64). A held job's
+# deadline plus the wall clock passes it in 2043: its record holds this
+# instead (binlog/format.py, wall), and recovery takes it for a held one.
+I64_MAX = (1 << 63) - 1
 
 
 class Tags(NamedTuple):
