@@ -94,17 +94,20 @@ class DiskWal(Wal):
         if j.file is not None:  # a short record: the body stays where it is
             return Wal._write(self, j, rec)
         body = j.body
-        n = len(body)
-        if n < self.bodies.ram_min or body.__class__ is not bytes:
+        if body.__class__ is not bytes:
             return Wal._write(self, j, rec)
-        # The body leaves RAM once written: its CRC-32 goes with it, and
-        # into its record (which a follower's put brings as it is).
+        # Every full record carries its body's CRC-32 (a follower's put
+        # brings it as it is), so that a restart, which may read the body
+        # into RAM or leave it in the file, checks it against what was
+        # written. A body of ram_min bytes or more leaves RAM once written,
+        # its CRC-32 with it.
         crc = zlib.crc32(body)
         if rec is None:
             rec = F.encode(j, True, self.wall_offset, crc=crc)
         ok = Wal._write(self, j, rec)
         f = j.file
-        if f is not None:
+        n = len(body)
+        if f is not None and n >= self.bodies.ram_min:
             # (the record ends with the body, and used(f) with the record)
             self.unwritten.append((j, f, self.used(f) - n, crc))
         return ok

@@ -6,17 +6,19 @@ Jobrec and the body (with its CRLF); a short record is int32 0 and a Jobrec.
 
 Jobrec padding holds whatever the writer had in memory. We put a marker and
 the job's bury position there, so that the buried order survives restarts and
-compaction (beanstalkd #668); beanstalkd ignores padding. A full record of a
-body left in the file (--bodies-on-disk) carries, instead, the CRC-32 of its
-body (marker MARK_CRC; a buried job's keeps its bury position): read back
-after a restart, the body is checked against what was written, not against
-what the file holds by then.
+compaction (beanstalkd #668); beanstalkd ignores padding. A full record that
+a --bodies-on-disk server writes carries, instead, the CRC-32 of its body
+(marker MARK_CRC; a buried job's, MARK_BURIED_CRC, keeps its bury position
+in the deadline field, which beanstalkd does not read for a buried job):
+read back after a restart, from the file or into RAM, the body is checked
+against what was written, not against what the file holds by then.
 """
 from __future__ import annotations
 
+import re
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING
 
 from ..core.job import OnDisk, on_disk
@@ -38,6 +40,10 @@ SHORT_SIZE = SHORT.size  # 84
 JOBREC5 = struct.Struct("<QI4xQQi4xQQIIIIIB")  # 77 bytes, times in microseconds
 MARK = b"pyb"  # in the last padding bytes: the two 32-bit pads hold a bury position
 MARK_CRC = b"pyc"  # ... the first pad holds the body's CRC-32 (zlib.crc32), the second 0
+# ... a buried job's: the first pad its body's CRC-32, the second 0, and
+# the deadline (no buried job has one) its bury position
+MARK_BURIED_CRC = b"pyd"
+CRC_MARKS = (MARK_CRC, MARK_BURIED_CRC)
 
 assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 
@@ -121,7 +127,8 @@ def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: 
     """A full record's body (an OnDisk if ram_min says so), or None
     (warned). Its id is used up even if the body is torn (st[0], see
     read_records). crc: the body's CRC-32 as its record gives it (MARK_CRC);
-    without one, an OnDisk's is reckoned from the bytes read now."""
+    without one, an OnDisk's is reckoned from the bytes read now. A body
+    read into RAM that fails it is b"" (warned; see _read_v7)."""
     if size < 2 or size - 2 > max_job_size:
         warn(f"{path}:{start}: job {id_} is too big ({size} > {max_job_size})")
         return None
@@ -146,12 +153,43 @@ def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: 
         warn(f"{path}:{start}: job {id_} is damaged: its {size}-byte body does not end"
              f" with CRLF")
         return None
+    if crc is not None and body is not None and zlib.crc32(body) != crc:
+        # A body left on disk, now kept in RAM (a plain binlog, a higher
+        # --body-ram-min), changed since: not the job's. Its record's
+        # fields stand (the caller reads it as a short record), and so do
+        # the records after it.
+        warn(f"{path}:{start}: job {id_} is damaged: its body is not the one written"
+             f" (CRC-32 mismatch); its record is read without it")
+        st[1] = False
+        return b""
     return body
 
 
 # The readers yield None after warning about a bad or torn record, then stop.
 def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
-             st: list[int], ram_min: int | None) -> Iterator[Record | None]:
+             st: list[int], ram_min: int | None, resync: bool = True) -> Iterator[Record | None]:
+    """The records from pos on. Where zeros stand in for records (a file
+    cut short in use, whose writer went on at its offset; a hole a crash
+    left) and records follow them, reading goes on there (_cut): the
+    reference stops at the zeros, or at the record the cut tore, and
+    loses without a word every job logged after the cut."""
+    while True:
+        stop = yield from _run_v7(data, pos, max_job_size, path, warn, st, ram_min)
+        if stop is None:
+            return
+        start, zeros = stop
+        at = _cut(data, start, zeros, max_job_size, path, warn, st) if resync else None
+        if at is None:
+            if not zeros:
+                yield None  # (a bad record: warned)
+            return
+        pos = at
+
+
+def _run_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn, st: list[int],
+            ram_min: int | None) -> Generator[Record, None, tuple[int, bool] | None]:
+    """Records from pos until the file's end (None), zeros where a record
+    should be ((its offset, True)) or a bad record, warned ((offset, False))."""
     n = len(data)
     unpack = JOBREC.unpack_from
     unpack_len = FULL_HEAD.unpack_from
@@ -159,39 +197,94 @@ def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
         start = pos
         if n - pos < 4:
             _eof(path, warn, pos, 4, n - pos, "namelen")
-            yield None
-            return
+            return start, False
         (namelen,) = unpack_len(data, pos)
         pos += 4
         if namelen:
             name = _name(data, pos, namelen, start, path, warn, "tube name")
             if name is None:
-                yield None
-                return
+                return start, False
             pos += namelen
         else:
             name = b""
         if n - pos < 80:
             _eof(path, warn, pos, 80, n - pos, "job struct")
-            yield None
-            return
+            return start, False
         f = unpack(data, pos)
         pos += 80
         if f[0] == 0:
-            return  # trailing zeros of preallocation
+            return start, True  # (as a rule the zeros of preallocation, to the end)
         if f[14] > DELAYED:
             warn(f"{path}:{start}: unknown job state: {f[14]}")
-            yield None
-            return
+            return start, False
         body = None
         if namelen:
             body = _body(data, pos, f[0], f[5], start, max_job_size, path, warn, st, "job body",
-                         ram_min, f[2] if f[15] == MARK_CRC else None)
+                         ram_min, f[2] if f[15] in CRC_MARKS else None)
             if body is None:
-                yield None
-                return
+                return start, False
             pos += f[5]
+            if not body:  # (it failed its CRC) the record's fields, as a short record's
+                yield start, b"", f, None
+                continue
         yield start, name, f, body
+    return None
+
+
+CUT = bytes(SHORT_SIZE)  # a cut's zeros, at least: valid records hold shorter runs
+RESYNC_TRIES = 64  # non-zero bytes _resync looks at before giving up
+_NON_ZERO = re.compile(rb"[^\0]")
+
+
+def _cut(data: bytes, start: int, zeros: bool, max_job_size: int, path: str, warn: Warn,
+         st: list[int]) -> int | None:
+    """Where records go on after a cut at start (zeros: there were zeros
+    where a record should be; else the record there was bad, and a cut is
+    a run of CUT zeros after it), or None: no records follow zeros."""
+    n = len(data)
+    z = start if zeros else data.find(CUT, start)
+    if z < 0 or data.count(0, z) == n - z:
+        return None  # (zeros to the end: preallocation's)
+    at = _resync(data, z, max_job_size)
+    st[1] = False
+    if at is None:
+        if zeros:
+            warn(f"{path}:{start}: zeros where a record should be, then bytes that are no"
+                 " records: the file was cut or overwritten in use; read no further")
+        return None
+    warn(f"{path}:{start}: records lost up to {at}, zeros from {z} (the file was cut or"
+         f" overwritten in use): reading on at {at}")
+    return at
+
+
+def _resync(data: bytes, start: int, max_job_size: int) -> int | None:
+    """Where records go on after zeros at start, or None. The first
+    non-zero byte is a full record's namelen, or in a short record's id
+    (4 zero bytes of namelen before it, and the id's low bytes may be
+    zeros too): a record starts there or 4 to 11 bytes before. The first
+    of these where two records read whole (or one, then the file's end) is
+    taken; the next non-zero byte is tried after them."""
+    p = start
+    for _ in range(RESYNC_TRIES):
+        m = _NON_ZERO.search(data, p)
+        if m is None:
+            return None
+        q: int = m.start()
+        for back in (0, 4, 5, 6, 7, 8, 9, 10, 11):
+            at = q - back
+            if at >= start and _reads_on(data, at, max_job_size):
+                return at
+        p = q + 1
+    return None
+
+
+def _reads_on(data: bytes, at: int, max_job_size: int) -> bool:
+    recs = _read_v7(data, at, max_job_size, "", _quiet, [0, True], None, resync=False)
+    return next(recs, None) is not None and next(recs, False) is not None
+
+
+def _quiet(message: str) -> None:
+    """A probe's warnings (_reads_on): not said."""
 
 
 def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
@@ -238,7 +331,10 @@ def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
 
 def bury_pos(f: Jobrec, seq: int, offset: int) -> int:
     """Where the job was buried: stored by us, else this record's position."""
-    return (f[6] << 32 | f[2]) if f[15] == MARK else (seq << 32 | offset)
+    mark = f[15]
+    if mark == MARK:
+        return f[6] << 32 | f[2]
+    return f[8] if mark == MARK_BURIED_CRC else seq << 32 | offset
 
 
 def wall(t: int, wall_offset: int) -> int:
@@ -256,7 +352,7 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc:
     if body is None:
         body = j.body
     state = j.state
-    if crc >= 0 and full and state != BURIED:
+    if crc >= 0 and full:
         return _encode_crc(j, body, crc, wall_offset)
     if full and state == READY and not j.counts:
         # A put's record (or one compaction moves): no deadline, no bury
@@ -286,10 +382,14 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc:
 
 
 def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
-    """A full record carrying its body's CRC-32 (not buried: the pads hold
-    no bury position)."""
+    """A full record carrying its body's CRC-32 (a buried job's, with its
+    bury position where a deadline would be: MARK_BURIED_CRC)."""
     state = j.state
-    deadline = wall(j.deadline, wall_offset) if state in (DELAYED, RESERVED) else 0
+    mark = MARK_CRC
+    if state == BURIED:
+        deadline, mark = j.deadline, MARK_BURIED_CRC  # (placed: Wal._write)
+    else:
+        deadline = wall(j.deadline, wall_offset) if state in (DELAYED, RESERVED) else 0
     delay, ttr = j.times
     name = j.tube.name
     head = _FULL.get(len(name))
@@ -297,7 +397,7 @@ def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
         head = _FULL[len(name)] = struct.Struct("<i%ds%s" % (len(name), _OUT[1:]))
     return head.pack(len(name), name, j.id, j.pri, crc, delay, ttr, len(body), 0,
                      j.created + wall_offset, deadline, j.counts.to_bytes(20, "little"), state,
-                     MARK_CRC) + body
+                     mark) + body
 
 
 _OUT = "<QIIqqiIqq20sB3s"  # JOBREC with the counters as one 20-byte field
