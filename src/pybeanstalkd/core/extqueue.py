@@ -32,7 +32,9 @@ from .protocol import NS
 from .queue import Queue
 from .reserving import URGENT_PRI
 from .slices import SLICE
-from .tags import EXT_ID, HELD, HELD_MIN, I64_MAX, NO_TAGS, Clear, Cooldown, ExtState, Group, Tags, void_idp
+from .tags import (
+    COOL_OVERHEAD, EXT_ID, HELD, HELD_MIN, NO_TAGS, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group, Tags,
+    held, void_idp)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable
@@ -41,13 +43,6 @@ if TYPE_CHECKING:
     from .tube import Conn, Tube
 
 NEVER = 1 << 62  # max_tries when only some jobs have a limit (try:N)
-# What the tags add to a job, and what a cooldown costs, for --max-memory:
-# measured with tracemalloc over 100,000 puts (docs/performance/
-# 2026-11-26-put-tags.md): idp:key-<n> +251 bytes a job (its tags and key
-# are its own), idp: grp: con: +303, tags that repeat +52; a job deleted
-# into a cooldown left 357 bytes more than it freed.
-TAGS_OVERHEAD = 256
-COOL_OVERHEAD = 400
 STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
 
 
@@ -176,7 +171,7 @@ class ExtQueue(Queue):
             g = ext.groups.get(tags.grp)
             if g is None:
                 g = ext.groups[tags.grp] = Group()
-            g.members[j.id] = None
+            g.members.add(j.id)
         aft = tags.aft
         if aft is not None:
             ext.bump(ext.aft_jobs, aft, 1)
@@ -213,7 +208,7 @@ class ExtQueue(Queue):
             g = ext.groups.get(tags.grp)
             if g is None:
                 g = ext.groups[tags.grp] = Group()
-            g.members[j.id] = None
+            g.members.add(j.id)
         if tags.aft is not None:
             ext.bump(ext.aft_jobs, tags.aft, 1)
             if tags.aft not in ext.groups:
@@ -372,7 +367,7 @@ class ExtQueue(Queue):
         if tags.grp is not None:
             g = ext.groups.get(tags.grp)
             if g is not None:
-                g.members.pop(j.id, None)
+                g.members.discard(j.id)
                 self._group_done(tags.grp, now)
 
     def _cool(self, tube: bytes, key: bytes, orig: int, expires: int) -> None:
@@ -678,18 +673,17 @@ class ExtQueue(Queue):
         as it is placed), then held jobs; a group with no member left
         releases its held jobs (a release the binlog had no room for)."""
         ext = self.ext
-        rest, held = [], []
+        rest, held_jobs = [], []
         for j in jobs:
             tags = ext.jobs.get(j.id)
             if tags is not None:
                 self._register(j, tags)
-                if (j.state == DELAYED and tags.aft is not None
-                        and (j.deadline - wall_offset >= HELD_MIN or j.deadline == I64_MAX)):
-                    held.append(j)  # (I64_MAX: a held job's record from 2043 on, tags.py)
+                if j.state == DELAYED and tags.aft is not None and held(j.deadline, wall_offset):
+                    held_jobs.append(j)
                     continue
             rest.append(j)
         Queue.load(self, rest, now, wall_offset)
-        for j in held:
+        for j in held_jobs:
             self.jobs[j.id] = j
             self.body_bytes += len(j.body)
             self._hold(j, log=False)

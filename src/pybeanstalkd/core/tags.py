@@ -26,11 +26,18 @@ from typing import TYPE_CHECKING, NamedTuple
 from .protocol import LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from .heaps import StaleHeap
     from .tube import Tube
 
+# What the tags add to a job, and what a cooldown costs, for --max-memory
+# (extqueue.py): measured with tracemalloc over 100,000 puts (docs/
+# performance/2026-11-26-put-tags.md): idp:key-<n> +251 bytes a job (its
+# tags and key are its own), idp: grp: con: +303, tags that repeat +52; a
+# job deleted into a cooldown left 357 bytes more than it freed.
+TAGS_OVERHEAD = 256
+COOL_OVERHEAD = 400
 # Binlog ids from EXT_ID on name the records of this state (binlog/ext.py),
 # never a job: with --extensions, job ids stop below it.
 EXT_ID = 1 << 63
@@ -46,6 +53,12 @@ HELD_MIN = 1 << 62
 # deadline plus the wall clock passes it in 2043: its record holds this
 # instead (binlog/format.py, wall), and recovery takes it for a held one.
 I64_MAX = (1 << 63) - 1
+
+
+def held(deadline: int, wall_offset: int) -> bool:
+    """Is a delayed aft: job's recovered deadline (a record's wall ns) a
+    held job's?"""
+    return deadline - wall_offset >= HELD_MIN or deadline == I64_MAX
 
 
 class Tags(NamedTuple):
@@ -178,20 +191,68 @@ def parse_tags(words: list[bytes]) -> Tags:
     return new_tags(Tags, (idp, ttl, con, limit, grp, aft, tries))
 
 
+BITS = 12  # ids per block of Members: 1 << BITS, as the job map's (jobmap.py)
+
+
+class Members:
+    """A group's members: the ids of its jobs not yet deleted, in blocks of
+    4,096 consecutive ids, as the job map's (jobmap.py). So no step grows
+    with the group: stats-group goes through a block at a time (a dict of
+    a million can be neither walked while it changes nor copied in one
+    step: 25 ms here), and a million members deleted leave no table of a
+    million to free at once when the group goes (5 to 16 ms here), an
+    emptied block going with its last member."""
+
+    __slots__ = ("blocks", "n")
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[int, None]] = {}  # id >> BITS -> ids (jobmap.BITS)
+        self.n = 0
+
+    def add(self, id_: int) -> None:
+        b = self.blocks.get(id_ >> BITS)
+        if b is None:
+            b = self.blocks[id_ >> BITS] = {}
+        if id_ not in b:
+            b[id_] = None
+            self.n += 1
+
+    def discard(self, id_: int) -> None:
+        k = id_ >> BITS
+        b = self.blocks.get(k)
+        if b is not None and id_ in b:
+            del b[id_]
+            self.n -= 1
+            if not b:
+                del self.blocks[k]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __contains__(self, id_: int) -> bool:
+        b = self.blocks.get(id_ >> BITS)
+        return b is not None and id_ in b
+
+    def __iter__(self) -> Iterator[int]:
+        """Every member, in one go (tests, and the few a small group has)."""
+        for k in sorted(self.blocks):
+            yield from self.blocks[k]
+
+
 class Group:
     """grp:NAME's members and the aft:NAME jobs they hold."""
 
     __slots__ = ("members", "buried", "waiting")
 
     def __init__(self) -> None:
-        self.members: dict[int, None] = {}  # ids of its jobs not yet deleted
+        self.members = Members()  # its jobs not yet deleted
         self.buried = 0  # ... of which buried
         # Held aft: jobs' ids. A kick-job'd one stays listed (as in tuber)
         # until its group completes.
         self.waiting: dict[int, None] = {}
 
     def complete(self) -> bool:
-        return not self.members and not self.buried
+        return not self.members.n and not self.buried
 
 
 class Cooldown:
