@@ -72,7 +72,7 @@ def test_a_job_put_and_deleted_before_the_write_stays_out_of_the_count(tmp_path)
     c = h.conn()
     assert h.send(c, b"put 0 0 60 1\r\nx\r\ndelete 1\r\n") == b"INSERTED 1\r\nDELETED\r\n"
     wal.flush()
-    assert wal.on_disk == 0 and not wal.unwritten
+    assert wal.on_disk == 0 and not wal.bodies.unwritten
 
 
 def test_a_job_moved_twice_is_read_from_its_last_place(tmp_path):

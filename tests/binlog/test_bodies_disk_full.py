@@ -3,6 +3,7 @@ jobs: no job acknowledged is lost, none is served with other bytes, the
 server keeps serving; once space is back, the binlog shrinks again."""
 from __future__ import annotations
 
+import errno
 import os
 import re
 import subprocess
@@ -11,6 +12,8 @@ import time
 import pytest
 
 from binlogtools import BinlogServer, Conn
+from fakeclock import with_binlog
+from pybeanstalkd.binlog.files import _falloc
 
 FLAGS = ("--bodies-on-disk", "--body-ram-min", "0", "-s", "16384")
 
@@ -100,3 +103,34 @@ def test_a_full_disk_while_compaction_wants_room(small_fs):
             assert c.stats_job(i) is None, i
     finally:
         srv.stop()
+
+
+def test_a_full_disk_is_said_once_not_at_every_write(tmp_path):
+    """While no next file can be made, every put and every compaction
+    tries again: one warning says so (not one a try, thousands a second
+    on a busy server), and one says when files can be made again."""
+    full = []
+
+    def falloc(fd, size):
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        _falloc(fd, size)
+
+    warned: list[str] = []
+    h, wal = with_binlog(tmp_path, filesize=4096, ram_min=0, falloc=falloc, warn=warned.append)
+    c = h.conn()
+    full.append(True)
+    refused = 0
+    for _ in range(200):
+        got = h.send(c, b"put 0 0 60 500\r\n%s\r\n" % (b"x" * 500))
+        refused += got == b"OUT_OF_MEMORY\r\n"
+        wal.flush()
+    assert refused > 150
+    assert len(warned) == 1 and "No space left on device" in warned[0], warned
+    full.clear()
+    assert h.send(c, b"put 0 0 60 500\r\n%s\r\n" % (b"x" * 500)).startswith(b"INSERTED")
+    assert len(warned) == 2 and "again" in warned[1], warned
+    full.append(True)
+    for _ in range(50):
+        h.send(c, b"put 0 0 60 500\r\n%s\r\n" % (b"x" * 500))
+    assert len(warned) == 3, warned

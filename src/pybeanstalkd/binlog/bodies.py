@@ -55,12 +55,10 @@ class DiskWal(Wal):
 
     def __init__(self, dirname: str, filesize: int, ram_min: int, **kw: object) -> None:
         super().__init__(dirname, filesize, **kw)  # type: ignore[arg-type]
-        # Full records in the write buffer whose body leaves RAM once they
-        # are written: (job, its file, where the body starts, its CRC-32)
-        self.unwritten: list[tuple[Job, File, int, int]] = []
-        # (one attribute for the bodies' count, their reading and ram_min:
-        # an object of more than 29 attributes loses CPython's shared-key
-        # dict, and every attribute load on it is slower; Wal has 27)
+        # (one attribute for the bodies' count, their reading, ram_min and
+        # the bodies not yet written: an object of more than 29 attributes
+        # loses CPython's shared-key dict, and every attribute load on it
+        # is slower; Wal has 28)
         self.bodies = Bodies(self.warn, ram_min)
 
     @property
@@ -107,14 +105,15 @@ class DiskWal(Wal):
         ok = Wal._write(self, j, rec)
         f = j.file
         n = len(body)
-        if f is not None and n >= self.bodies.ram_min:
+        bodies = self.bodies
+        if f is not None and n >= bodies.ram_min:
             # (the record ends with the body, and used(f) with the record)
-            self.unwritten.append((j, f, self.used(f) - n, crc))
+            bodies.unwritten.append((j, f, self.used(f) - n, crc))
         return ok
 
     def flush(self) -> None:
         Wal.flush(self)
-        unwritten = self.unwritten
+        unwritten = self.bodies.unwritten
         if unwritten and (not self.buf or not self.use):
             if self.use:  # (else a write failed: the bodies stay in RAM)
                 bodies = self.bodies
@@ -201,6 +200,9 @@ class Bodies:
     def __init__(self, warn: Warn, ram_min: int) -> None:
         self.warn = warn
         self.ram_min = ram_min  # (DiskWal.ram_min)
+        # Full records in the write buffer whose body leaves RAM once they
+        # are written: (job, its file, where the body starts, its CRC-32)
+        self.unwritten: list[tuple[Job, File, int, int]] = []
         self.on_disk = 0  # bytes of the stored jobs' bodies left in the files
         self.fds: dict[int, int] = {}  # file seq -> read fd
         self.bad: set[tuple[int, int]] = set()  # (seq, offset) warned about

@@ -140,6 +140,7 @@ class Wal:
         # opened only when a file was made, it could fail for want of
         # descriptors (many clients), and the fsync with it.
         self.dirfd = -1
+        self.no_room = False  # the next file could not be made (said once: _no_file)
         self.wall_offset = time.time_ns() - time.monotonic_ns()
         # id -> the stored job or None: the queue's job map, once recover()
         # has loaded it. Compaction finds a file's live jobs through it.
@@ -173,19 +174,22 @@ class Wal:
         try:
             fd = os.open(f.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o400)
         except OSError as e:
-            self.warn(f"open {f.path}: {e.strerror}")
+            self._no_file(f"open {f.path}: {e.strerror}")
             return False
         try:
             self.falloc(fd, self.filesize)
             os.write(fd, F.FULL_HEAD.pack(F.VERSION))
         except OSError as e:
             os.close(fd)
-            self.warn(f"falloc {f.path}: {e.strerror}")
+            self._no_file(f"falloc {f.path}: {e.strerror}")
             try:
                 os.unlink(f.path)
             except OSError:
                 pass
             return False
+        if self.no_room:
+            self.no_room = False
+            self.warn(f"{f.path}: made; binlog files can be made again")
         f.fd = fd
         f.open = True
         f.refs = 1
@@ -196,6 +200,15 @@ class Wal:
             self._open_dir()
         self.add_file(f)
         return True
+
+    def _no_file(self, why: str) -> None:
+        """No next file (a full disk, no descriptor): every put and every
+        compaction tries again, so it is said once until one is made (a
+        line a try flooded stderr, thousands a second on a busy server)."""
+        if not self.no_room:
+            self.no_room = True
+            self.warn(f"{why}; puts get OUT_OF_MEMORY until a binlog file can be made"
+                      " (said once)")
 
     def _open_dir(self) -> None:
         try:
