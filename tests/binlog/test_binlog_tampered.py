@@ -198,3 +198,34 @@ def test_tampered_files_never_serve_other_bytes(tmp_path):
                         for j, got in served(h.send(c, b"peek %d\r\n" % i)):
                             assert (j, got) == (i, body), (seed, "after a restart", i)
         assert put(h, c, b"still serving") in h.e.q.jobs
+
+
+def test_a_file_replaced_while_written_is_said(tmp_path):
+    """The current file renamed over (or removed) while the server writes
+    to it: its records go on to the file it opened, which the directory
+    no longer holds, and a restart would not have their jobs. Nothing can
+    bring them back, but it is said, when the file is left for the next
+    (and at shutdown), rather than found at the restart."""
+    for how in ("replaced", "removed"):
+        d = tmp_path / how
+        d.mkdir()
+        warned: list[str] = []
+        h, wal = start(d, 4096, 0, warned)
+        c = h.conn()
+        put(h, c, b"a" * 100)
+        wal.flush()
+        path = wal.cur.path
+        if how == "replaced":
+            shutil.copyfile(path, path + ".new")
+            os.rename(path + ".new", path)
+        else:
+            os.unlink(path)
+        while wal.cur.path == path:
+            i = put(h, c, b"b" * 300)
+            wal.flush()
+            got = h.send(c, b"peek %d\r\n" % i)  # (its own bytes, or none)
+            assert got == b"INTERNAL_ERROR\r\n" or served(got) == [(i, b"b" * 300)], got
+        assert sum(path in w and "replaced or removed" in w for w in warned) == 1, warned
+        os.unlink(wal.cur.path)
+        wal.close()  # (at shutdown too)
+        assert sum("replaced or removed" in w for w in warned) == 2, warned

@@ -201,6 +201,21 @@ class Wal:
         self.add_file(f)
         return True
 
+    def _in_place(self, f: File) -> None:
+        """Is the file at f's path still the one written to (said if not,
+        as f is left: rolled over, or at shutdown)? One renamed over or
+        removed in use holds none of the records written to f since, and
+        a restart will not have their jobs: nothing can bring them back
+        here, but it is said rather than found at the restart."""
+        try:
+            same = os.path.samestat(os.fstat(f.fd), os.stat(f.path))
+        except OSError:
+            same = False
+        if not same:
+            self.warn(f"{f.path} is not the file written to (replaced or removed in use): the"
+                      " records written to it are not in the directory, and a restart will not"
+                      " have their jobs")
+
     def _no_file(self, why: str) -> None:
         """No next file (a full disk, no descriptor): every put and every
         compaction tries again, so it is said once until one is made (a
@@ -221,6 +236,7 @@ class Wal:
         if not f.open:
             return
         self.flush()
+        self._in_place(f)
         if f.free:
             try:
                 os.ftruncate(f.fd, self.filesize - f.free)
@@ -576,6 +592,7 @@ class Wal:
         f: File | None = self.head
         while f is not None:
             if f.open:
+                self._in_place(f)
                 os.close(f.fd)
                 f.open = False
             f = f.next
