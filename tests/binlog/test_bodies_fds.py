@@ -230,3 +230,34 @@ def test_a_snapshot_is_not_sent_without_a_body_it_could_not_read_for_now(tmp_pat
     monkeypatch.setattr(B.os, "open", emfile)
     with pytest.raises(OSError):
         b"".join(snapshot_parts(h.e.q, wal.wall_offset))
+
+
+def test_clients_get_the_descriptors_idle_read_fds_hold(tmp_path):
+    """A read fd is kept per binlog file read from, up to 64: under
+    `ulimit -n 100`, reading bodies from 90 files left the server 13
+    descriptors short of its limit, and the next client was never served
+    (accept failing with EMFILE for good). Out of descriptors, accepting
+    now takes them back from the idle read fds."""
+    wal_dir = tmp_path / "wal"
+    wal_dir.mkdir()
+    srv = BinlogServer("ours", wal_dir, ("--bodies-on-disk", "--body-ram-min", "0",
+                                         "-s", "4096"), nofile=100)
+    try:
+        c = Conn(srv.connect())
+        bodies = {}
+        for k in range(90):  # (one file each; paced, so that each fsync closes the last)
+            body = b"%03d" % k * 1000
+            bodies[c.put(body)] = body
+            time.sleep(0.005)
+        for i, body in bodies.items():  # a read fd for each file, up to 64 kept
+            assert c.peek(i) == body
+        clients = []
+        for _ in range(40):
+            s = srv.connect(timeout=5)
+            s.sendall(b"list-tube-used\r\n")
+            assert s.recv(64) == b"USING default\r\n", len(clients)
+            clients.append(s)
+        for i, body in bodies.items():  # and bodies are still read
+            assert c.peek(i) == body
+    finally:
+        srv.stop()

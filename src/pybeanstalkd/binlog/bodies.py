@@ -173,6 +173,14 @@ class DiskWal(Wal):
         file's or its bytes' sake?"""
         return self.bodies.transient
 
+    def free_read_fds(self) -> int:
+        """Close the read fds kept (out of descriptors, the server gives
+        them to clients: server/accept.py); how many. Bodies are read
+        from the next one on as before, each opening its file again."""
+        n = len(self.bodies.fds)
+        self.bodies.close_before(None)
+        return n
+
     def close(self) -> None:
         Wal.close(self)
         self.bodies.close_before(None)

@@ -80,7 +80,8 @@ def start_accepting(loop, sock: socket.socket, srv: Server, settings: Settings,
     log = Server.log if settings.verbose else None
     certs = rt.certs
     tokens = rt.tokens
-    acceptor = Acceptor(loop, sock, None, settings.max_connections, log)
+    acceptor = Acceptor(loop, sock, None, settings.max_connections, log,
+                        getattr(srv.engine.q.store, "free_read_fds", None))
     srv.acceptor = acceptor
     if tokens is not None:
         from .auth import AuthGate
