@@ -201,9 +201,9 @@ class Wal:
         self.add_file(f)
         return True
 
-    def _in_place(self, f: File) -> None:
+    def in_place(self, f: File) -> None:
         """Is the file at f's path still the one written to (said if not,
-        as f is left: rolled over, or at shutdown)? One renamed over or
+        as f is left: rolled over, or at shutdown: sync.py)? One renamed over or
         removed in use holds none of the records written to f since, and
         a restart will not have their jobs: nothing can bring them back
         here, but it is said rather than found at the restart."""
@@ -236,7 +236,7 @@ class Wal:
         if not f.open:
             return
         self.flush()
-        self._in_place(f)
+        self.in_place(f)
         if f.free:
             try:
                 os.ftruncate(f.fd, self.filesize - f.free)
@@ -592,7 +592,6 @@ class Wal:
         f: File | None = self.head
         while f is not None:
             if f.open:
-                self._in_place(f)
                 os.close(f.fd)
                 f.open = False
             f = f.next

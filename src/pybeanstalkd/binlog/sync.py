@@ -256,3 +256,5 @@ class Syncer:
         wal.flush()
         if self.wantsync and wal.use:
             sync_inline(wal)
+        if wal.use:
+            wal.in_place(wal.cur)  # (renamed over or removed: said as the server goes)
