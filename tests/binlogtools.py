@@ -61,8 +61,7 @@ class BinlogServer(Server):
     the constructor raises like Server does).
     """
 
-    def __init__(self, kind: str, wal_dir, extra=(), *, allow_exit: bool = False,
-                 nofile: int | None = None):
+    def __init__(self, kind: str, wal_dir, extra=(), *, allow_exit=False, nofile: int | None = None):
         self.kind = kind
         self.wal_dir = str(wal_dir)
         self.exited: Exited | None = None

@@ -59,7 +59,7 @@ class DiskWal(Wal):
         # the bodies not yet written: an object of more than 29 attributes
         # loses CPython's shared-key dict, and every attribute load on it
         # is slower; Wal has 28)
-        self.bodies = Bodies(self.warn, ram_min)
+        self.bodies = Bodies(self.warn, ram_min, dirname)
 
     @property
     def ram_min(self) -> int:
@@ -205,8 +205,9 @@ class Bodies:
     unreadable (a reserve gives its job back instead of burying it), and
     one warning says so until a read succeeds again."""
 
-    def __init__(self, warn: Warn, ram_min: int) -> None:
+    def __init__(self, warn: Warn, ram_min: int, dirname: str) -> None:
         self.warn = warn
+        self.dir = dirname
         self.ram_min = ram_min  # (DiskWal.ram_min)
         # Full records in the write buffer whose body leaves RAM once they
         # are written: (job, its file, where the body starts, its CRC-32)
@@ -236,7 +237,7 @@ class Bodies:
                 self._unreadable(j, f, pos, e.strerror or str(e))
             return None
         finally:
-            if self.spare < 0:
+            if self.spare == -1:
                 self._take_spare()
         if len(data) != size or data[-2:] != b"\r\n":
             self._unreadable(j, f, pos, f"{len(data)} of its {size} bytes, not ending"
@@ -273,23 +274,29 @@ class Bodies:
                     raise
 
     def _take_spare(self) -> None:
-        """Hold a descriptor in reserve for a read out of descriptors. If
-        none is free, the one a read just opened is given up for it: the
-        next read may need the reserve more than that file's fd."""
+        """Hold a descriptor in reserve for a read out of descriptors (the
+        binlog's directory: it is there). If none is free, the one a read
+        just opened is given up for it: the next read may need the reserve
+        more than that file's fd. Any other failure: no reserve (-2), and
+        no try again at every read."""
         try:
-            self.spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
+            self.spare = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno not in (errno.EMFILE, errno.ENFILE):
+                self.spare = -2
+                return
+            self.spare = -1  # (taken again after the next read)
             if self.fds:
                 os.close(self.fds.pop(next(reversed(self.fds))))
                 try:
-                    self.spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                    self.spare = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 except OSError:
                     pass
 
     def close_spare(self) -> None:
         if self.spare >= 0:
             os.close(self.spare)
-            self.spare = -1
+            self.spare = -2
 
     def _short_of(self, f: File, why: str) -> None:
         self.errors += 1
