@@ -261,3 +261,21 @@ def test_clients_get_the_descriptors_idle_read_fds_hold(tmp_path):
             assert c.peek(i) == body
     finally:
         srv.stop()
+
+
+def test_a_reserve_batch_out_of_descriptors_leaves_its_jobs_ready(tmp_path, monkeypatch):
+    """A reserve-batch whose bodies cannot be read for want of descriptors
+    leaves them out of its entries, and their jobs ready, not buried."""
+    h, wal = with_binlog(tmp_path, filesize=4096, ram_min=0, extensions=True)
+    c, bodies = _files_of(h, wal, 3)
+    close_read_fds(wal)
+
+    def emfile(path, *a, **kw):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(B.os, "open", emfile)
+    assert h.send(c, b"reserve-batch 3\r\n") == b"RESERVED_BATCH 0\r\n"
+    assert [h.e.q.jobs[i].state for i in sorted(bodies)] == [READY] * 3
+    monkeypatch.undo()
+    got = h.send(c, b"reserve-batch 3\r\n")
+    assert got.startswith(b"RESERVED_BATCH 3\r\n") and all(b in got for b in bodies.values())
