@@ -13,6 +13,9 @@ makes the server do one of these (N jobs of --size bytes each):
          skipped: its row says so)
   release  N `aft:` jobs held by a group, released by the delete of
          its one member (--extensions too)
+  group  `stats-group` of a group of N jobs (--extensions)
+  groupdel  the N jobs of a group deleted by pipelined `delete-batch`es
+         of 1,000 (--extensions)
 
 "due": the jobs are put with a delay longer than the fill takes, then the
 server is stopped (SIGSTOP) before the first one is due and continued
@@ -40,7 +43,7 @@ from .spawn import exchange, stats
 from .workloads import Options, fill, percentile
 
 CASES = ["fill", "kick", "due", "close"]
-OPTIONAL = ["flush", "release"]  # only when asked for: --cases flush,release
+OPTIONAL = ["flush", "release", "group", "groupdel"]  # only when asked for: --cases flush,...
 PROBE = b"list-tube-used\r\n"
 PROBE_REPLY = b"USING default\r\n"
 INTERVAL_NS = 1_000_000
@@ -349,8 +352,66 @@ def case_release(s, o, n, progress, fill_s):
         probe.kill()
 
 
+def _group_fill(s, o, n, progress) -> bytes | None:
+    """N jobs in one group (grp:), or None where put tags are unknown."""
+    group = b"stalls-%d" % os.getpid()
+    with connect(s.addr) as c:
+        exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
+        got = exchange(c, b"stats-group %s\r\n" % group, 1)
+        if got != b"NOT_FOUND\r\n":  # (the reference: BAD_FORMAT, its "stats" prefix)
+            return None
+    _fill(s, o, n, progress, "fill a group", tags=b" grp:" + group)
+    return group
+
+
+def case_group(s, o, n, progress, fill_s):
+    group = _group_fill(s, o, n, progress)
+    if group is None:
+        return [], 0.0, {"skipped": "no stats-group"}
+    probe = Probe(s.addr)
+    try:
+        with connect(s.addr) as c:
+            c.settimeout(WORK_TIMEOUT)
+            probe.go()
+            time.sleep(0.05)
+            t0 = time.monotonic()
+            got = exchange(c, b"stats-group %s\r\n" % group, 2)
+            took = time.monotonic() - t0
+            if b"\nready: %d\n" % n not in got:
+                raise BenchError(f"stats-group: {got[:120]!r}")
+        time.sleep(0.05)
+        return _stopped(probe, took, {})
+    finally:
+        probe.kill()
+
+
+def case_groupdel(s, o, n, progress, fill_s):
+    """The group's N members deleted by pipelined delete-batches of 1,000
+    (ids 1..N: the fill's, on a fresh server)."""
+    if _group_fill(s, o, n, progress) is None:
+        return [], 0.0, {"skipped": "no delete-batch"}
+    lines = [b"delete-batch " + b" ".join(b"%d" % i for i in range(k, min(k + 1000, n + 1)))
+             + b"\r\n" for k in range(1, n + 1, 1000)]
+    probe = Probe(s.addr)
+    try:
+        with connect(s.addr) as c:
+            c.settimeout(WORK_TIMEOUT)
+            probe.go()
+            time.sleep(0.05)
+            t0 = time.monotonic()
+            got = exchange(c, b"".join(lines), len(lines))
+            took = time.monotonic() - t0
+            if got.count(b"DELETED_BATCH") != len(lines):
+                raise BenchError(f"delete-batch: {got[:120]!r}")
+        time.sleep(0.05)
+        return _stopped(probe, took, {})
+    finally:
+        probe.kill()
+
+
 RUN = {"fill": case_fill, "kick": case_kick, "due": case_due, "close": case_close,
-       "flush": case_flush, "release": case_release}
+       "flush": case_flush, "release": case_release, "group": case_group,
+       "groupdel": case_groupdel}
 
 
 def stalls(servers, sizes: list[int], cases: list[str], o: Options, progress=None,
