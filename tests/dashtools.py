@@ -90,7 +90,7 @@ class HttpServer:
         self.srv.stop()
 
 
-def wait_for(fn, timeout=15.0, what="the condition"):
+def wait_for(fn, timeout=30.0, what="the condition"):
     from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
     end = time.monotonic() + timeout

@@ -76,7 +76,10 @@ def ask(srv, line: bytes, timeout=2.0):
         return None
 
 
-def wait_for(cond, timeout=15.0, step=0.05):
+def wait_for(cond, timeout=60.0, step=0.05):
+    """cond()'s first true value. (A busy machine, or tests run side by
+    side, can make three nodes and etcd take many seconds to come up: the
+    wait ends as soon as cond holds, so it may be long.)"""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         got = cond()
