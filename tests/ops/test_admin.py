@@ -151,7 +151,7 @@ def test_stats_grouped_and_json(srv, raw):
     rc, out, _ = run(["stats", "current-jobs-ready", "draining"], srv)
     assert (rc, out) == (0, "3\nfalse\n")
     rc, out, err = run(["stats", "no-such-key"], srv)
-    assert rc == 1 and out == "" and "no such stats key: no-such-key" in err
+    assert rc == 2 and out == "" and "no such stats key on " in err and err.rstrip().endswith(": no-such-key")
 
 
 TSV_HEADER = ["tube", "ready", "reserved", "delayed", "buried", "urgent", "waiting", "watching",
@@ -234,19 +234,35 @@ def test_unix_socket(tmp_path):
             s.stop()
 
 
-def test_without_rich_drawing_says_how_to_install_and_plain_and_json_still_work(srv):
-    code = ("import sys; sys.modules['rich'] = None\n"
-            "from pybeanstalkd.ops.admin import main\n"
-            "sys.exit(main(sys.argv[1:]))")
-    base = [sys.executable, "-c", code, "-p", str(srv.port)]
+NO_RICH = ("import sys; sys.modules['rich'] = None\n"
+           "from pybeanstalkd.ops.admin import main\n"
+           "sys.exit(main(sys.argv[1:]))")
+
+
+def test_without_rich_plain_and_json_still_work(srv):
+    base = [sys.executable, "-c", NO_RICH, "-p", str(srv.port)]
     assert Raw(srv).put("nr", b"x") > 0
     p = subprocess.run(base + ["peek", "nr"], capture_output=True, timeout=60)
-    assert p.returncode == 1 and p.stdout == b""
-    assert b"pip install 'pybeanstalkd[admin]'" in p.stderr and b"Traceback" not in p.stderr
+    assert p.returncode == 0 and plain_job(p.stdout)[1] == b"x"
     p = subprocess.run(base + ["tubes", "--json"], capture_output=True, timeout=60)
     assert p.returncode == 0 and json.loads(p.stdout)[0]["name"] == "default"
     p = subprocess.run(base + ["tubes"], capture_output=True, timeout=60)  # a pipe: TSV, no rich
     assert p.returncode == 0 and tubes_rows(p.stdout.decode())["nr"][1] == "1"
+    assert p.stderr == b""  # in a pipe, TSV is what was asked for: nothing to explain
+
+
+def test_without_rich_a_terminal_gets_plain_output_and_says_how_to_draw(srv):
+    import pexpect
+
+    assert Raw(srv).put("nr", b"x") > 0
+    child = pexpect.spawn(sys.executable, ["-c", NO_RICH, "-p", str(srv.port), "tubes"],
+                          dimensions=(24, 80), timeout=60, encoding="utf-8")
+    out = child.read()
+    child.close()
+    assert child.exitstatus == 0, out
+    assert "plain output: rich is not installed (pip install 'pybeanstalkd[admin]'" in out
+    assert "make install-service EXTRAS=http,admin" in out
+    assert tubes_rows(out.replace("\r\n", "\n").split("\n", 1)[1])["nr"][1] == "1"
 
 
 def test_help_does_not_load_rich():
@@ -261,32 +277,45 @@ def test_help_does_not_load_rich():
 # -- peek, kick, kick-job, delete
 
 
+def plain_job(out: bytes) -> tuple[dict[str, str], bytes]:
+    """peek in a pipe: `key value` rows, an empty line, then the body's bytes."""
+    head, _, body = out.partition(b"\n\n")
+    lines = head.decode().splitlines()
+    assert lines[0] == "key\tvalue", out
+    return dict(line.split("\t", 1) for line in lines[1:]), body
+
+
+def run_bytes(args, srv) -> subprocess.CompletedProcess:
+    p = subprocess.run(ADMIN + ["-p", str(srv.port)] + list(args), capture_output=True, timeout=120)
+    assert b"Traceback" not in p.stderr, p.stderr
+    return p
+
+
 def test_peek_each_state(srv, raw):
     ready = raw.put("pk", b"hello\nworld", pri=7, ttr=9)
     delayed = raw.put("pk", b"later", delay=300)
-    [buried] = raw.bury("pk", 1, body=bytes(range(0, 40)) + b"\xff")
+    binary = bytes(range(0, 40)) + b"\xff"
+    [buried] = raw.bury("pk", 1, body=binary)
 
-    rc, out, _ = run(["peek", "pk"], srv)
-    assert rc == 0
-    assert f"job {ready} in tube 'pk'" in out
-    assert re.search(r"state\s+ready\b", out) and re.search(r"pri\s+7\b", out)
-    assert re.search(r"ttr\s+9\b", out)
-    assert "body: 11 bytes (text)" in out and "hello\nworld" in out
+    p = run_bytes(["peek", "pk"], srv)
+    assert p.returncode == 0
+    rows, body = plain_job(p.stdout)
+    assert rows["id"] == str(ready) and rows["tube"] == "pk" and rows["state"] == "ready"
+    assert rows["pri"] == "7" and rows["ttr"] == "9" and rows["body-bytes"] == "11"
+    assert body == b"hello\nworld"
 
-    rc, out, _ = run(["peek", "pk", "delayed"], srv)
-    assert rc == 0 and f"job {delayed} in tube 'pk'" in out and "later" in out
-    assert re.search(r"state\s+delayed\b", out)
+    rows, body = plain_job(run_bytes(["peek", "pk", "delayed"], srv).stdout)
+    assert rows["id"] == str(delayed) and rows["state"] == "delayed" and body == b"later"
 
-    rc, out, _ = run(["peek", "pk", "buried"], srv)
-    assert rc == 0 and f"job {buried} in tube 'pk'" in out
-    assert "41 bytes (binary, hex dump)" in out
-    assert "00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|" in out
-    assert "00000020  20 21 22 23 24 25 26 27  ff" in out and '| !"#$%&\'.|' in out
+    rows, body = plain_job(run_bytes(["peek", "pk", "buried"], srv).stdout)
+    assert rows["id"] == str(buried) and rows["state"] == "buried" and body == binary
+    p = run_bytes(["peek", "pk", "buried", "--limit", "16"], srv)
+    assert plain_job(p.stdout)[1] == binary[:16] and b"body cut to 16 of 41 bytes" in p.stderr
 
     rc, out, _ = run(["peek", "pk", "buried", "--json"], srv)
     data = json.loads(out)
     assert data["id"] == buried and data["stats"]["state"] == "buried" and data["body"] is None
-    assert base64.b64decode(data["body_base64"]) == bytes(range(0, 40)) + b"\xff"
+    assert base64.b64decode(data["body_base64"]) == binary
 
     assert raw.counts("pk") == (1, 0, 1, 1)  # peeking changed nothing
     raw.cmd(f"delete {buried}")
@@ -294,6 +323,23 @@ def test_peek_each_state(srv, raw):
     assert rc == 1 and out == "" and "no buried job in tube 'pk'" in err
     rc, out, err = run(["peek", "nosuchtube"], srv)
     assert rc == 1 and "tube 'nosuchtube' not found" in err
+
+
+def test_peek_drawn_on_a_terminal():
+    from pybeanstalkd.ops.admin_views import show_job
+
+    stats = {"id": 5, "tube": "pk", "state": "ready", "pri": 7, "ttr": 9}
+    out = drawn(lambda c: show_job(c, 5, stats, b"hello\nworld", 65536), 80)
+    assert "job 5 in tube 'pk'" in out
+    assert re.search(r"state\s+ready\b", out) and re.search(r"pri\s+7\b", out)
+    assert "body: 11 bytes (text)" in out and "hello\nworld" in out
+    out = drawn(lambda c: show_job(c, 6, stats, bytes(range(0, 40)) + b"\xff", 65536), 80)
+    assert "41 bytes (binary, hex dump)" in out
+    assert "00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|" in out
+    assert "00000020  20 21 22 23 24 25 26 27  ff" in out and '| !"#$%&\'.|' in out
+    out = drawn(lambda c: show_job(c, 7, None, b"x" * 100, 10), 80)
+    assert "the job was deleted before its stats could be read" in out
+    assert "... 90 more bytes (--limit 0 shows all)" in out
 
 
 def test_kick_buried_then_delayed(srv, raw):
@@ -917,11 +963,17 @@ def test_piped_cluster_report_is_whole(tmp_path):
 
     node = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Node)
     threading.Thread(target=node.serve_forever, daemon=True).start()
+    where = "127.0.0.1:%d" % node.server_port
     try:
-        rc, out, _ = run(["cluster", "--http", "127.0.0.1:%d" % node.server_port], env={"COLUMNS": "60"})
+        rc, out, _ = run(["cluster", "--http", where], env={"COLUMNS": "60"})
+        no_rich = subprocess.run([sys.executable, "-c", NO_RICH, "cluster", "--http", where],
+                                 capture_output=True, timeout=60)
     finally:
         node.shutdown()
         node.server_close()
+    # Without rich there is nothing to draw with: the report as JSON, and why.
+    assert no_rich.returncode == 0 and json.loads(no_rich.stdout) == report
+    assert b"the cluster report as JSON: rich is not installed" in no_rich.stderr
     assert rc == 0 and "…" not in out
     assert re.search(r"^node-c-with-a-rather-long-name\s+follower\s+✗\s+down\s+-\s+-\s+-\s+-\s+"
                      r"10\.0\.0\.13:11400\s+node-c\.internal\.example\.com:8080$", out, re.M), out

@@ -5,10 +5,11 @@ groups (admin_groups.py); and over pybeanstalkd's HTTP side, a cluster
 (`cluster`) and a tube's put-tag keys (`keys`, admin_keys.py).
 
 On a terminal the tables are drawn to its width (low-value columns left out
-when it is narrow, never a number cut). When stdout is not a terminal,
-stats, tubes, top, groups and keys are tab-separated values with a header line, every
-number whole and without thousands separators (admin_plain.py), and the
-cluster report is drawn at its full width; messages never use separators.
+when it is narrow, never a number cut). When stdout is not a terminal, or
+rich is not installed, stats, tubes, top, peek, groups and keys are
+tab-separated values with a header line, every number whole and without
+thousands separators (admin_plain.py); the cluster report is drawn at its
+full width (its JSON without rich); messages never use separators.
 
 It imports nothing of pybeanstalkd outside ops/admin*: the protocol client
 is admin_client.py, the connection options admin_options.py (TLS and
@@ -33,11 +34,15 @@ from .admin_client import MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_t
 from .admin_groups import register as add_groups
 from .admin_keys import register as add_keys
 from .admin_options import connect, connection_flags, positive_float, ranged, resolve
-from .admin_plain import run_top as plain_top, stats as plain_stats, tubes as plain_tubes
+from .admin_plain import job as plain_job, run_top as plain_top, stats as plain_stats, tubes as plain_tubes
 
 PROG = "pybeanstalkd-admin"
 STATES = ("ready", "delayed", "buried")
 UNCUT = 10_000  # a width no report reaches: lines are as long as they need
+
+
+NO_RICH = ("rich is not installed (pip install 'pybeanstalkd[admin]', or from a checkout"
+           " make install-service EXTRAS=http,admin)")
 
 
 def views():
@@ -46,19 +51,36 @@ def views():
         import pybeanstalkd.ops.admin_views as v
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] == "rich":
-            raise AdminError("this command draws with rich, which is not installed: "
-                             "pip install 'pybeanstalkd[admin]'") from None
+            raise AdminError(f"this command draws with rich, but {NO_RICH}") from None
         raise
     return v
+
+
+def has_rich() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("rich") is not None
 
 
 def console():
     return views().Console()
 
 
+_told_plain = False
+
+
 def on_terminal() -> bool:
-    """Whether stdout is a terminal: drawn tables then, else plain TSV."""
-    return sys.stdout.isatty()
+    """Whether to draw: stdout is a terminal and rich is there to draw with.
+    Otherwise plain TSV, and on a terminal a line on stderr saying why."""
+    global _told_plain
+    if not sys.stdout.isatty():
+        return False
+    if has_rich():
+        return True
+    if not _told_plain:
+        _told_plain = True
+        say(f"{PROG}: plain output: {NO_RICH}", err=True)
+    return False
 
 
 def jobs(n: int, what: str = "job") -> str:
@@ -90,7 +112,7 @@ def cmd_stats(args) -> int:
     if args.keys:
         missing = [k for k in args.keys if k not in stats]
         if missing:
-            raise AdminError(f"no such stats key: {', '.join(missing)}")
+            raise UsageError(f"no such stats key on {c.where}: {', '.join(missing)}")
         stats = {k: stats[k] for k in args.keys}
         if not args.json:
             for k in args.keys:
@@ -145,6 +167,8 @@ def cmd_peek(args) -> int:
         text = body_text(body)
         emit_json({"id": job_id, "stats": stats, "body": text,
                    "body_base64": base64.b64encode(body).decode("ascii")})
+    elif not on_terminal():
+        plain_job(job_id, stats, body, args.limit)
     else:
         views().show_job(console(), job_id, stats, body, args.limit)
     return 0
@@ -275,7 +299,7 @@ def cmd_flush(args) -> int:
         expected = sum(before.get(f"current-jobs-{s}", 0) for s in states)
         progress = None
         try:
-            if expected >= 500 and sys.stderr.isatty():
+            if expected >= 500 and sys.stderr.isatty() and has_rich():
                 from rich.progress import Progress
 
                 progress = Progress(console=views().Console(stderr=True), transient=True)
@@ -501,7 +525,10 @@ def cmd_cluster(args) -> int:
     st, where, warning = cluster_report(args.http, auth, args.timeout)
     if args.json:
         emit_json(dict(st, warning=warning) if warning else st)
-    elif not on_terminal():
+    elif not has_rich():
+        say(f"{PROG}: the cluster report as JSON: {NO_RICH}", err=True)
+        emit_json(dict(st, warning=warning) if warning else st)
+    elif not sys.stdout.isatty():
         # A report on a few nodes, for people (scripts have --json): in a pipe
         # it is drawn as on a terminal, but at its full width, nothing cut.
         v = views()

@@ -34,7 +34,7 @@ class AdminError(Exception):
 
 
 class UsageError(AdminError):
-    """A bad argument, found before anything is sent."""
+    """A bad argument: a tube name, an option file, a stats key the server does not have."""
 
     exit_code = 2
 

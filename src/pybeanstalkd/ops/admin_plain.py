@@ -1,7 +1,8 @@
-"""What pybeanstalkd-admin's stats, tubes, top, groups and keys print when stdout is not a
-terminal (a pipe, a file): tab-separated values, a header line first, every value whole (no
-thousands separators, nothing cut to a width), one token per cell so that
-`cut -f`, `awk` and `sort -k` work. No rich needed.
+"""What pybeanstalkd-admin's stats, tubes, top, peek, groups and keys print when
+stdout is not a terminal (a pipe, a file) or rich is not installed:
+tab-separated values, a header line first, every value whole (no thousands
+separators, nothing cut to a width), one token per cell so that `cut -f`,
+`awk` and `sort -k` work. No rich needed.
 
 Also top's per-second rates, which both this and the drawn view use."""
 from __future__ import annotations
@@ -37,6 +38,21 @@ def write_rows(header: list[str], rows, out=None):
 
 def stats(stats: dict):
     write_rows(["key", "value"], stats.items())
+
+
+def job(job_id: int, stats: dict | None, body: bytes, limit: int):
+    """peek: `key value` rows (id, stats-job, body-bytes), an empty line, then the
+    body's bytes as they are, cut to `limit` (0: all) with a note on stderr."""
+    rows = [("id", job_id), *(stats or {}).items(), ("body-bytes", len(body))]
+    write_rows(["key", "value"], rows)
+    shown = body if not limit or len(body) <= limit else body[:limit]
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(shown)
+    sys.stdout.buffer.flush()
+    if len(shown) < len(body):
+        print(f"pybeanstalkd-admin: body cut to {len(shown)} of {len(body)} bytes (--limit 0 shows all)",
+              file=sys.stderr)
 
 
 def tubes(tubes: list[dict]):
