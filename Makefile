@@ -22,32 +22,65 @@ pyc: install
 
 # The server prints nothing at start, as beanstalkd does; make says where it
 # listens once it answers there (else the server's own error and status).
+# A port another process listens on is named first, with the way out.
 ADDR ?= 127.0.0.1
 PORT ?= 11300
 run: pyc
-	@$(VENV)/bin/python -c "$$WAIT_FOR_SERVER" $$$$ $(ADDR) $(PORT) & \
+	@$(VENV)/bin/python -c "$$LISTENERS" taken $(PORT) $(ADDR)
+	@$(VENV)/bin/python -c "$$LISTENERS" wait $(PORT) $$$$ $(ADDR) & \
 	exec $(VENV)/bin/pybeanstalkd -l $(ADDR) -p $(PORT)
-# (argv: the server's pid, the shell's until its exec, and where it listens.
-# Says so once that process holds a socket listening on the port, as the
-# kernel's tables show (no connection is made: the server's counters stay
-# at 0); says nothing if it exits first.)
-define WAIT_FOR_SERVER
-import os, sys, time
-pid, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def listening():
+# (`taken PORT ADDR`: fails, saying who, if a process listens on PORT at
+# ADDR or at a wildcard address (so that the server's bind would fail).
+# `wait PORT PID ADDR`: PID is the shell's until its exec, then the
+# server's; says so once that process holds a socket listening on PORT, as
+# the kernel's tables show (no connection is made: the server's counters
+# stay at 0), and nothing if it exits first.)
+define LISTENERS
+import os, socket, sys, time
+mode, port = sys.argv[1], int(sys.argv[2])
+def listeners(addrs=None):
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in open(table).readlines()[1:]:
             f = line.split()
-            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+            ip, p = f[1].rsplit(":", 1)
+            if f[3] == "0A" and int(p, 16) == port and (addrs is None or ip in addrs):
                 inodes.add(f"socket:[{f[9]}]")
+    return inodes
+def in_table(family, ip):
+    # /proc/net/tcp* write an address as 32-bit words in host byte order
+    b = socket.inet_pton(family, ip)
+    return "".join(b[i:i + 4][::-1].hex().upper() for i in range(0, len(b), 4))
+def holds(pid, inodes):
     fds = f"/proc/{pid}/fd"
     return any(os.readlink(f"{fds}/{fd}") in inodes for fd in os.listdir(fds))
+if mode == "taken":
+    try:
+        found = {(a[0], a[4][0]) for a in socket.getaddrinfo(sys.argv[3], port)}
+    except OSError:
+        sys.exit(0)  # the server says what is wrong with the address
+    wild = {(socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")}
+    inodes = listeners(None if found & wild else  # a wildcard bind fails on any
+                       {in_table(f, ip) for f, ip in found | wild if f in (socket.AF_INET, socket.AF_INET6)})
+    if not inodes:
+        sys.exit(0)
+    who = ""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if holds(pid, inodes):
+                who = f" ({open(f'/proc/{pid}/comm').read().strip()}, pid {pid})"
+                break
+        except OSError:
+            pass
+    print(f"make: port {port} is taken{who}: make run PORT=NNNN serves on another",
+          file=sys.stderr)
+    sys.exit(1)
+pid, addr = sys.argv[3], sys.argv[4]
 while True:
     try:
         if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
             sys.exit(1)
-        if listening():
+        if holds(pid, listeners()):
             break
     except OSError:
         sys.exit(1)
@@ -55,7 +88,7 @@ while True:
 from pybeanstalkd.cli import version_line
 print(f"{version_line()}: listening on {addr}:{port} (Ctrl-C stops it)", flush=True)
 endef
-export WAIT_FOR_SERVER
+export LISTENERS
 
 # The tests run side by side in JOBS processes (pytest-xdist): most of their
 # time is waiting (servers starting, TTRs and delays running out, a browser),
@@ -86,7 +119,7 @@ PREFIX ?= /opt/pybeanstalkd
 SERVICE_PYTHON ?= /usr/bin/python3
 SERVICE_USER ?= pybeanstalkd
 UNIT_DIR ?= /etc/systemd/system
-EXTRAS ?= http
+EXTRAS ?= http,admin
 install-service:
 	test -x $(PREFIX)/bin/python || $(SERVICE_PYTHON) -m venv $(PREFIX)
 	$(PREFIX)/bin/pip install -q --upgrade pip

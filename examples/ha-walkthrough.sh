@@ -127,4 +127,4 @@ echo "put job $ID2 through HAProxy, to the new leader"
 echo "== HAProxy's view: the followers' checks answer 503, so they are DOWN (expected)"
 grep -E "is (UP|DOWN)" "$DIR/haproxy.log" || true
 echo "== the nodes' own words"
-grep -h "Z cluster jobs" "$DIR/node2.log" "$DIR/node3.log"
+grep -h "Z cluster jobs" "$DIR/node2.log" "$DIR/node3.log" | sort -s -k1,1  # in time order

@@ -63,14 +63,24 @@ def test_make_run_says_listening_once_it_listens():
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
         proc.communicate(timeout=20)
-    with socket.socket() as held:  # a server already there: no such line
+    with socket.socket() as held:  # a server already there: who, and the way out
         held.bind(("127.0.0.1", 0))
         held.listen()
         taken = held.getsockname()[1]
         res = subprocess.run(["make", "-s", "run", f"PORT={taken}"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
-    assert res.returncode != 0 and "listening" not in res.stdout
-    assert "bind(): Address already in use" in res.stderr
+        assert res.returncode != 0 and "listening" not in res.stdout
+        assert re.search(rf"^make: port {taken} is taken \(\S+, pid {os.getpid()}\): "
+                         "make run PORT=NNNN serves on another$", res.stderr, re.M), res.stderr
+        # the same port at another address does not stand in the way
+        proc = subprocess.Popen(["make", "-s", "run", f"PORT={taken}", "ADDR=127.0.0.2"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            assert proc.stdout.readline().endswith(f"listening on 127.0.0.2:{taken} (Ctrl-C stops it)\n")
+        finally:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.communicate(timeout=20)
 
 
 def _unit(name: str) -> str:

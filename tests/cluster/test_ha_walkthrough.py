@@ -69,6 +69,8 @@ def test_the_walkthrough_runs_as_written():
     assert sorted(n for n, _ in follows) == ["node2", "node3"]
     assert "cluster jobs: %s leads, epoch %s" % new.groups() in out
     assert int(new.group(2)) > int(follows[0][1])
+    stamps = re.findall(r"^(%s)cluster jobs: " % stamp, out, re.M)
+    assert len(stamps) >= 4 and stamps == sorted(stamps)  # both nodes' lines, in time order
 
 
 def test_the_walkthrough_stops_at_once_when_a_port_it_needs_is_taken():
