@@ -36,7 +36,8 @@ run: pyc
 # the kernel's tables show (no connection is made: the server's counters
 # stay at 0), and nothing if it exits first.)
 define LISTENERS
-import os, socket, sys, time
+import os, signal, socket, sys, time
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: quietly
 mode, port = sys.argv[1], int(sys.argv[2])
 def listeners(addrs=None):
     inodes = set()

@@ -13,6 +13,7 @@ asyncio) is imported only once the socket is bound.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -494,6 +495,19 @@ def main(argv: list[str] | None = None) -> int:
     ``argv`` excludes the program name (default: sys.argv[1:])."""
     if argv is None:
         argv = sys.argv[1:]
+    # Until the loop's handler takes over, Ctrl-C stops the server as
+    # SIGTERM does: at once, by the kernel's default action (nothing is
+    # acknowledged yet; the binlog is safe against a kill at any point).
+    # Python's KeyboardInterrupt could land anywhere in start-up, even in a
+    # gc callback, which swallows it: the server then served on.
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv: list[str]) -> int:
     prog = program_name()
     diag = _Diag(prog)
     out = sys.stdout

@@ -309,6 +309,35 @@ def test_accepts_connections_soon_after_spawn():
         proc.wait(5)
 
 
+def test_ctrl_c_while_starting_stops_the_server(tmp_path):
+    """SIGINT between the bind and the event loop (here: while 100,000
+    jobs are recovered, 0.4 s) ends the process as the reference's does,
+    without a traceback. A KeyboardInterrupt there could land in a gc
+    callback, which swallows it: the server then served on."""
+    from binlogtools import full_record, write_binlog
+
+    write_binlog(tmp_path / "binlog.1", 7, *(full_record(7, "default", b"x", id=i)
+                                             for i in range(1, 100_001)), mode=0o600)
+    port = free_port()
+    proc = subprocess.Popen(target_argv() + ["-b", str(tmp_path), "-l", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # bound: a connect succeeds (it waits in the backlog)
+            try:
+                socket.create_connection(("127.0.0.1", port)).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.002)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGINT and err == b"", err
+
+
 def _rss(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
