@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
 
 from pybeanstalkd import BEANSTALKD_VERSION, __version__
 from pybeanstalkd.diag import program_name, write_line
@@ -24,8 +23,11 @@ from pybeanstalkd.settings import (  # noqa: F401 (the defaults: cli's names for
     BODY_RAM_MIN_DEFAULT, DEFAULT_FILESIZE, DEFAULT_FSYNC_MS, DEFAULT_PORT,
     HTTP_MAX_CONNECTIONS_DEFAULT, JOB_DATA_SIZE_LIMIT_DEFAULT, JOB_DATA_SIZE_LIMIT_MAX, Settings)
 
+# (typing is not imported before the port is bound: settings.py says why)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any, NoReturn
 
     from pybeanstalkd.server.runtime import Runtime
 
@@ -256,7 +258,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> Settings:
     SystemExit with the reference's exit code after printing.
     """
     diag = _Diag(prog if prog is not None else program_name())
-    o: dict[str, Any] = Settings()._asdict()  # the fields, as parsed so far
+    o: dict[str, Any] = Settings().as_dict()  # the fields, as parsed so far
     args = list(argv)
     i = 0
     given_long: set[str] = set()  # the Settings fields long options set

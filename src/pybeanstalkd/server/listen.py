@@ -14,12 +14,14 @@ import os
 import socket
 import stat
 import sys
-from typing import TYPE_CHECKING, NoReturn
 
 from ..diag import default_warn
 
+# (typing is not imported before the port is bound: settings.py says why)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import NoReturn
 
     from ..settings import Settings
 
