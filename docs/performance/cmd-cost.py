@@ -8,8 +8,9 @@ counts.
                                  [--profile N] [WORKLOAD...]
 
 Workloads: put, put64 (64 pipelined), rd (a reserve and its delete, each
-its own round trip), rd64 (64 of each pipelined), and any put tag as
-put:TAG (%d in TAG: the put's number). An rd pair is two commands: the
+its own round trip), rd64 (64 of each pipelined), any put tag as
+put:TAG (%d in TAG: the put's number), and any other command as cmd:LINE
+(one at a time; `cmd:use foo`). An rd pair is two commands: the
 figure given is per command (half a pair), as for the others.
 
 --profile N: also the N functions, and the objects (libpython, uvloop,
@@ -47,8 +48,8 @@ def recv_replies(s: socket.socket, n: int, buf: bytearray) -> None:
             buf += s.recv(1 << 16)
         line = bytes(buf[:i])
         need = i + 2
-        if line.startswith(b"RESERVED"):
-            need += int(line.split()[2]) + 2
+        if line.startswith((b"RESERVED", b"FOUND", b"OK ")):
+            need += int(line.split()[-1]) + 2
             while len(buf) < need:
                 buf += s.recv(1 << 16)
         del buf[:need]
@@ -69,9 +70,12 @@ def drive(port: int, work: str, n: int, fill: int) -> None:
         for i in range(0, fill, k):  # the jobs, pipelined (not measured: same count both runs)
             s.sendall(b"".join(b"put 0 0 60 100\r\n" + BODY + b"\r\n" for _ in range(k)))
             recv_replies(s, k, buf)
-    batch = 64 if work.endswith("64") else 1
+    batch = 64 if work.endswith("64") and not work.startswith("cmd:") else 1
     for i in range(0, n, batch):
-        if work.startswith("put"):
+        if work.startswith("cmd:"):
+            s.sendall((work[4:] + "\r\n").encode() * batch)
+            recv_replies(s, batch, buf)
+        elif work.startswith("put"):
             tag = work[4:] if work.startswith("put:") else ""
             lines = []
             for j in range(i, i + batch):

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fakeclock import Harness
-from pybeanstalkd.core import engine as engine_mod
 
 EDGES = [
     b"00", b"007", b"2147483647", b"2147483648", b"4294967295", b"4294967296",
@@ -118,8 +117,8 @@ def test_plain_hot_commands_skip_the_parser(monkeypatch, line):
     h.send(s, b"put 0 0 60 1\r\ny\r\n")  # (so that a reserve does not block)
     h.send(s, b"reserve\r\n")
     calls = []
-    full = engine_mod.parse
-    monkeypatch.setattr(engine_mod, "parse", lambda ln: calls.append(ln) or full(ln))
+    full = h.e.commands.lookup
+    monkeypatch.setattr(h.e.commands, "lookup", lambda ln: calls.append(ln) or full(ln))
     h.send(s, line)
     assert calls == []
     h.send(s, b"stats\r\n")
@@ -134,7 +133,7 @@ def test_unusual_hot_commands_take_the_parser(monkeypatch, line):
     h = Harness()
     s = h.conn()
     calls = []
-    full = engine_mod.parse
-    monkeypatch.setattr(engine_mod, "parse", lambda ln: calls.append(ln) or full(ln))
+    full = h.e.commands.lookup
+    monkeypatch.setattr(h.e.commands, "lookup", lambda ln: calls.append(ln) or full(ln))
     assert h.send(s, line) == b"BAD_FORMAT\r\n"
     assert calls == [line[:-2]]

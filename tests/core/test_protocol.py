@@ -3,9 +3,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pybeanstalkd.core.protocol import (
-    NS, Bad, find_line_end, match_prefix, name_ok, parse, read_num, read_strtoul,
+from pybeanstalkd.core.cmdtable import COMMANDS, CommandTable
+from pybeanstalkd.core.protocol import NS, Bad, find_line_end, name_ok, read_num, read_strtoul
+
+REFERENCE = CommandTable()
+
+# The reference's prefixes in its own order (prot.c): the first match wins.
+PROT_C_ORDER = (
+    b"put ", b"peek ", b"peek-ready", b"peek-delayed", b"peek-buried", b"reserve-with-timeout ",
+    b"reserve-job ", b"reserve", b"delete ", b"release ", b"bury ", b"kick ", b"kick-job ",
+    b"touch ", b"stats-job ", b"stats-tube ", b"stats", b"use ", b"watch ", b"ignore ",
+    b"list-tubes-watched", b"list-tube-used", b"list-tubes", b"quit", b"pause-tube",
 )
+
+
+def match_prefix(line):
+    c, at = REFERENCE.match(line)
+    assert at == (len(c.prefix) if c else 0)
+    return (c.name if c else None), at
+
+
+def parse(line):
+    found = REFERENCE.lookup(line)
+    return ("unknown",) if found is None else found[1]
 
 
 @pytest.mark.parametrize("line,op", [
@@ -22,6 +42,21 @@ from pybeanstalkd.core.protocol import (
 ])
 def test_prefix_dispatch(line, op):
     assert match_prefix(line)[0] == op
+
+
+def test_the_table_has_the_references_prefixes():
+    assert sorted(c.prefix for c in COMMANDS) == sorted(PROT_C_ORDER)
+
+
+@given(st.lists(st.sampled_from([b"put", b"peek", b"-ready", b"-delayed", b"reserve", b"-job",
+                                 b"-with-timeout", b"stats", b"-tube", b"list-tube", b"s", b"-used",
+                                 b"-watched", b"kick", b"quit", b"pause-tube", b" ", b"1", b"x"]),
+                max_size=6))
+def test_longest_prefix_is_the_references_first_match(pieces):
+    line = b"".join(pieces)
+    first = next((p for p in PROT_C_ORDER if line.startswith(p)), None)
+    c, _ = REFERENCE.match(line)
+    assert (c.prefix if c else None) == first
 
 
 @pytest.mark.parametrize("line,expect", [

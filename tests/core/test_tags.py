@@ -568,7 +568,7 @@ def test_a_known_put_then_its_key_skips_the_tag_parsers(monkeypatch, key):
     s = h.conn()
     h.send(s, b"put 0 0 60 1\r\nx\r\n")  # (the line is known now)
     calls = []
-    for mod, name in ((putlines, "with_idp"), (engine_mod, "tags_of"), (engine_mod, "parse")):
+    for mod, name in ((putlines, "with_idp"), (engine_mod, "tags_of"), (h.e.commands, "lookup")):
         full = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, f=full, n=name: calls.append(n) or f(*a))
     reply = h.send(s, b"put 0 0 60 1 idp:%s\r\nx\r\n" % key)

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from . import extensions as extensions_mod
+from .cmdtable import CommandTable
 from .commands import Commands
 from .extensions import ExtensionCommands
-from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, Bad, parse
+from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, Bad
 from .job import JOB_OVERHEAD
 from .extqueue import ExtQueue
 from .queue import Queue
@@ -28,7 +29,6 @@ from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE, DiskSession, Session,
     VerboseDiskSession, VerboseSession, wide_budget)
-from .stats import CMD_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
     from .commands import Verifier
     from .store import Store
-    from .protocol import Command
     from .putlines import PutHead
 
 # Engine.hold: which commands' replies wait for the binlog (Session.hold).
@@ -90,9 +89,6 @@ class Engine(Commands, ExtensionCommands):
         self.log = log
         if store is None:
             self.q.store.filesize = filesize  # shown by stats even without -b
-        self.counts = dict.fromkeys(CMD_KEYS, 0)
-        for op in ("reserve-job", "kick-job", "quit"):  # counted, never shown
-            self.counts[op] = 0
         self.dirty: list[Session] = []  # connections with replies to write
         self.resume: list[Session] = []  # connections whose blocking reserve ended
         # --bodies-on-disk: jobs reserved whose body the binlog could not give
@@ -121,30 +117,9 @@ class Engine(Commands, ExtensionCommands):
         self.extensions = extensions  # --extensions: tuber's commands (extensions.py)
         # The longest command line: the reference's, or a delete-batch's.
         self.line_max = extensions_mod.LINE_MAX if extensions else LINE_BUF_SIZE
-        self.handlers: dict[str, Callable[[Session, Command, int], None]] = {
-            "put": self.c_put, "peek": self.c_peek, "peek-ready": self.c_peek_ready,
-            "peek-delayed": self.c_peek_delayed, "peek-buried": self.c_peek_buried,
-            "reserve": self.c_reserve, "reserve-with-timeout": self.c_reserve_timeout,
-            "reserve-job": self.c_reserve_job, "delete": self.c_delete,
-            "release": self.c_release, "bury": self.c_bury, "kick": self.c_kick,
-            "kick-job": self.c_kick_job, "touch": self.c_touch, "stats": self.c_stats,
-            "stats-job": self.c_stats_job, "stats-tube": self.c_stats_tube,
-            "list-tubes": self.c_list_tubes, "list-tube-used": self.c_list_tube_used,
-            "list-tubes-watched": self.c_list_tubes_watched, "use": self.c_use,
-            "watch": self.c_watch, "ignore": self.c_ignore, "quit": self.c_quit,
-            "pause-tube": self.c_pause_tube,
-        }
-        if extensions:
-            for op in ("reserve-batch", "delete-batch", "flush-tube", "drain", "undrain",
-                       "watch-weight", "reserve-mode", "put-tagged", "stats-group",
-                       "peek-reserved"):
-                self.counts[op] = 0  # (counted, never shown: tuber shows none of them)
-            self.handlers.update({
-                "reserve-batch": self.c_reserve_batch, "delete-batch": self.c_delete_batch,
-                "flush-tube": self.c_flush_tube, "drain": self.c_drain, "undrain": self.c_undrain,
-                "watch-weight": self.c_watch_weight, "reserve-mode": self.c_reserve_mode,
-                "put-tagged": self.c_put_tagged, "stats-group": self.c_stats_group,
-                "peek-reserved": self.c_peek_reserved})
+        # what each command line is: its parser, handler and counter
+        self.commands = CommandTable(extensions)
+        self.counts = dict.fromkeys((c.name for c in self.commands.specs), 0)
 
     # -- connection lifecycle ---------------------------------------------
 
@@ -572,23 +547,23 @@ class Engine(Commands, ExtensionCommands):
                 out.append(reply)
                 return
         if self.verbose >= 2 and b"\0" not in line:
-            prefix = P.match_prefix(line)[2]
-            self.log("<%d command %s" % (s.fd, prefix.decode() if prefix else "<unknown>"))
+            known = self.commands.match(line)[0]
+            self.log("<%d command %s" % (s.fd, known.prefix.decode() if known else "<unknown>"))
         try:
-            cmd = (self.extensions and extensions_mod.parse(line)) or parse(line)
+            found = self.commands.lookup(line)
         except Bad:
             if self.auth is not None and line[:5] == b"auth ":
                 return self.reauth(s, line[5:])
             s.send(P.BAD_FORMAT)
             return
-        op = cmd[0]
-        if op == "unknown":
+        if found is None:
             if self.auth is not None and line[:5] == b"auth ":
                 return self.reauth(s, line[5:])
             s.send(P.UNKNOWN_COMMAND)
             return
-        self.counts[op] += 1
-        self.handlers[op](s, cmd, now)
+        spec, cmd = found
+        self.counts[spec.name] += 1
+        spec.run(self, s, cmd, now)
         if s.waiting and s.hup:
             self.q.hangup(s)
 

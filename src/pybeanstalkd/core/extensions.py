@@ -79,66 +79,56 @@ class XorShift:
 _M64 = (1 << 64) - 1
 
 
-def parse(line: bytes) -> Command | None:
-    """An extension command's parsed form; None if the line is none of
-    them (UNKNOWN_COMMAND); Bad for BAD_FORMAT."""
-    if line.startswith(b"put "):
-        words = line[4:].split()
-        if len(words) <= 4:
-            return None  # the reference's put, and its parse
-        line = line.rstrip(b"\0")  # (tuber trims trailing NULs; any other is bad)
-        if b"\0" in line:
-            raise Bad
-        words = line[4:].split()
-        pri, delay, ttr, size = (rust_uint(w, U32_MAX) for w in words[:4])
-        return ("put-tagged", pri, seconds(delay), seconds(ttr), size, parse_tags(words[4:]))
-    if line == b"drain":
-        return ("drain",)
-    if line == b"undrain":
-        return ("undrain",)
-    if line.startswith(b"reserve-batch "):
-        n = rust_uint(line[14:].strip(_SPACE), U32_MAX)
-        if not 1 <= n <= MAX_BATCH:
-            raise Bad
-        return ("reserve-batch", n)
-    if line.startswith(b"delete-batch "):
-        words = line[13:].split()
-        if not 1 <= len(words) <= MAX_BATCH:
-            raise Bad
-        return ("delete-batch", tuple(rust_uint(w, U64_MAX) for w in words))
-    if line.startswith(b"flush-tube "):
-        name = line[11:]
-        if not name_ok(name):
-            raise Bad
-        return ("flush-tube", name)
-    if line.startswith(b"watch "):
-        rest = line[6:]
-        parts = rest.split(b" ")
-        if rest != rest.strip(_SPACE) or len(parts) > 2 or not name_ok(parts[0]):
-            raise Bad
-        weight = rust_uint(parts[1], U32_MAX) if len(parts) == 2 else 1
-        if not 1 <= weight <= MAX_WEIGHT:
-            raise Bad
-        return ("watch-weight", parts[0], weight)
-    if line.startswith(b"stats-group "):
-        name = line[12:]
-        if not name_ok(name):
-            raise Bad
-        return ("stats-group", name)
-    if line == b"peek-reserved":
-        return ("peek-reserved",)
-    if line.startswith(b"reserve-mode "):
-        mode = MODES.get(line[13:])
-        if mode is None:
-            raise Bad
-        return ("reserve-mode", mode)
-    if line in _BARE:
-        return ("unknown",)  # (tuber matches "word " only)
-    return None
+# The arguments of each extension command, parsed as tuber's are
+# (protocol.py says what a parser takes and returns). The table
+# (core/cmdtable.py) matches "word " as tuber does, and a word alone is
+# UNKNOWN_COMMAND.
 
 
-_BARE = frozenset((b"reserve-batch", b"delete-batch", b"flush-tube", b"reserve-mode",
-                   b"stats-group"))
+def put_tagged_args(op: str, line: bytes, at: int) -> Command | None:
+    """A put with tags; None for the reference's put (four numbers and
+    nothing more), which its own parser then reads."""
+    words = line[at:].split()
+    if len(words) <= 4:
+        return None
+    line = line.rstrip(b"\0")  # (tuber trims trailing NULs; any other is bad)
+    if b"\0" in line:
+        raise Bad
+    words = line[at:].split()
+    pri, delay, ttr, size = (rust_uint(w, U32_MAX) for w in words[:4])
+    return (op, pri, seconds(delay), seconds(ttr), size, parse_tags(words[4:]))
+
+
+def batch_size(op: str, line: bytes, at: int) -> Command:
+    n = rust_uint(line[at:].strip(_SPACE), U32_MAX)
+    if not 1 <= n <= MAX_BATCH:
+        raise Bad
+    return (op, n)
+
+
+def job_ids(op: str, line: bytes, at: int) -> Command:
+    words = line[at:].split()
+    if not 1 <= len(words) <= MAX_BATCH:
+        raise Bad
+    return (op, tuple(rust_uint(w, U64_MAX) for w in words))
+
+
+def weighted_tube(op: str, line: bytes, at: int) -> Command:
+    rest = line[at:]
+    parts = rest.split(b" ")
+    if rest != rest.strip(_SPACE) or len(parts) > 2 or not name_ok(parts[0]):
+        raise Bad
+    weight = rust_uint(parts[1], U32_MAX) if len(parts) == 2 else 1
+    if not 1 <= weight <= MAX_WEIGHT:
+        raise Bad
+    return (op, parts[0], weight)
+
+
+def reserve_mode(op: str, line: bytes, at: int) -> Command:
+    mode = MODES.get(line[at:])
+    if mode is None:
+        raise Bad
+    return (op, mode)
 
 
 class ExtensionCommands:

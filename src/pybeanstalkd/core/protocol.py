@@ -146,58 +146,6 @@ def read_tube_name(line: bytes, pos: int) -> tuple[bytes, int]:
     return line[start:pos], pos
 
 
-# Dispatch is by prefix, in the reference's order; the first match wins.
-# (prefix, op, length of a no-argument command or 0)
-PREFIXES = (
-    (b"put ", "put", 0),
-    (b"peek ", "peek", 0),
-    (b"peek-ready", "peek-ready", 10),
-    (b"peek-delayed", "peek-delayed", 12),
-    (b"peek-buried", "peek-buried", 11),
-    (b"reserve-with-timeout ", "reserve-with-timeout", 0),
-    (b"reserve-job ", "reserve-job", 0),
-    (b"reserve", "reserve", 7),
-    (b"delete ", "delete", 0),
-    (b"release ", "release", 0),
-    (b"bury ", "bury", 0),
-    (b"kick ", "kick", 0),
-    (b"kick-job ", "kick-job", 0),
-    (b"touch ", "touch", 0),
-    (b"stats-job ", "stats-job", 0),
-    (b"stats-tube ", "stats-tube", 0),
-    (b"stats", "stats", 5),
-    (b"use ", "use", 0),
-    (b"watch ", "watch", 0),
-    (b"ignore ", "ignore", 0),
-    (b"list-tubes-watched", "list-tubes-watched", 18),
-    (b"list-tube-used", "list-tube-used", 14),
-    (b"list-tubes", "list-tubes", 10),
-    (b"quit", "quit", 0),
-    (b"pause-tube", "pause-tube", 0),
-)
-
-# Words whose "<word> " prefix no earlier prefix shadows: a fast, exact lookup.
-_ARG_WORDS = {p[:-1]: (op, len(p), p) for p, op, _ in PREFIXES if p.endswith(b" ")}
-_NOARG_WORDS = {p: (op, n, p) for p, op, n in PREFIXES if n}
-
-
-def match_prefix(line: bytes) -> tuple[str | None, int, bytes]:
-    """(op, offset of the arguments, the matched prefix) in the reference's order."""
-    sp = line.find(b" ")
-    if sp > 0:
-        hit = _ARG_WORDS.get(line[:sp])
-        if hit is not None:
-            return hit
-    else:
-        hit = _NOARG_WORDS.get(line)
-        if hit is not None:
-            return hit
-    for prefix, op, _ in PREFIXES:
-        if line.startswith(prefix):
-            return op, len(prefix), prefix
-    return None, 0, b""
-
-
 _SECONDS: dict[int, int] = {}
 
 
@@ -212,66 +160,80 @@ def seconds(n: int) -> int:
     return ns
 
 
-def parse(line: bytes) -> Command:
-    """Parse one command line (CRLF stripped) into a tuple (op, *args).
+# The arguments of each command, parsed as the reference does: each parser
+# takes the command's name, the line (CRLF stripped) and where its
+# arguments start (after the prefix it matched: core/cmdtable.py), and
+# returns (op, *args), or raises Bad for BAD_FORMAT. put and pause-tube
+# have checks that come after the command is counted; they return their
+# raw pieces so that the handler keeps the reference's order.
 
-    Raises Bad for BAD_FORMAT. Returns ("unknown",) for UNKNOWN_COMMAND.
-    put and pause-tube have checks that come after the command is counted;
-    they return their raw pieces so the caller can keep the reference's order.
-    """
-    if b"\0" in line:
+
+def no_args(op: str, line: bytes, at: int) -> Command:
+    """A command of one word: nothing may follow it."""
+    if len(line) != at:
         raise Bad
-    op, at, _ = match_prefix(line)
-    if op is None:
-        return ("unknown",)
-    expect = _NOARG_LEN.get(op)
-    if expect is not None:
-        if len(line) != expect:
-            raise Bad
-        return (op,)
-    if op == "put":
-        parts = line[at:].split(b" ")
-        if len(parts) == 4 and all(map(bytes.isdigit, parts)):  # fast path
-            pri, delay, ttr, size = map(int, parts)
-            if pri <= U32_MAX and delay <= U32_MAX and ttr <= U32_MAX and size <= U32_MAX:
-                return (op, pri, seconds(delay), seconds(ttr), size, True)
-            raise Bad
-        pri, pos = read_num(line, at, U32_MAX)
-        delay, pos = read_num(line, pos, U32_MAX)
-        ttr, pos = read_num(line, pos, U32_MAX)
-        size, pos = read_num(line, pos, U32_MAX)
-        return (op, pri, seconds(delay), seconds(ttr), size, pos == len(line))
-    if op in _ID_OPS:
-        return (op, read_last(line, at, U64_MAX))
-    if op in _NAME_OPS:
-        name = line[at:]
-        if not name_ok(name):
-            raise Bad
-        return (op, name)
-    if op == "reserve-with-timeout":
-        timeout, _ = read_num(line, at, U32_MAX)  # trailing garbage is ignored
-        if timeout > INT_MAX:
-            raise Bad
-        return (op, timeout)
-    if op == "release":
-        id_, pos = read_num(line, at, U64_MAX)
-        pri, pos = read_num(line, pos, U32_MAX)
-        return (op, id_, pri, read_last(line, pos, U32_MAX) * NS)
-    if op == "bury":
-        id_, pos = read_num(line, at, U64_MAX)
-        return (op, id_, read_last(line, pos, U32_MAX))
-    if op == "kick":
-        return (op, read_strtoul(line[at:]))
-    if op == "quit":
-        return (op,)
-    # pause-tube: the caller counts it, then checks the name with name_ok().
+    return (op,)
+
+
+def anything(op: str, line: bytes, at: int) -> Command:
+    """quit: whatever follows the word is ignored."""
+    return (op,)
+
+
+def job_id(op: str, line: bytes, at: int) -> Command:
+    return (op, read_last(line, at, U64_MAX))
+
+
+def tube_name(op: str, line: bytes, at: int) -> Command:
+    name = line[at:]
+    if not name_ok(name):
+        raise Bad
+    return (op, name)
+
+
+def put_args(op: str, line: bytes, at: int) -> Command:
+    """(op, pri, delay, ttr, size, clean): clean is False if something
+    follows the size (JOB_TOO_BIG still comes first: the handler's order)."""
+    parts = line[at:].split(b" ")
+    if len(parts) == 4 and all(map(bytes.isdigit, parts)):  # fast path
+        pri, delay, ttr, size = map(int, parts)
+        if pri <= U32_MAX and delay <= U32_MAX and ttr <= U32_MAX and size <= U32_MAX:
+            return (op, pri, seconds(delay), seconds(ttr), size, True)
+        raise Bad
+    pri, pos = read_num(line, at, U32_MAX)
+    delay, pos = read_num(line, pos, U32_MAX)
+    ttr, pos = read_num(line, pos, U32_MAX)
+    size, pos = read_num(line, pos, U32_MAX)
+    return (op, pri, seconds(delay), seconds(ttr), size, pos == len(line))
+
+
+def timeout_arg(op: str, line: bytes, at: int) -> Command:
+    timeout, _ = read_num(line, at, U32_MAX)  # trailing garbage is ignored
+    if timeout > INT_MAX:
+        raise Bad
+    return (op, timeout)
+
+
+def release_args(op: str, line: bytes, at: int) -> Command:
+    id_, pos = read_num(line, at, U64_MAX)
+    pri, pos = read_num(line, pos, U32_MAX)
+    return (op, id_, pri, read_last(line, pos, U32_MAX) * NS)
+
+
+def bury_args(op: str, line: bytes, at: int) -> Command:
+    id_, pos = read_num(line, at, U64_MAX)
+    return (op, id_, read_last(line, pos, U32_MAX))
+
+
+def kick_bound(op: str, line: bytes, at: int) -> Command:
+    return (op, read_strtoul(line[at:]))
+
+
+def pause_args(op: str, line: bytes, at: int) -> Command:
+    """(op, name, delay): the handler counts the command, then checks the
+    name with name_ok()."""
     name, pos = read_tube_name(line, at)
     return (op, name, read_last(line, pos, U32_MAX) * NS)
-
-
-_NOARG_LEN = {op: n for _, op, n in PREFIXES if n}
-_ID_OPS = frozenset(("peek", "reserve-job", "delete", "kick-job", "touch", "stats-job"))
-_NAME_OPS = frozenset(("use", "watch", "ignore", "stats-tube"))
 
 
 def job_header(word: bytes, job_id: int, size: int) -> bytes:

@@ -21,14 +21,6 @@ if TYPE_CHECKING:
     from .queue import Queue
     from .tube import Tube
 
-# The cmd-* keys of `stats`, in order; the op names are the parser's.
-CMD_KEYS = (
-    "put", "peek", "peek-ready", "peek-delayed", "peek-buried", "reserve",
-    "reserve-with-timeout", "delete", "release", "use", "watch", "ignore", "bury",
-    "kick", "touch", "stats", "stats-job", "stats-tube", "list-tubes",
-    "list-tube-used", "list-tubes-watched", "pause-tube",
-)
-
 
 def _secs(ns: int) -> int:
     """Nanoseconds to whole seconds, truncated toward zero as C does."""
@@ -64,7 +56,7 @@ def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[byt
         (b"current-jobs-delayed", q.delayed_ct),
         (b"current-jobs-buried", q.buried_ct),
     ]
-    fields += [(b"cmd-" + k.encode(), counts[k]) for k in CMD_KEYS]
+    fields += [(b"cmd-" + k.encode(), counts[k]) for k in s.commands.shown]
     utime, stime = s.rusage()
     wal = s.wal_stats()
     fields += [

@@ -16,7 +16,8 @@ from prometheus_client.utils import floatToGoString
 
 from ..core import hist
 from ..core.protocol import NS
-from ..core.stats import CMD_KEYS, server_fields, tube_fields
+from ..core.cmdtable import CMD_KEYS
+from ..core.stats import server_fields, tube_fields
 
 COUNTER, GAUGE = "counter", "gauge"
 

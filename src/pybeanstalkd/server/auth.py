@@ -15,12 +15,14 @@ import hmac
 import os
 import stat
 
-from ..core.protocol import LINE_BUF_SIZE, find_line_end, parse, Bad
+from ..core.cmdtable import CommandTable
+from ..core.protocol import LINE_BUF_SIZE, find_line_end, Bad
 
 AUTHENTICATED = b"AUTHENTICATED\r\n"
 UNAUTHORIZED = b"UNAUTHORIZED\r\n"
 AUTH_TIMEOUT_S = 10.0
 MAX_TOKEN_LEN = LINE_BUF_SIZE - len(b"auth \r\n")  # 217: the line must fit
+REFERENCE_COMMANDS = CommandTable()  # (quit ends an unauthenticated connection)
 
 
 class TokenError(Exception):
@@ -166,9 +168,10 @@ class AuthGate(asyncio.Protocol):
                 client.data_received(rest)
             return
         try:
-            quit = parse(line)[0] == "quit"
+            found = REFERENCE_COMMANDS.lookup(line)
         except Bad:
-            quit = False
+            found = None
+        quit = found is not None and found[0].name == "quit"
         if quit:
             self.done = True
             self.transport.close()
