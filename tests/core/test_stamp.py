@@ -4,7 +4,7 @@ hang-ups, bodies split over reads, and other clients' reads."""
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fakeclock import Harness
-from pybeanstalkd.core.commands import Commands
+from pybeanstalkd.core import commands
 from pybeanstalkd.core.engine import STAMP
 from pybeanstalkd.core.protocol import NS
 
@@ -41,7 +41,7 @@ def test_created_is_within_a_stamp_of_the_put(events, ext):
     h = Harness(extensions=ext, auto=False)
     e = h.e
     seen = []
-    orig = Commands.put
+    orig = commands.put
 
     def put(self, s, pri, delay, ttr, size, clean, now, tags=None):
         orig(self, s, pri, delay, ttr, size, clean, now, tags)
@@ -50,7 +50,14 @@ def test_created_is_within_a_stamp_of_the_put(events, ext):
             assert self.now == h.now
             seen.append((self.now, s.in_job))
 
-    e.put = put.__get__(e)
+    commands.put = put
+    try:
+        check_stamps(h, e, events, seen)
+    finally:
+        commands.put = orig
+
+
+def check_stamps(h, e, events, seen):
     conns = [h.conn() for _ in range(3)]
     hup = set()
     closed = set()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 from time import perf_counter_ns
 
+from ..core.commands import finish_put
 from ..core.engine import Engine
 from ..core.protocol import NS, job_header
 
@@ -129,14 +130,14 @@ def totals(n: int) -> tuple[dict, list[int]]:
 def commands(n: int) -> dict:
     """ns per command through Engine.command, the line already framed."""
     e, c, now = _engine()
-    command, finish_put = e.command, e.finish_put
+    command = e.command
     body = BODY + b"\r\n"
     put_line = LINES["put"]
 
     def put(i):
         command(c, put_line, now)
         c.state = 0  # (LINE: the framing's part, as Engine.data does it)
-        finish_put(c, body, now)
+        finish_put(e, c, body, now)
         _flush(e, c)
     return _through(n, command, _Lines(b""), e, c, put)
 

@@ -10,7 +10,7 @@ its blocks follow one another: each one extends the range it owns, and
 the ids go on without a gap.
 
 The queue never hands out an id past the end of that range
-(Queue.last_id, which Engine.admit and the HTTP moves check): if etcd is
+(Queue.last_id, which commands.admit and the HTTP moves check): if etcd is
 slow or unreachable, puts are refused (INTERNAL_ERROR) until the next
 block, rather than use an id another leader may be given. The next block
 is taken while half a block is still left, so that a leader busy at 100k
@@ -67,7 +67,7 @@ class JobIds:
         q.last_id = min(block.stop - 1, U64_MAX)
         e = self.engine
         if e.said_ids_used_up and not q.ids_used_up():
-            # (Commands._ids_used_up said when puts began to be refused)
+            # (commands._ids_used_up said when puts began to be refused)
             e.said_ids_used_up = False
             self.log("job ids: puts accepted again (the last is now %d)" % q.last_id)
 

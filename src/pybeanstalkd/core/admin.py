@@ -16,6 +16,7 @@ from heapq import heappop, heappush
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from . import commands
 from .job import BURIED, DELAYED, READY, RESERVED
 from .jobmap import BITS, LOW
 from .outcome import DONE, IDS_USED_UP, NO_ROOM, NOT_LOGGED, UNREADABLE, Outcome
@@ -327,15 +328,15 @@ def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
 def put(e: Engine, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
         now: int) -> tuple[Outcome, int]:
     """Put a job into tube `name` as `put` would (delay and ttr in ns), with
-    the same admission (Engine.admit, Engine.store_put). Returns (DONE,
+    the same admission (commands.admit, commands.store_put). Returns (DONE,
     the new id), or (why not, 0)."""
-    outcome = e.admit(len(body), whole=True)
+    outcome = commands.admit(e, len(body), whole=True)
     if outcome is not DONE:
         return outcome, 0
     q = e.q
     t = q.tube(name)
     j = q.new_job(t, pri, delay, ttr, now)
-    outcome = e.store_put(j, body + b"\r\n", now)
+    outcome = commands.store_put(e, j, body + b"\r\n", now)
     if outcome is not DONE:
         q.maybe_free(t)
         return outcome, 0

@@ -18,12 +18,11 @@ matched as the reference matches it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from . import protocol as P
-from .commands import Commands
-from .extensions import (
-    ExtensionCommands, batch_size, job_ids, put_tagged_args, reserve_mode, weighted_tube)
+from . import commands as C, extensions as X
+from .extensions import batch_size, job_ids, put_tagged_args, reserve_mode, weighted_tube
 from .protocol import Bad
 
 if TYPE_CHECKING:
@@ -41,15 +40,22 @@ if TYPE_CHECKING:
     Handler: TypeAlias = Callable[[Engine, Session, Command, int], None]
 
 
-class Spec(NamedTuple):
-    prefix: bytes  # what a line starts with ("word " when arguments follow)
-    name: str  # the op: its counter's name, and what -V -V logs
-    parse: Parser
-    run: Handler
-    shown: bool = True  # `stats` shows cmd-NAME
+class Spec:
+    """One command's entry."""
 
+    __slots__ = ("prefix", "name", "parse", "run", "shown")
 
-C, X = Commands, ExtensionCommands
+    def __init__(self, prefix: bytes, name: str, parse: Parser, run: Handler,
+                 shown: bool = True) -> None:
+        self.prefix = prefix  # what a line starts with ("word " when arguments follow)
+        self.name = name  # the op: its counter's name, and what -V -V logs
+        self.parse = parse
+        self.run = run
+        self.shown = shown  # `stats` shows cmd-NAME
+
+    def __repr__(self) -> str:
+        return f"Spec({self.prefix!r}, {self.name!r})"
+
 
 COMMANDS = (
     Spec(b"put ", "put", P.put_args, C.c_put),

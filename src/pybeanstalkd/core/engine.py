@@ -16,10 +16,10 @@ from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from . import extensions as extensions_mod
 from .cmdtable import CommandTable
-from .commands import Commands
-from .extensions import ExtensionCommands
+from . import commands
 from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, Bad
-from .job import JOB_OVERHEAD
+from .job import JOB_OVERHEAD, RESERVED
+from .outcome import DONE
 from .extqueue import ExtQueue
 from .queue import Queue
 from .slices import SLICE
@@ -62,7 +62,7 @@ class Host:
 FIXED_HOST = Host()  # Engine's default host (one instance, shared)
 
 
-class Engine(Commands, ExtensionCommands):
+class Engine:
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
                  filesize: int = 10485760, log: Callable[[str], None] = print,
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
@@ -177,7 +177,7 @@ class Engine(Commands, ExtensionCommands):
         if pos != size:
             if s.state == BODY and size - pos == s.need:
                 s.state = LINE
-                self.finish_put(s, data[pos:], now)
+                commands.finish_put(self, s, data[pos:], now)
             else:
                 pos = self._process_commands(s, data, now, pos)
                 if pos != size:
@@ -199,7 +199,7 @@ class Engine(Commands, ExtensionCommands):
         self._clock(now)
         s.hup = True
         if s.state == BUSY:
-            return  # the command's last slice comes back here (_in_slices)
+            return  # the command's last slice comes back here (in_slices)
         if s.waiting:
             self.q.hangup(s)
         self._after_hup(s)
@@ -243,7 +243,7 @@ class Engine(Commands, ExtensionCommands):
         self._resume(now)
         return more
 
-    def _in_slices(self, s: Session, gen: Generator[None, int, int],
+    def in_slices(self, s: Session, gen: Generator[None, int, int],
                    answer: Callable[[int], bytes]) -> Generator[None, int, None]:
         """Run a command's slices; its reply (answer(value)) goes out after
         the last one, and only then is the session's later input read."""
@@ -268,12 +268,36 @@ class Engine(Commands, ExtensionCommands):
 
     def _resume(self, now: int) -> None:
         if self.broken:
-            self._bury_broken(now)
+            self.bury_broken(now)
         while self.resume:
             s = self.resume.pop()
             # (one stopped for a later turn waits for it: backlog)
             if not s.waiting and not s.closing and s.plen and s not in self.backlog:
                 self._run(s, now)
+
+    def unreadable(self, s: Session, j: Job, reserving: bool) -> None:
+        """j's body is in the binlog and could not be read (the store said
+        where): s gets INTERNAL_ERROR. If s was reserving j, j is buried
+        when the command that reserved it is done (_resume), so that it
+        stays for an operator and is not handed out again and again (a
+        peek changes nothing). Unless the read failed for want of
+        descriptors or memory (store.transient), which is no fault of the
+        job's: then it goes back to ready, as if never reserved."""
+        s.send(P.INTERNAL_ERROR)
+        if reserving:
+            self.broken.append((s, j, not self.q.store.transient))
+            self.resume.append(s)  # (so that _resume runs)
+
+    def bury_broken(self, now: int) -> None:
+        broken, self.broken = self.broken, []
+        q = self.q
+        for s, j, lost in broken:
+            if j.state != RESERVED:
+                continue
+            if not lost:
+                q.give_back(s, j.id, now)
+            elif q.bury(s, j.id, j.pri, now) is DONE:
+                self.log("job %d buried: its body could not be read" % j.id)
 
     def more(self, s: Session, now: int) -> None:
         """Go on with the commands a read left at OUT_LIMIT (see backlog),
@@ -309,7 +333,7 @@ class Engine(Commands, ExtensionCommands):
             s.hold = store.lsn
         self._keep(s, buf, pos)
         if s.state == BUSY or s.waiting or s.closing:
-            return  # (_in_slices goes on after the command's last slice)
+            return  # (in_slices goes on after the command's last slice)
         if s.plen and s.out:
             self.backlog.append(s)
         else:
@@ -428,7 +452,7 @@ class Engine(Commands, ExtensionCommands):
                 pos += need
                 s.state = LINE
                 t += 1
-                self.finish_put(s, body, t)
+                commands.finish_put(self, s, body, t)
             elif state == BITBUCKET:
                 take = min(size - pos, s.need)
                 pos += take
@@ -492,7 +516,7 @@ class Engine(Commands, ExtensionCommands):
                 hdr: PutHead | None = PUTS.get(line)
                 if hdr is not None:
                     self.counts["put"] += 1
-                    self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
+                    commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
                     return
                 if self.extensions:
                     tags: Tags | bytes | None
@@ -513,7 +537,7 @@ class Engine(Commands, ExtensionCommands):
                             hdr, tags = keyed_put(line, len(head))
                     if hdr is not None and tags is not None:
                         self.counts["put"] += 1
-                        self.put(s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
+                        commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
                         return
                 if line[:4] == b"put ":
                     args = line[4:].split(b" ", 4)
@@ -532,7 +556,7 @@ class Engine(Commands, ExtensionCommands):
                             ttr *= NS
                             if len(PUTS) < 4096:
                                 PUTS[line] = (pri, delay, ttr, size)
-                            self.put(s, pri, delay, ttr, size, True, now)
+                            commands.put(self, s, pri, delay, ttr, size, True, now)
                             return
             elif c == 116:  # t
                 if line[:6] == b"touch ":
@@ -553,12 +577,12 @@ class Engine(Commands, ExtensionCommands):
             found = self.commands.lookup(line)
         except Bad:
             if self.auth is not None and line[:5] == b"auth ":
-                return self.reauth(s, line[5:])
+                return commands.reauth(self, s, line[5:])
             s.send(P.BAD_FORMAT)
             return
         if found is None:
             if self.auth is not None and line[:5] == b"auth ":
-                return self.reauth(s, line[5:])
+                return commands.reauth(self, s, line[5:])
             s.send(P.UNKNOWN_COMMAND)
             return
         spec, cmd = found
@@ -600,12 +624,12 @@ class Engine(Commands, ExtensionCommands):
                     else:
                         rest = b" ".join(others)
                         TAGGED_PUTS[head + b" " + rest] = (pri, delay, ttr, size, tags_of(rest))
-        self.put(s, pri, delay, ttr, size, True, now, tags)
+        commands.put(self, s, pri, delay, ttr, size, True, now, tags)
         return True
 
     # -- the memory cap -----------------------------------------------------
 
-    def _cap_crossed(self, over: bool) -> None:
+    def cap_crossed(self, over: bool) -> None:
         self.at_cap = over
         if self.verbose:
             self.log(self.memory_line("puts refused" if over else "puts accepted again"))

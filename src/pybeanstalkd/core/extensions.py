@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from . import protocol as P
 from . import admin
 from .admin import delete_each, state_keys
+from . import commands
 from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, OUT_LIMIT, WIDE, wide_budget
@@ -37,15 +38,14 @@ from .tags import HELD, parse_tags, rust_uint
 from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator
+    from collections.abc import Generator
 
+    from .engine import Engine
     from .outcome import Outcome
     from .protocol import Command
     from .extqueue import ExtQueue
-    from .job import Job
     from .queue import Queue
     from .session import Session
-    from .tags import Tags
     from .tube import Tube
 
 MAX_BATCH = 1000  # ids a delete-batch, jobs a reserve-batch may name
@@ -131,179 +131,169 @@ def reserve_mode(op: str, line: bytes, at: int) -> Command:
     return (op, mode)
 
 
-class ExtensionCommands:
-    """Engine's handlers of the extension commands (a base class of Engine)."""
+def c_reserve_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    """Reserve up to N ready jobs at once, as reserve would one by one,
+    never waiting; counted as one reserve (tuber's cmd-reserve).
 
-    # Engine's, set in its constructor (declared only): an ExtQueue when
-    # these handlers are reachable (see xq).
-    q: Queue
-    counts: dict[str, int]
-    draining: bool
-    verbose: int
-    log: Callable[[str], None]
-    broken: list[tuple[Session, Job, bool]]  # (--bodies-on-disk: Commands.unreadable)
+    A batch stops early once its entries hold OUT_LIMIT bytes (one
+    job at least), as a read's pipelined reserves do: a client that
+    asks for 1,000 big jobs and never reads holds at most that plus
+    one body, wherever the bodies were (--bodies-on-disk reads them
+    back into the reply). Fewer jobs than asked is an answer tuber
+    gives too, when fewer are ready."""
+    commands.worker(e, s)
+    e.counts["reserve"] += 1
+    out = s.out
+    at = len(out)
+    n = 0
+    limit = cmd[1]
+    wide = len(s.watch)
+    if wide > WIDE:
+        # Each reserve costs its watched tubes: a batch gets as many as
+        # one call of a read's commands could run (engine.py).
+        limit = min(limit, wide_budget(CALL_UNITS, wide))
+    take = e.q.reserve_now
+    size = 0
+    seen = at
+    while n < limit and size < OUT_LIMIT and take(s, now):
+        n += 1
+        for x in out[seen:]:
+            size += len(x)
+        seen = len(out)
+    if not out:
+        s.sink.append(s)
+    if e.broken:  # (--bodies-on-disk) a body not read back: not an entry
+        kept = [x for x in out[at:] if x is not P.INTERNAL_ERROR]
+        n -= len(out) - at - len(kept)
+        out[at:] = kept
+    out.insert(at, b"RESERVED_BATCH %d\r\n" % n)  # (before the entries reserve wrote)
+    if e.verbose >= 2:  # (-V -V logs each reply; this one bypassed send)
+        e.log(">%d reply RESERVED_BATCH %d" % (s.fd, n))
 
-    if TYPE_CHECKING:
-        def _in_slices(self, s: Session, gen: Generator[None, int, int],
-                       answer: Callable[[int], bytes]) -> Generator[None, int, None]: ...
-        def _worker(self, s: Session) -> None: ...
-        def put(self, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
-                now: int, tags: Tags | bytes | None = None) -> None: ...
 
-    def c_reserve_batch(self, s: Session, cmd: Command, now: int) -> None:
-        """Reserve up to N ready jobs at once, as reserve would one by one,
-        never waiting; counted as one reserve (tuber's cmd-reserve).
+def c_delete_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    """Delete each id in turn, as delete would; counted as that many
+    deletes. A delete the binlog could not record answers
+    INTERNAL_ERROR, as a single delete does (tuber has no such case).
+    Past SLICE ids, in slices of SLICE (the reply after the last), as
+    a big kick: 1,000 deletes in one step kept every other client
+    waiting 5 ms here."""
+    ids = cmd[1]
+    e.counts["delete"] += len(ids)
 
-        A batch stops early once its entries hold OUT_LIMIT bytes (one
-        job at least), as a read's pipelined reserves do: a client that
-        asks for 1,000 big jobs and never reads holds at most that plus
-        one body, wherever the bodies were (--bodies-on-disk reads them
-        back into the reply). Fewer jobs than asked is an answer tuber
-        gives too, when fewer are ready."""
-        self._worker(s)
-        self.counts["reserve"] += 1
-        out = s.out
-        at = len(out)
-        n = 0
-        limit = cmd[1]
-        wide = len(s.watch)
-        if wide > WIDE:
-            # Each reserve costs its watched tubes: a batch gets as many as
-            # one call of a read's commands could run (engine.py).
-            limit = min(limit, wide_budget(CALL_UNITS, wide))
-        take = self.q.reserve_now
-        size = 0
-        seen = at
-        while n < limit and size < OUT_LIMIT and take(s, now):
-            n += 1
-            for x in out[seen:]:
-                size += len(x)
-            seen = len(out)
-        if not out:
-            s.sink.append(s)
-        if self.broken:  # (--bodies-on-disk) a body not read back: not an entry
-            kept = [x for x in out[at:] if x is not P.INTERNAL_ERROR]
-            n -= len(out) - at - len(kept)
-            out[at:] = kept
-        out.insert(at, b"RESERVED_BATCH %d\r\n" % n)  # (before the entries reserve wrote)
-        if self.verbose >= 2:  # (-V -V logs each reply; this one bypassed send)
-            self.log(">%d reply RESERVED_BATCH %d" % (s.fd, n))
+    def answer(deleted: int) -> bytes:
+        if deleted < 0:
+            return P.INTERNAL_ERROR
+        return b"DELETED_BATCH %d %d\r\n" % (deleted, len(ids) - deleted)
 
-    def c_delete_batch(self, s: Session, cmd: Command, now: int) -> None:
-        """Delete each id in turn, as delete would; counted as that many
-        deletes. A delete the binlog could not record answers
-        INTERNAL_ERROR, as a single delete does (tuber has no such case).
-        Past SLICE ids, in slices of SLICE (the reply after the last), as
-        a big kick: 1,000 deletes in one step kept every other client
-        waiting 5 ms here."""
-        ids = cmd[1]
-        self.counts["delete"] += len(ids)
+    if not e.q.spawn(e.in_slices(s, _delete_ids(e.q, s, ids, now), answer)):
+        s.state = BUSY
 
-        def answer(deleted: int) -> bytes:
-            if deleted < 0:
-                return P.INTERNAL_ERROR
-            return b"DELETED_BATCH %d %d\r\n" % (deleted, len(ids) - deleted)
 
-        if not self.q.spawn(self._in_slices(s, _delete_ids(self.q, s, ids, now), answer)):
-            s.state = BUSY
+def c_flush_tube(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    t = e.q.tubes.get(cmd[1])
+    if t is None:
+        s.send(P.NOT_FOUND)
+        return
+    if not e.q.spawn(e.in_slices(s, flush_tube(e.q, t, now), _flushed)):
+        s.state = BUSY
 
-    def c_flush_tube(self, s: Session, cmd: Command, now: int) -> None:
-        t = self.q.tubes.get(cmd[1])
-        if t is None:
-            s.send(P.NOT_FOUND)
-            return
-        if not self.q.spawn(self._in_slices(s, flush_tube(self.q, t, now), _flushed)):
-            s.state = BUSY
 
-    def c_watch_weight(self, s: Session, cmd: Command, now: int) -> None:
-        """watch, with a weight (1 if none is given: a watch again sets it
-        back to 1, as in tuber); counted as a watch."""
-        _, name, weight = cmd
-        self.counts["watch"] += 1
-        n = self.q.watch(s, name)
-        t = self.q.tubes[name]
-        if weight != 1:
-            if s.weights is None:
-                s.weights = {}
-            s.weights[t] = weight
-        elif s.weights:
-            s.weights.pop(t, None)
-        s.send(b"WATCHING %d\r\n" % n)
+def c_watch_weight(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    """watch, with a weight (1 if none is given: a watch again sets it
+    back to 1, as in tuber); counted as a watch."""
+    _, name, weight = cmd
+    e.counts["watch"] += 1
+    n = e.q.watch(s, name)
+    t = e.q.tubes[name]
+    if weight != 1:
+        if s.weights is None:
+            s.weights = {}
+        s.weights[t] = weight
+    elif s.weights:
+        s.weights.pop(t, None)
+    s.send(b"WATCHING %d\r\n" % n)
 
-    def c_reserve_mode(self, s: Session, cmd: Command, now: int) -> None:
-        s.mode = cmd[1]
-        s.rand = self.xq.ext.rand
-        s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
 
-    @property
-    def xq(self) -> ExtQueue:
-        """The queue, as the ExtQueue --extensions makes it."""
-        return self.q  # type: ignore[return-value]
+def c_reserve_mode(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    s.mode = cmd[1]
+    s.rand = xq(e).ext.rand
+    s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
 
-    def c_put_tagged(self, s: Session, cmd: Command, now: int) -> None:
-        """A put with tags: its job gets an id once its body is in and it
-        is no duplicate (Commands.finish_tagged), as in tuber."""
-        _, pri, delay, ttr, size, tags = cmd
-        self.counts["put"] += 1
-        self.put(s, pri, delay, ttr, size, True, now, tags)
 
-    def c_stats_group(self, s: Session, cmd: Command, now: int) -> None:
-        """tuber's stats-group (counted as a stats): a group's members by
-        state (held ones are delayed), and the aft: jobs it holds. The
-        members are counted in slices."""
-        self.counts["stats"] += 1
-        name = cmd[1]
-        g = self.xq.ext.groups.get(name)
-        if g is None:
-            s.send(P.NOT_FOUND)
-            return
-        counts = [0, 0, 0, 0, 0]  # by state: invalid, ready, reserved, buried, delayed
-        waiting = len(g.waiting)
+def xq(e: Engine) -> ExtQueue:
+    """The queue, as the ExtQueue --extensions makes it."""
+    return e.q  # type: ignore[return-value]
 
-        def count() -> Generator[None, int, int]:
-            jobs = self.q.jobs
-            blocks = g.members.blocks
-            first = True
-            for k in sorted(blocks):  # (a block's ids copied as it is reached)
-                ids = list(blocks.get(k, ()))
-                for i in range(0, len(ids), SLICE):
-                    if not first:
-                        yield
-                    first = False
-                    for id_ in ids[i:i + SLICE]:
-                        j = jobs.get(id_)
-                        if j is not None:
-                            counts[j.state] += 1
-            return 0
 
-        def answer(_: int) -> bytes:
-            return yaml_reply(yaml([
-                (b"name", Quoted(name)), (b"ready", counts[1]), (b"reserved", counts[2]),
-                (b"delayed", counts[4]), (b"buried", counts[3]), (b"waiting-jobs", waiting)]))
+def c_put_tagged(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    """A put with tags: its job gets an id once its body is in and it
+    is no duplicate (commands.finish_tagged), as in tuber."""
+    _, pri, delay, ttr, size, tags = cmd
+    e.counts["put"] += 1
+    commands.put(e, s, pri, delay, ttr, size, True, now, tags)
 
-        if not self.q.spawn(self._in_slices(s, count(), answer)):
-            s.state = BUSY
 
-    def c_peek_reserved(self, s: Session, cmd: Command, now: int) -> None:
-        """tuber's peek-reserved: the reserved job of the used tube with
-        the lowest id (whoever holds it), from the tube's index of them."""
-        j = self.xq.peek_reserved(s.use)
-        if j is None:
-            s.send(P.NOT_FOUND)
-            return
-        body = self.q.store.body(j)  # (--bodies-on-disk: maybe read back)
-        if body is None:
-            s.send(P.INTERNAL_ERROR)
-            return
-        s.send(P.job_header(b"FOUND", j.id, len(body) - 2) + body)
+def c_stats_group(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    """tuber's stats-group (counted as a stats): a group's members by
+    state (held ones are delayed), and the aft: jobs it holds. The
+    members are counted in slices."""
+    e.counts["stats"] += 1
+    name = cmd[1]
+    g = xq(e).ext.groups.get(name)
+    if g is None:
+        s.send(P.NOT_FOUND)
+        return
+    counts = [0, 0, 0, 0, 0]  # by state: invalid, ready, reserved, buried, delayed
+    waiting = len(g.waiting)
 
-    def c_drain(self, s: Session, cmd: Command, now: int) -> None:
-        self.draining = True
-        s.send(P.DRAINING)
+    def count() -> Generator[None, int, int]:
+        jobs = e.q.jobs
+        blocks = g.members.blocks
+        first = True
+        for k in sorted(blocks):  # (a block's ids copied as it is reached)
+            ids = list(blocks.get(k, ()))
+            for i in range(0, len(ids), SLICE):
+                if not first:
+                    yield
+                first = False
+                for id_ in ids[i:i + SLICE]:
+                    j = jobs.get(id_)
+                    if j is not None:
+                        counts[j.state] += 1
+        return 0
 
-    def c_undrain(self, s: Session, cmd: Command, now: int) -> None:
-        self.draining = False
-        s.send(b"NOT_DRAINING\r\n")
+    def answer(_: int) -> bytes:
+        return yaml_reply(yaml([
+            (b"name", Quoted(name)), (b"ready", counts[1]), (b"reserved", counts[2]),
+            (b"delayed", counts[4]), (b"buried", counts[3]), (b"waiting-jobs", waiting)]))
+
+    if not e.q.spawn(e.in_slices(s, count(), answer)):
+        s.state = BUSY
+
+
+def c_peek_reserved(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    """tuber's peek-reserved: the reserved job of the used tube with
+    the lowest id (whoever holds it), from the tube's index of them."""
+    j = xq(e).peek_reserved(s.use)
+    if j is None:
+        s.send(P.NOT_FOUND)
+        return
+    body = e.q.store.body(j)  # (--bodies-on-disk: maybe read back)
+    if body is None:
+        s.send(P.INTERNAL_ERROR)
+        return
+    s.send(P.job_header(b"FOUND", j.id, len(body) - 2) + body)
+
+
+def c_drain(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    e.draining = True
+    s.send(P.DRAINING)
+
+
+def c_undrain(e: Engine, s: Session, cmd: Command, now: int) -> None:
+    e.draining = False
+    s.send(b"NOT_DRAINING\r\n")
 
 
 def _delete_ids(q: Queue, s: Session, ids: tuple[int, ...],

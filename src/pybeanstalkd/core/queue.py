@@ -131,7 +131,7 @@ class Queue(Reserving):
 
     def memory_used(self) -> int:
         """What stored jobs cost, as --max-memory counts it (the one formula:
-        Engine.admit asks it for every put). The job count is len(jobs),
+        commands.admit asks it for every put). The job count is len(jobs),
         summed here to save a call."""
         reserved = self.reserved_ct
         return (self.body_bytes - self.store.on_disk  # (bodies left in the binlog: not in RAM)
