@@ -27,8 +27,8 @@ from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
 from .tags import Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
-    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE, DiskSession, Session,
-    VerboseDiskSession, VerboseSession, wide_budget)
+    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE, Session,
+    VerboseSession, wide_budget)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -96,7 +96,7 @@ class Engine:
         # (or given back) once the command is done (unreadable()), at the
         # next _resume
         self.broken: list[tuple[Session, Job, bool]] = []
-        self.bodies_on_disk = bodies_on_disk  # (the store reads bodies back: connect)
+        self.bodies_on_disk = bodies_on_disk  # (stats: body-bytes-in-ram)
         self.backlog: list[Session] = []  # stopped at OUT_LIMIT with commands left
         self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
         self.draining = False
@@ -125,10 +125,7 @@ class Engine:
 
     def connect(self) -> Session:
         # (the class is chosen here, not kept: see "for stats" below)
-        if self.bodies_on_disk:  # (the store reads bodies back: DiskSession)
-            s: Session = (VerboseDiskSession if self.verbose >= 2 else DiskSession)(self)
-        else:
-            s = (VerboseSession if self.verbose >= 2 else Session)(self)
+        s = (VerboseSession if self.verbose >= 2 else Session)(self)
         self.q.attach(s)
         self.conn_ct += 1
         self.total_conn_ct += 1

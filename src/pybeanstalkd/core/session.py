@@ -91,21 +91,29 @@ class Session(Conn):
             self.sink.append(self)
         self.out.append(data)
 
-    def send_job(self, word: bytes, job: Job) -> None:
+    def send_job(self, word: bytes, job: Job) -> bool:
+        """The job's header and body; False if its body is in the binlog
+        (--bodies-on-disk: an OnDisk) and could not be read back: then
+        the client is answered INTERNAL_ERROR, and a reserved job is
+        buried (Engine.unreadable): it stays, and the next reserve gets
+        another."""
+        body = job.body
+        where: bytes | OnDisk = body  # (Job.body is typed bytes)
+        if where.__class__ is OnDisk:
+            got = self.engine.q.store.body(job)
+            if got is None:
+                self.engine.unreadable(self, job, word == b"RESERVED")
+                return False
+            body = got
         out = self.out
         if not out:
             self.sink.append(self)
-        body = job.body
         out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
         out.append(body)
+        return True
 
     def reserved(self, job: Job) -> None:
-        out = self.out  # (send_job(b"RESERVED", job), inline: every reserve's path)
-        if not out:
-            self.sink.append(self)
-        body = job.body
-        out.append(b"RESERVED %d %d\r\n" % (job.id, len(body) - 2))
-        out.append(body)
+        self.send_job(b"RESERVED", job)
 
     def no_job(self, outcome: Outcome) -> None:
         self.send(RESERVE[outcome])
@@ -126,60 +134,10 @@ class VerboseSession(Session):
             log(">%d job 0" % self.fd)
         super().send(data)
 
-    def reserved(self, job: Job) -> None:
-        self.send_job(b"RESERVED", job)
-
-    def send_job(self, word: bytes, job: Job) -> None:
-        super().send_job(word, job)
-        self.log_job(word, job)
-
-    def log_job(self, word: bytes, job: Job) -> None:
+    def send_job(self, word: bytes, job: Job) -> bool:
+        if not super().send_job(word, job):
+            return False
         log = self.engine.log
         log(">%d reply %s %d %d" % (self.fd, word.decode(), job.id, len(job.body) - 2))
         log(">%d job %d" % (self.fd, job.id))
-
-
-class DiskSession(Session):
-    """--bodies-on-disk: a job's body may be in the binlog (OnDisk), read
-    back by the store as the job is sent. One that cannot be read is
-    answered INTERNAL_ERROR, and a reserved one is buried (Engine.unreadable):
-    the job stays, and the next reserve gets another."""
-
-    __slots__ = ()
-
-    def send_job(self, word: bytes, job: Job) -> None:
-        self.sent_job(word, job)
-
-    def reserved(self, job: Job) -> None:
-        self.sent_job(b"RESERVED", job)
-
-    def sent_job(self, word: bytes, job: Job) -> bool:
-        """send_job; False if the body could not be read (answered)."""
-        where: bytes | OnDisk = job.body
-        if where.__class__ is OnDisk:
-            got = self.engine.q.store.body(job)
-            if got is None:
-                self.engine.unreadable(self, job, word == b"RESERVED")
-                return False
-            body = got
-        else:
-            body = job.body
-        out = self.out
-        if not out:
-            self.sink.append(self)
-        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
-        out.append(body)
         return True
-
-
-class VerboseDiskSession(DiskSession, VerboseSession):
-    """-V -V with --bodies-on-disk."""
-
-    __slots__ = ()
-
-    def send_job(self, word: bytes, job: Job) -> None:
-        if self.sent_job(word, job):
-            self.log_job(word, job)
-
-    def reserved(self, job: Job) -> None:
-        self.send_job(b"RESERVED", job)
