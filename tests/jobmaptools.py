@@ -30,8 +30,8 @@ def check_map(q, live=None):
         for i in slots:
             assert b[i].id == (k << BITS) + i
         found += ids
-    if (q.next_id >> BITS) in q.blocks:
-        assert q.blocks[q.next_id >> BITS].__class__ is Block, \
+    if (q.ids.next >> BITS) in q.blocks:
+        assert q.blocks[q.ids.next >> BITS].__class__ is Block, \
             "a Sparse for the block holding next_id"
     listed = list(jm)
     assert sorted(listed) == sorted(found) and len(set(listed)) == len(listed)

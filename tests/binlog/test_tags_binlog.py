@@ -97,7 +97,7 @@ def test_a_cooldown_keeps_its_file_and_compaction_carries_it_on(tmp_path):
     body = b"x" * 600
     for _ in range(60):  # churn: files fill, compaction moves live records on
         put(h, s, body=body)
-        h.send(s, b"delete %d\r\n" % (h.e.q.next_id - 1))
+        h.send(s, b"delete %d\r\n" % (h.e.q.ids.next - 1))
     assert wal.head.seq > first  # the first file went: the cooldown was copied on
     h2, _ = restart(tmp_path, h, wal, filesize=4096)
     assert put(h2, h2.conn(), b"idp:keep") == b"INSERTED 1 DELETED\r\n"

@@ -146,7 +146,7 @@ def forged_snapshot(epoch: int) -> bytes:
     """A snapshot of one made-up job (id 4242, body FORGED), as frames are
     laid out, with a made-up tag: the attacker has no session key."""
     h = Harness()
-    h.e.q.next_id = 4242
+    h.e.q.ids.next = 4242
     assert h.send(h.conn(), b"put 0 0 60 6\r\nFORGED\r\n") == b"INSERTED 4242\r\n"
     records = b"".join(snapshot_parts(h.e.q, 0))
     return F.encode(epoch, 0, records, snapshot=True) + os.urandom(F.TAG)

@@ -62,7 +62,7 @@ def test_an_epoch_read_in_etcd_fences_off_an_older_leader(tmp_path):
         assert any("its hello is of epoch 7, older than 9" in m for m in said), said
         # The new leader links, and its snapshot replaces what the old one sent.
         new = Replicator(nh.e.q, nwal, 9, SECRET, "new")
-        nh.e.q.next_id = 100  # (ids never repeat across leaders: ids.py)
+        nh.e.q.ids.next = 100  # (ids never repeat across leaders: ids.py)
         nh.send(nh.conn(), b"put 0 0 60 3\r\nnew\r\n")
         nwal.flush()
         link = await new.connect("f", "127.0.0.1", port)

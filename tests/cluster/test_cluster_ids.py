@@ -52,21 +52,21 @@ def test_blocks_extend_the_range_and_a_put_past_it_waits_for_the_next(small):
     c = h.conn()
     assert put(h, c) == b"INTERNAL_ERROR\r\n"  # no block yet: no id at all
     assert asyncio.run(ids.refill())
-    assert h.e.q.last_id == 4 and ids.left() == 4
+    assert h.e.q.ids.last == 4 and ids.left() == 4
     assert logged[-1] == "job ids: puts accepted again (the last is now 4)"
     got = [put(h, c) for _ in range(5)]
     assert got == [b"INSERTED %d\r\n" % i for i in (1, 2, 3, 4)] + [b"INTERNAL_ERROR\r\n"]
     assert admin.put(h.e, b"t", b"z", 0, 0, 0, h.now) == (Outcome.IDS_USED_UP, 0)
-    assert ids.low() and h.e.q.next_id == 5  # the refused puts used no id
+    assert ids.low() and h.e.q.ids.next == 5  # the refused puts used no id
     assert asyncio.run(ids.refill())
     # The next block follows the last: the range grows, no id is skipped.
-    assert (ids.ids_from, h.e.q.last_id) == (1, 8)
+    assert (ids.ids_from, h.e.q.ids.last) == (1, 8)
     assert [put(h, c) for _ in range(2)] == [b"INSERTED 5\r\n", b"INSERTED 6\r\n"]
     assert not ids.low()  # half a block left
     assert put(h, c) == b"INSERTED 7\r\n"
     assert ids.low()  # less: time for the next
     assert asyncio.run(ids.refill())
-    assert (ids.ids_from, h.e.q.last_id, ids.left()) == (1, 12, 5)
+    assert (ids.ids_from, h.e.q.ids.last, ids.left()) == (1, 12, 5)
     assert not ids.low()
     assert [put(h, c) for _ in range(6)] == [b"INSERTED %d\r\n" % i for i in range(8, 13)] + [
         b"INTERNAL_ERROR\r\n"]
@@ -86,21 +86,21 @@ def test_a_block_that_does_not_follow_moves_the_next_id_to_its_start(small):
     assert put(h, c) == b"INSERTED 1\r\n"
     counter.next += 100  # ids lost between two takes (a retried transaction)
     asyncio.run(ids.refill())
-    assert (ids.ids_from, h.e.q.last_id) == (105, 108)
+    assert (ids.ids_from, h.e.q.ids.last) == (105, 108)
     assert put(h, c) == b"INSERTED 105\r\n"  # 2 to 4 are abandoned, never used
 
 
 def test_a_new_leader_starts_past_its_queue_and_what_etcd_gave_before(small):
     # What it followed reaches id 40; etcd gave earlier leaders up to 60.
     h, ids, counter, _ = leader(first=61)
-    h.e.q.next_id = 41
+    h.e.q.ids.next = 41
     asyncio.run(ids.refill())
     assert put(h, h.conn()) == b"INSERTED 61\r\n"
     # A binlog ahead of etcd (ids etcd never gave): past it.
     h, ids, counter, _ = leader(first=10)
-    h.e.q.next_id = 500
+    h.e.q.ids.next = 500
     asyncio.run(ids.refill())
-    assert (ids.ids_from, h.e.q.last_id) == (500, 503)
+    assert (ids.ids_from, h.e.q.ids.last) == (500, 503)
     assert put(h, h.conn()) == b"INSERTED 500\r\n"
 
 
@@ -108,16 +108,16 @@ def test_a_deposed_leader_takes_nothing():
     h, ids, counter, _ = leader()
     counter.leading = False
     assert asyncio.run(ids.refill()) is False
-    assert h.e.q.ids_used_up() and put(h, h.conn()) == b"INTERNAL_ERROR\r\n"
+    assert h.e.q.ids.used_up() and put(h, h.conn()) == b"INTERNAL_ERROR\r\n"
 
 
 def test_the_real_block_is_small_and_refilled_with_half_of_it_left():
     h, ids, counter, _ = leader()
     asyncio.run(ids.refill())
-    assert h.e.q.last_id == ids_mod.ID_BLOCK <= 1 << 18
-    h.e.q.next_id = ids_mod.ID_BLOCK // 2 + 1
+    assert h.e.q.ids.last == ids_mod.ID_BLOCK <= 1 << 18
+    h.e.q.ids.next = ids_mod.ID_BLOCK // 2 + 1
     assert not ids.low()
-    h.e.q.next_id += 1
+    h.e.q.ids.next += 1
     assert ids.low()
 
 
@@ -127,7 +127,7 @@ def test_ids_never_pass_what_a_binlog_record_holds(small):
     top = (1 << 64) - 1
     h, ids, counter, _ = leader(first=top - 1)
     asyncio.run(ids.refill())
-    assert h.e.q.last_id == top
+    assert h.e.q.ids.last == top
     c = h.conn()
     assert put(h, c) == b"INSERTED %d\r\n" % (top - 1)
     assert put(h, c) == b"INSERTED %d\r\n" % top

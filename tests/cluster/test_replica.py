@@ -120,7 +120,7 @@ def same(p: Pair):
     lq, fq = p.lh.e.q, p.fh.e.q
     assert jobs(fq) == jobs(lq)
     assert buried_order(fq) == buried_order(lq)
-    assert fq.next_id == lq.next_id
+    assert fq.ids.next == lq.ids.next
 
 
 def ids_of(reply: bytes):

@@ -23,7 +23,7 @@ def test_random_leader_commands_keep_the_follower_map_sound(tmp_path, seed):
     rnd = random.Random(seed)
     p = Pair(str(tmp_path))
     lq, fq = p.lh.e.q, p.fh.e.q
-    lq.next_id = rnd.choice([1, SIZE - 5, 3 * SIZE - 40])
+    lq.ids.next = rnd.choice([1, SIZE - 5, 3 * SIZE - 40])
     assert p.send(b"use a\r\n") == b"USING a\r\n"
     held = set()
     for step in range(300):
@@ -34,8 +34,8 @@ def test_random_leader_commands_keep_the_follower_map_sound(tmp_path, seed):
                 out = p.send(b"put %d %d 2 1\r\nx\r\n" % (rnd.randint(0, 3), delay))
                 assert out.startswith(b"INSERTED"), out
         elif op < 0.35:  # a new block of ids from etcd, further on
-            target = (((lq.next_id >> BITS) + rnd.randint(1, 3)) << BITS) - rnd.randint(0, 10)
-            lq.next_id = max(lq.next_id, target)
+            target = (((lq.ids.next >> BITS) + rnd.randint(1, 3)) << BITS) - rnd.randint(0, 10)
+            lq.ids.next = max(lq.ids.next, target)
         elif op < 0.5:
             ids = sorted(lq.jobs)
             if ids:

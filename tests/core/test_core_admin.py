@@ -401,10 +401,10 @@ def test_put_checks_size_draining_and_the_memory_cap():
     assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == (Outcome.OVER_CAP, 0)
     e.max_memory = None
     e.draining = True
-    ids = e.q.next_id
+    ids = e.q.ids.next
     assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == (Outcome.DRAINING, 0)
     assert b"u" not in e.q.tubes  # nothing was made
-    assert e.q.next_id == ids  # and no id used up (the whole body was there)
+    assert e.q.ids.next == ids  # and no id used up (the whole body was there)
 
 
 def test_a_move_passes_neither_the_cap_nor_draining():

@@ -39,11 +39,11 @@ class EngineMap(RuleBasedStateMachine):
 
     @initialize(start=st.sampled_from([1, SIZE - 3, 2 * SIZE - 1, 5 * SIZE - 20, (1 << 40) - 2]))
     def start_at(self, start):
-        self.q.next_id = start
+        self.q.ids.next = start
 
     def any_id(self, data):
-        near = [self.q.next_id + d for d in (-2, -1, 0, 1)]
-        near += [((self.q.next_id >> BITS) << BITS) + d for d in (-1, 0, 1)]
+        near = [self.q.ids.next + d for d in (-2, -1, 0, 1)]
+        near += [((self.q.ids.next >> BITS) << BITS) + d for d in (-1, 0, 1)]
         pool = sorted(self.live) + [i for i in near if i > 0]
         return data.draw(st.sampled_from(pool))
 
@@ -58,9 +58,9 @@ class EngineMap(RuleBasedStateMachine):
     @rule(blocks=st.integers(0, 3), back=st.integers(0, 20))
     def jump(self, blocks, back):
         """next_id moves on, as a cluster leader's new block of ids moves it."""
-        target = (((self.q.next_id >> BITS) + blocks) << BITS) - back
-        if target > self.q.next_id:
-            self.q.next_id = target
+        target = (((self.q.ids.next >> BITS) + blocks) << BITS) - back
+        if target > self.q.ids.next:
+            self.q.ids.next = target
 
     @rule(c=st.integers(0, 2), data=st.data())
     def refused_put(self, c, data):
@@ -280,7 +280,7 @@ def test_survivors_across_many_blocks(h, keep):
     a = h.conn()
     q = h.e.q
     nblocks = 6
-    q.next_id = SIZE  # block 1 onwards, each full
+    q.ids.next = SIZE  # block 1 onwards, each full
     ids = [put_id(h, a) for _ in range(nblocks * SIZE)]
     put_id(h, a)  # next_id's block is past them all
     rnd = random.Random(keep)
@@ -328,9 +328,9 @@ def test_reinsert_into_a_thinned_block_then_delete(h):
     q.jobs[j.id] = j  # again: no double count
     assert q.blocks[0].live == THIN
     # a new job into the thinned block through the queue's insert
-    q.next_id = gone
+    q.ids.next = gone
     assert put_id(h, a) == gone
-    q.next_id = ids[-1] + 1
+    q.ids.next = ids[-1] + 1
     assert q.blocks[0].live == THIN + 1
     check_map(q)
     for i in sorted(q.jobs):
@@ -345,7 +345,7 @@ def test_a_refused_put_at_a_block_boundary_leaves_no_empty_block(why):
     h = Harness(max_memory=10_000) if why == "out-of-memory" else Harness()
     a = h.conn()
     q = h.e.q
-    q.next_id = SIZE - 1
+    q.ids.next = SIZE - 1
     assert put_id(h, a) == SIZE - 1
     if why == "no-room":
         q.store.reserve_put = lambda j: False
@@ -408,7 +408,7 @@ def test_huge_ids_stored(h):
     """Ids near 2**64 - 1 (a binlog may hold them): blocks keyed past 2**52."""
     a = h.conn()
     q = h.e.q
-    q.next_id = (1 << 64) - 5
+    q.ids.next = (1 << 64) - 5
     ids = [put_id(h, a) for _ in range(5)]
     assert ids[-1] == (1 << 64) - 1
     assert put(h, a) == b"INTERNAL_ERROR\r\n"  # ids used up: refused, no id, no block
@@ -426,7 +426,7 @@ def test_restart_finds_every_survivor(tmp_path):
     h, wal = with_binlog(tmp_path)
     a = h.conn()
     q = h.e.q
-    q.next_id = SIZE - 100
+    q.ids.next = SIZE - 100
     ids = [put_id(h, a, delay=(5 if n % 7 == 0 else 0)) for n in range(3 * SIZE)]
     rnd = random.Random(7)
     keep = set()
@@ -445,7 +445,7 @@ def test_restart_finds_every_survivor(tmp_path):
     h2, _ = with_binlog(tmp_path)
     q2 = h2.e.q
     check_map(q2, keep)
-    assert q2.next_id == q.next_id
+    assert q2.ids.next == q.ids.next
     b = h2.conn()
     for i in sorted(keep):
         assert h2.send(b, b"peek %d\r\n" % i).startswith(b"FOUND %d " % i)

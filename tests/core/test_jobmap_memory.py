@@ -20,7 +20,7 @@ def put_id(h, s, delay=0) -> int:
 
 def fat_blocks(q):
     """Blocks behind next_id's with THIN jobs or fewer that are not small."""
-    cur = q.next_id >> BITS
+    cur = q.ids.next >> BITS
     return {k: (b.__class__.__name__, b.live, sys.getsizeof(b)) for k, b in q.blocks.items()
             if k != cur and b.live <= THIN and b.__class__ is not Sparse}
 
@@ -54,7 +54,7 @@ def test_a_block_left_with_few_jobs_by_a_jump_of_next_id_is_copied_small():
     q = h.e.q
     for _ in range(5):
         put_id(h, a, delay=3600)
-    q.next_id = 10 * SIZE  # the leader's new range
+    q.ids.next = 10 * SIZE  # the leader's new range
     put_id(h, a)
     assert fat_blocks(q) == {}
 

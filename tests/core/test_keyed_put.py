@@ -23,7 +23,7 @@ class Refusing(NullStore):
 def _state(h):
     ext = h.e.q.ext
     return ({t: dict(k) for t, k in ext.keys.items()}, ext.nkeys, dict(ext.jobs),
-            h.e.q.next_id, sorted(h.e.q.jobs))
+            h.e.q.ids.next, sorted(h.e.q.jobs))
 
 
 def _pair():
@@ -122,7 +122,7 @@ def test_ids_used_up():
     fast, slow, cf, cs = _pair()
     _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:a\r\nx\r\n")
     for h in (fast, slow):
-        h.e.q.last_id = 2
+        h.e.q.ids.last = 2
     df, ds = fast.conn(), slow.conn()
     assert _both(fast, slow, df, ds, b"put 0 0 60 1 idp:b\r\n") == b""  # (its body to come)
     assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:c\r\nx\r\n") == b"INSERTED 2\r\n"
@@ -130,5 +130,5 @@ def test_ids_used_up():
     assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:d\r\nx\r\n") == b"INTERNAL_ERROR\r\n"
     assert fast.e.q.ext.keys[b"default"] == {b"a": 1, b"c": 2}
     for h in (fast, slow):
-        h.e.q.last_id = 3
+        h.e.q.ids.last = 3
     assert _both(fast, slow, df, ds, b"put 0 0 60 1 idp:b\r\nx\r\n") == b"INSERTED 3\r\n"

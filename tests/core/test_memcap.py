@@ -161,7 +161,7 @@ def test_jobs_recovered_from_the_binlog_count_toward_the_cap():
     t = q.tube(b"t")
     jobs = [Job(i, t, 0, 0, NS, b"x" * 10 + b"\r\n", 0) for i in (1, 2, 3)]
     q.load(jobs, 0, 0)
-    q.next_id = 4  # as recovery sets it
+    q.ids.next = 4  # as recovery sets it
     assert q.memory_used() == 3 * (12 + JOB_OVERHEAD)
     h = Harness()
     h.e.q = q

@@ -261,7 +261,7 @@ def test_job_map_across_block_boundaries(h):
     a = h.conn()
     q = h.e.q
     for start in (1 << BITS, 65536):
-        q.next_id = start - 5
+        q.ids.next = start - 5
         ids = [int(put(h, a).split()[1]) for _ in range(10)]
         assert ids == list(range(start - 5, start + 5))
         for i in ids:

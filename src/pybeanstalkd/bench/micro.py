@@ -116,7 +116,7 @@ def _through(n: int, feed, lines: _Lines, e, c, put=None) -> dict:
         ("put", put or cmd("put")), ("reserve", cmd("reserve")), ("release", cmd("release")),
         ("reserve again", cmd("reserve")), ("touch", cmd("touch")),
         ("delete", cmd("delete")), ("next", lines.next_batch)])
-    assert not e.q.jobs and e.q.next_id == lines.first, "every job was deleted"
+    assert not e.q.jobs and e.q.ids.next == lines.first, "every job was deleted"
     return res
 
 

@@ -125,7 +125,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     if not wal.make_next():
         raise RecoveryError("makenextfile: cannot create the next binlog file")
     wal.cur = wal.tail
-    q.next_id = max(q.next_id, st[0] + 1)
+    q.ids.seen(st[0])
     _reserve_deletes(jobs, wal)
     if isinstance(wal, DiskWal):  # (what recovery's drops took off it meanwhile: recounted)
         on_disk = 0

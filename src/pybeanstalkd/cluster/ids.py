@@ -10,7 +10,7 @@ its blocks follow one another: each one extends the range it owns, and
 the ids go on without a gap.
 
 The queue never hands out an id past the end of that range
-(Queue.last_id, which commands.admit and the HTTP moves check): if etcd is
+(JobIds.last, which commands.admit and the HTTP moves check): if etcd is
 slow or unreachable, puts are refused (INTERNAL_ERROR) until the next
 block, rather than use an id another leader may be given. The next block
 is taken while half a block is still left, so that a leader busy at 100k
@@ -43,12 +43,11 @@ class JobIds:
         self.engine, self.take, self.log = engine, take, log
         self.q = engine.q
         self.ids_from = 0  # where the range owned starts (0: none owned)
-        self.q.last_id = 0  # none yet: ids_used_up() until the first block
+        self.q.ids.bound(0)  # none yet: used up until the first block
 
     def left(self) -> int:
         """Ids owned and not yet used."""
-        q = self.q
-        return max(0, q.last_id - q.next_id + 1)
+        return self.q.ids.left()
 
     def low(self) -> bool:
         return self.left() < ID_BLOCK // 2
@@ -58,24 +57,23 @@ class JobIds:
         grows if block follows it; otherwise (the first block, or ids lost
         between two takes) the range starts anew at block, and what was
         left of the old one is abandoned."""
-        q = self.q
-        if not (self.ids_from and block.start == q.last_id + 1):
+        ids = self.q.ids
+        if not (self.ids_from and block.start == ids.last + 1):
             self.ids_from = block.start
-            if q.next_id < block.start:
-                q.next_id = block.start
+            ids.skip_to(block.start)
         # (never past what a binlog record can hold, etcd's counter however high)
-        q.last_id = min(block.stop - 1, U64_MAX)
+        ids.bound(min(block.stop - 1, U64_MAX))
         e = self.engine
-        if e.said_ids_used_up and not q.ids_used_up():
+        if e.said_ids_used_up and not ids.used_up():
             # (commands._ids_used_up said when puts began to be refused)
             e.said_ids_used_up = False
-            self.log("job ids: puts accepted again (the last is now %d)" % q.last_id)
+            self.log("job ids: puts accepted again (the last is now %d)" % ids.last)
 
     async def refill(self) -> bool:
         """Take the next block from etcd (UNREACHABLE passes through);
         False if this node no longer leads. A block starts at or past the
         queue's next id (a binlog may hold ids etcd never gave)."""
-        block = await self.take(ID_BLOCK, self.q.next_id)
+        block = await self.take(ID_BLOCK, self.q.ids.next)
         if block is None:
             return False
         self.own(block)

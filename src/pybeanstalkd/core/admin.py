@@ -260,7 +260,7 @@ def flush(q: Queue, t: Tube, state: int, now: int) -> Generator[None, int, tuple
                 or (state == READY and j.deadline > start)
                 or (state == DELAYED and j.deadline != key >> SHIFT))
 
-    return (yield from delete_each(q, state_keys(q, t, (state,)), q.next_id, stays, now))
+    return (yield from delete_each(q, state_keys(q, t, (state,)), q.ids.next, stays, now))
 
 
 def delete_each(q: Queue, keys: Iterable[int], last: int, stays: Callable[[Job, int], bool],
@@ -308,7 +308,7 @@ def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
     q = e.q
 
     def act(j: Job, now: int) -> Outcome:
-        if q.ids_used_up():
+        if q.ids.used_up():
             return IDS_USED_UP
         dest = q.tube(to)  # looked up each time: it may be freed between slices
         delay = max(j.deadline - now, 0) if state == DELAYED else 0

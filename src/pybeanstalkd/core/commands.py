@@ -93,7 +93,7 @@ def admit(e: Engine, size: int, clean: bool = True, whole: bool = False) -> Outc
     q = e.q
     if whole and e.draining:
         return DRAINING
-    if q.ids_used_up():
+    if q.ids.used_up():
         _ids_used_up(e)
         return IDS_USED_UP
     cap = e.max_memory
@@ -117,7 +117,7 @@ def _ids_used_up(e: Engine) -> None:
     (cluster/ids.py)."""
     if not e.said_ids_used_up:
         e.said_ids_used_up = True
-        e.log("put refused: job ids are used up (the last is %d)" % e.q.last_id)
+        e.log("put refused: job ids are used up (the last is %d)" % e.q.ids.last)
 
 
 def store_put(e: Engine, j: Job, body: bytes, now: int) -> Outcome:
@@ -172,12 +172,11 @@ def finish_tagged(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
             s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
                    else b"INSERTED %d %s %d\r\n" % (id_, word, lowered))
             return
-    id_ = j.id = q.next_id
-    if id_ > q.last_id:
+    id_ = j.id = q.ids.take()
+    if not id_:
         _ids_used_up(e)
         s.send(R.PUT[IDS_USED_UP])
         return
-    q.next_id = id_ + 1
     jobs = ext.jobs
     jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
     if e.verbose >= 2:
@@ -202,8 +201,7 @@ def finish_keyed(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
     q: ExtQueue = e.q  # type: ignore[assignment]  # (tags come with --extensions)
     ext = q.ext
     keys = ext.keys.get(j.tube.name)
-    id_ = q.next_id
-    if keys is None or key in keys or ext.cools or e.draining or id_ > q.last_id:
+    if keys is None or key in keys or ext.cools or e.draining or q.ids.used_up():
         s.in_tags = tags
         finish_tagged(e, s, j, body, now)
         return
@@ -211,8 +209,7 @@ def finish_keyed(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
     # would cost every tagged put a call, about 490 instructions, and
     # put an aft: put past 1.10x a plain put's 40,800)
     s.in_tags = None
-    j.id = id_
-    q.next_id = id_ + 1
+    id_ = j.id = q.ids.take()
     jobs = ext.jobs
     jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
     if e.verbose >= 2:

@@ -349,7 +349,7 @@ def flush_every(q: Queue, t: Tube, now: int,
     deleted if it is still in the queue, whatever its state by then. Only
     a job that changes state twice while the walk runs (reserved, then
     released and reserved again) can be missed."""
-    last = q.next_id
+    last = q.ids.next
     stays = lambda j, key: j.tube is not t or j.deadline == HELD  # noqa: E731
     if t.nready + t.ndelayed + len(t.buried) + t.nreserved > admin.COPY_MAX:
         # Too many to copy in one step: found in the job map, a block a

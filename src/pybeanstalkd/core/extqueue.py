@@ -53,7 +53,7 @@ class ExtQueue(Queue):
                  rand: Callable[[], float] | None = None) -> None:
         # (max_tries is set for the plain queue's checks to ask tries_used_up)
         super().__init__(now, store, max_tries or NEVER, ExtState(max_tries, rand))
-        self.last_id = EXT_ID - 1  # (higher binlog ids name records of ours)
+        self.ids.bound(EXT_ID - 1)  # (higher binlog ids name records of ours)
 
     # -- tries ------------------------------------------------------------
 

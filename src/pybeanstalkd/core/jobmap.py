@@ -126,13 +126,13 @@ class JobMap:
             del self.blocks[k]
             if b.__class__ is Block:
                 self.spare = b
-        elif b.__class__ is Block and k != self.q.next_id >> BITS:
+        elif b.__class__ is Block and k != self.q.ids.next >> BITS:
             self.shrink(k, b)
 
     def shrink(self, k: int, b: Block | Sparse) -> None:
         """Block k (b, holding THIN jobs or fewer) copied to a Sparse, unless
         it is one already or still takes new ids."""
-        if b.__class__ is Block and k != self.q.next_id >> BITS:
+        if b.__class__ is Block and k != self.q.ids.next >> BITS:
             small = self.blocks[k] = Sparse((i, b[i]) for i in b.slots())
             small.live = b.live
 

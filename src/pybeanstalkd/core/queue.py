@@ -46,7 +46,8 @@ from .job import (
     times,
 )
 from .outcome import DONE, NO_ROOM, NOT_FOUND, NOT_LOGGED, TRIES_USED_UP, WRONG_STATE, Outcome
-from .protocol import NS, U64_MAX
+from .protocol import NS
+from .jobids import JobIds
 from .jobmap import BITS, EMPTY, LOW, NO_JOBS, THIN, JobMap
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
 from .hist import SUM, new as new_hist
@@ -78,10 +79,7 @@ class Queue(Reserving):
         self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
         self.tube_list = SwapList()
-        self.next_id = 1
-        # The last id this queue may hand out: a binlog holds ids up to
-        # 2**64 - 1; a cluster's leader, the end of the ids etcd gave it.
-        self.last_id = U64_MAX
+        self.ids = JobIds()
         self.max_tries = max_tries
         self.delay_heap = StaleHeap(SHARED_SLACK)  # every tube's delayed jobs
         self.ttr_heap = StaleHeap(SHARED_SLACK)  # every reserved job
@@ -140,15 +138,10 @@ class Queue(Reserving):
 
     # -- job state changes -------------------------------------------------
 
-    def ids_used_up(self) -> bool:
-        return self.next_id > self.last_id
-
     def new_job(self, t: Tube, pri: int, delay: int, ttr: int, now: int) -> Job:
         """Allocate a job id (put uses one up even if the job is then dropped).
         A ttr under a second is a second, as the reference's."""
-        j = Job(self.next_id, t, pri, delay, ttr if ttr > NS else NS, b"", now)
-        self.next_id += 1
-        return j
+        return Job(self.ids.take(), t, pri, delay, ttr if ttr > NS else NS, b"", now)
 
     def insert(self, j: Job, now: int, log: bool = True) -> None:
         """A put's job, body received and binlog space reserved. log=False:

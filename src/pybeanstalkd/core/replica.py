@@ -83,8 +83,7 @@ def _new(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: 
     None if there is no room."""
     t = q.tube(name)
     j = Job(id_, t, pri, delay, ttr, body, created)
-    if id_ >= q.next_id:
-        q.next_id = id_ + 1
+    q.ids.seen(id_)
     if not q.store.reserve_put(j):
         q.maybe_free(t)
         return None

@@ -1,0 +1,49 @@
+"""Job ids: the one place they are handed out, and the only owner of where
+the next one comes from.
+
+Ids go up from 1 and are never used twice: a put uses one up even if its
+job is then dropped, as the reference's does. An id read back from a
+record (the binlog at start-up, a leader's records on a follower) is used
+already, and the next is past it. A binlog holds ids up to 2**64 - 1; a
+cluster's leader hands out only the blocks etcd gave it (cluster/ids.py).
+"""
+from __future__ import annotations
+
+U64_MAX = 0xFFFFFFFFFFFFFFFF
+
+
+class JobIds:
+    __slots__ = ("next", "last")
+
+    def __init__(self) -> None:
+        self.next = 1  # the id the next put gets
+        self.last = U64_MAX  # the last id this queue may hand out
+
+    def used_up(self) -> bool:
+        return self.next > self.last
+
+    def left(self) -> int:
+        return max(0, self.last - self.next + 1)
+
+    def take(self) -> int:
+        """The next id, used up; 0 if none is left."""
+        id_ = self.next
+        if id_ > self.last:
+            return 0
+        self.next = id_ + 1
+        return id_
+
+    def seen(self, id_: int) -> None:
+        """id_ is in use already (a record's): never handed out again."""
+        if id_ >= self.next:
+            self.next = id_ + 1
+
+    def skip_to(self, first: int) -> None:
+        """Hand out no id below first (a block etcd gave that does not
+        follow the last)."""
+        if self.next < first:
+            self.next = first
+
+    def bound(self, last: int) -> None:
+        """Hand out no id past last (the end of the blocks owned; 0: none)."""
+        self.last = last
