@@ -172,16 +172,18 @@ def test_watch_with_a_weight(h):
     assert h.send(s, b"watch foo 4\r\n") == b"WATCHING 2\r\n"
     assert h.send(s, b"watch foo 2\r\n") == b"WATCHING 2\r\n"
     t = h.e.q.tubes[b"foo"]
-    assert s.weights == {t: 2}
+    assert s.weighted.weights == {t: 2}
     assert h.send(s, b"watch foo\r\n") == b"WATCHING 2\r\n"  # back to 1
-    assert not s.weights
+    assert not s.weighted.weights
     assert h.send(s, b"watch foo +9999\r\n") == b"WATCHING 2\r\n"
     for line in (b"watch foo 0", b"watch foo 10000", b"watch foo  5", b"watch foo ",
                  b"watch  foo", b"watch foo 5 6", b"watch -foo 5", b"watch foo x"):
         assert h.send(s, line + b"\r\n") == b"BAD_FORMAT\r\n", line
+    assert h.send(s, b"watch foo 3\r\n") == b"WATCHING 2\r\n"
     assert h.send(s, b"ignore foo\r\n") == b"WATCHING 1\r\n"
-    assert not s.weights
-    assert b"cmd-watch: 4\n" in h.send(s, b"stats\r\n")
+    assert not s.weighted.weights
+    assert b"cmd-watch: 5\n" in h.send(s, b"stats\r\n")
+    assert h.conn().weighted is None  # (one that never named a weight or a mode)
 
 
 def test_reserve_mode_replies(h):

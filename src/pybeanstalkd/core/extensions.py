@@ -36,6 +36,7 @@ from .slices import SLICE
 from .stats import Quoted, yaml
 from .tags import HELD, parse_tags, rust_uint
 from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
+from .weighted import Weighted
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -206,19 +207,23 @@ def c_watch_weight(e: Engine, s: Session, cmd: Command, now: int) -> None:
     e.counts["watch"] += 1
     n = e.q.watch(s, name)
     t = e.q.tubes[name]
-    if weight != 1:
-        if s.weights is None:
-            s.weights = {}
-        s.weights[t] = weight
-    elif s.weights:
-        s.weights.pop(t, None)
+    if weight != 1 or s.weighted is not None:
+        weighted(e, s).weigh(t, weight)
     s.send(b"WATCHING %d\r\n" % n)
 
 
 def c_reserve_mode(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    s.mode = cmd[1]
-    s.rand = xq(e).ext.rand
+    weighted(e, s).mode = cmd[1]
     s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
+
+
+def weighted(e: Engine, s: Session) -> Weighted:
+    """s's reserve policy, made when it first names a mode or a weight."""
+    if s.weighted is None:
+        rand = xq(e).ext.rand
+        assert rand is not None  # (the engine gives an ExtQueue its draws)
+        s.weighted = Weighted(rand)
+    return s.weighted
 
 
 def xq(e: Engine) -> ExtQueue:

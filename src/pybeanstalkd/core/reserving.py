@@ -19,16 +19,15 @@ from .outcome import DEADLINE_SOON, TIMED_OUT
 from .protocol import NS
 from .slices import SLICE
 from .timers import Timers
-from .tube import DEFAULT_TUBE, WEIGHTED_FAIR
+from .tube import DEFAULT_TUBE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
     from .tube import Conn, Tube
+    from .weighted import Weighted
 
 URGENT_PRI = 1024
-FAIR_MIN_SAMPLES = 10  # weighted-fair uses a tube's moving average from this many deletes
-FAIR_FLOOR_S = 0.01  # ... and at least this (tuber's)
 SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
 WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
 
@@ -84,8 +83,8 @@ class Reserving(Timers):
             if len(c.watch) < 2:
                 return None
             c.watch.remove(t)
-            if c.weights:
-                c.weights.pop(t, None)
+            if c.weighted is not None:
+                c.weighted.forget(t)
             t.watching -= 1
             self.maybe_free(t)
         return len(c.watch)
@@ -299,43 +298,21 @@ class Reserving(Timers):
         if len(watch) == 1:
             t = watch[0]
             return self.ready_top(t) if t.nready and not t.waiting and not self.paused(t, now) else None
-        if c.mode:
-            return self._weighted(c, now)
+        if c.weighted is not None and c.weighted.mode:
+            return self._weighted(c, c.weighted, now)
         j = self._best_ready(c, now)
         if j is not None and j.tube.waiting:
             j = self._best_ready_unclaimed(c, now)
         return j
 
-    def _weighted(self, c: Conn, now: int) -> Job | None:
-        """reserve-mode weighted (weighted-fair): a tube drawn at random
-        among c's watched tubes with a ready job, unpaused and with no
-        reserver waiting for it, each as likely as its weight (divided, in
-        weighted-fair, by its processing time's moving average once it has
-        10 samples, as tuber's); then that tube's best job. Priorities
-        across tubes do not count, as in tuber."""
-        weights = c.weights or {}
-        fair = c.mode == WEIGHTED_FAIR
-        cands: list[tuple[Tube, float]] = []
-        total = 0.0
-        for t in c.watch:
-            if (t.nready and not t.waiting and not self.paused(t, now)
-                    and self.ready_top(t) is not None):
-                w = float(weights.get(t, 1))
-                if fair and t.ewma_n >= FAIR_MIN_SAMPLES and t.ewma > 0:
-                    w /= max(t.ewma / NS, FAIR_FLOOR_S)
-                cands.append((t, w))
-                total += w
-        if not cands:
-            return None
-        assert c.rand is not None  # (reserve-mode gave it one)
-        r = c.rand() * total
-        pick = cands[-1][0]  # (should rounding leave r past the last)
-        for t, w in cands:
-            if r < w:
-                pick = t
-                break
-            r -= w
-        return self.ready_top(pick)
+    def _weighted(self, c: Conn, policy: Weighted, now: int) -> Job | None:
+        """reserve-mode weighted (weighted-fair): a tube drawn among c's
+        watched tubes with a ready job, unpaused and with no reserver
+        waiting for it (weighted.py); then that tube's best job.
+        Priorities across tubes do not count, as in tuber."""
+        t = policy.draw([t for t in c.watch if t.nready and not t.waiting
+                         and not self.paused(t, now) and self.ready_top(t) is not None])
+        return None if t is None else self.ready_top(t)
 
     def reserve_now(self, c: Conn, now: int) -> bool:
         """Reserve what a reserve would get at once, if anything (True);

@@ -7,15 +7,16 @@ from typing import TYPE_CHECKING
 
 from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
 
-FIFO, WEIGHTED, WEIGHTED_FAIR = 0, 1, 2  # Conn.mode: how a reserve picks among its tubes
+FIFO, WEIGHTED, WEIGHTED_FAIR = 0, 1, 2  # how a reserve picks among its tubes (weighted.py)
 DEFAULT_TUBE = b"default"  # every connection's tube at first; never freed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
     from .held import Held
     from .job import Job
     from .outcome import Outcome
+    from .weighted import Weighted
 
 
 class Tube:
@@ -100,8 +101,7 @@ class Conn:
     on the wire is the subclass's (session.py)."""
 
     __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "waiting",
-                 "timeout", "wait_key", "producer", "worker", "gone", "mode", "weights",
-                 "rand")
+                 "timeout", "wait_key", "producer", "worker", "gone", "weighted")
 
     def __init__(self) -> None:
         # A Tube from Queue.attach on, which the engine calls as it makes the
@@ -117,12 +117,9 @@ class Conn:
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
         self.producer = self.worker = False
         self.gone = False  # closed; its reservations are being returned in slices
-        # --extensions' reserve-mode (FIFO, WEIGHTED, WEIGHTED_FAIR), the
-        # weights of its watched tubes (None: all 1) and the random draws
-        # weighted modes make (uniform in [0, 1): the engine's).
-        self.mode = FIFO
-        self.weights: dict[Tube, int] | None = None
-        self.rand: Callable[[], float] | None = None
+        # --extensions: its reserve-mode and its tubes' weights, once it
+        # gave either (None: reserves as the reference's)
+        self.weighted: Weighted | None = None
 
     def reserved(self, job: Job) -> None:
         """A reserve of this connection's got `job` (at once, or after waiting)."""
