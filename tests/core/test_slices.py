@@ -11,6 +11,8 @@ import random
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fakeclock import Harness
 from pybeanstalkd.core.jobmap import BITS, THIN
@@ -605,3 +607,20 @@ def test_run_work_runs_slices_until_the_time_budget(h):
     # A cheap clock: the rest in one pass, then the reply.
     assert run_work(h.e, StepClock(1, h.now)) is False
     assert q.ready_ct == n and h.take(a) == b"KICKED %d\r\n" % n
+
+
+@given(st.lists(st.integers(0, 50), max_size=60), st.data())
+def test_removing_any_entry_in_place_keeps_a_heap(values, data):
+    """The sweep's removal (the last entry into the hole, then up or down)
+    leaves a heap holding exactly the other entries."""
+    from pybeanstalkd.core.heaps import StaleHeap
+
+    heap = StaleHeap(0)
+    heap.extend(values)
+    heapq.heapify(heap)
+    dead = set(data.draw(st.lists(st.sampled_from(values), max_size=len(values)))) if values else set()
+    heap.sweeping = True
+    for _ in heap._sweeper(lambda k: k not in dead, lambda: len(heap)):
+        pass
+    assert sorted(heap) == sorted(v for v in values if v not in dead)
+    assert all(heap[(i - 1) >> 1] <= heap[i] for i in range(1, len(heap)))

@@ -3,7 +3,7 @@ names, and a put's admission and its body's arrival. Each takes the
 engine: its queue, counters and settings."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from . import protocol as P, replies as R
 from .job import JOB_OVERHEAD, Job
@@ -16,7 +16,7 @@ from .stats import job_stats, server_stats, tube_stats
 from .tags import Tags, new_tags
 
 if TYPE_CHECKING:
-    from typing import Literal, Protocol
+    from typing import Literal
 
     from .engine import Engine
     from .extqueue import ExtQueue
@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     from .tube import Tube
     from .session import Session
 
-    class Verifier(Protocol):
-        """--auth-tokens: the server's check of a token."""
 
-        def verify(self, candidate: bytes, /) -> bool: ...
+class Verifier(Protocol):
+    """--auth-tokens: the server's check of a token."""
+
+    def verify(self, candidate: bytes, /) -> bool: ...
 
 
 def c_put(e: Engine, s: Session, cmd: Command, now: int) -> None:

@@ -45,18 +45,26 @@ STAMP = 1 << 17  # ns (131 µs) a put's created time may be shared (Engine.stamp
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 
 
+def no_rusage() -> tuple[float, float]:
+    return 0.0, 0.0
+
+
 class Host:
     """What `stats` says of the process and the machine. The server passes one
-    read from the OS; the pure layer's default is fixed values."""
+    read from the OS (server/loop.py); the pure layer's default is fixed
+    values."""
 
-    pid = 0
-    instance_id = b"0000000000000000"
-    hostname = os = platform = b""
+    __slots__ = ("pid", "instance_id", "hostname", "os", "platform", "rusage")
 
-    @staticmethod
-    def rusage() -> tuple[float, float]:
-        """(user, system) CPU seconds."""
-        return 0.0, 0.0
+    def __init__(self, pid: int = 0, instance_id: bytes = b"0000000000000000",
+                 hostname: bytes = b"", os: bytes = b"", platform: bytes = b"",
+                 rusage: Callable[[], tuple[float, float]] = no_rusage) -> None:
+        self.pid = pid
+        self.instance_id = instance_id
+        self.hostname = hostname
+        self.os = os
+        self.platform = platform
+        self.rusage = rusage  # () -> (user, system) CPU seconds
 
 
 FIXED_HOST = Host()  # Engine's default host (one instance, shared)

@@ -21,18 +21,42 @@ from .slices import SLICE, Slices
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
-    # heapq's sift helpers are private, so typeshed does not declare them.
-    def _siftdown(heap: list[int], startpos: int, pos: int) -> None: ...
-    def _siftup(heap: list[int], pos: int) -> None: ...
-else:
-    from heapq import _siftdown, _siftup
-
 SHIFT = 64
 MASK = (1 << SHIFT) - 1
 SMALL_HEAP = 2048  # a heap this small is compacted at once (under 1 ms)
 TUBE_SLACK = 64  # a tube's ready and delayed heaps, its run, the tube index
 SHARED_SLACK = 1024  # the queue's delay and TTR heaps
 CONN_SLACK = 16  # a connection's deadlines
+
+
+def _rise(heap: list[int], i: int) -> None:
+    """Move heap[i], smaller than its parent, up to its place."""
+    item = heap[i]
+    while i:
+        parent = (i - 1) >> 1
+        above = heap[parent]
+        if not item < above:
+            break
+        heap[i] = above
+        i = parent
+    heap[i] = item
+
+
+def _sink(heap: list[int], i: int) -> None:
+    """Move heap[i] down to its place."""
+    n = len(heap)
+    item = heap[i]
+    child = 2 * i + 1
+    while child < n:
+        if child + 1 < n and heap[child + 1] < heap[child]:
+            child += 1
+        below = heap[child]
+        if not below < item:
+            break
+        heap[i] = below
+        i = child
+        child = 2 * i + 1
+    heap[i] = item
 
 
 class StaleHeap(list[int]):
@@ -95,9 +119,9 @@ class StaleHeap(list[int]):
                 if i < len(self):
                     self[i] = last
                     if i and last < self[(i - 1) >> 1]:
-                        _siftdown(self, 0, i)
+                        _rise(self, i)
                     else:
-                        _siftup(self, i)
+                        _sink(self, i)
                     continue  # what moved into i is looked at next
             i -= 1
         self.sweeping = False

@@ -2,7 +2,7 @@
 pending input and its share of the work."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .job import OnDisk
 from .replies import RESERVE
@@ -10,21 +10,22 @@ from .tube import Conn
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Protocol
 
     from .engine import Engine
     from .job import Job
     from .outcome import Outcome
     from .tags import Tags
 
-    class Transport(Protocol):
-        """What the engine's callers write replies through: the I/O layer's
-        transport (core/ cannot name asyncio's)."""
 
-        def is_closing(self) -> bool: ...
-        def write(self, data: bytes, /) -> None: ...
-        def writelines(self, data: Iterable[bytes], /) -> None: ...
-        def close(self) -> None: ...
+class Transport(Protocol):
+    """What the engine's callers write replies through: the I/O layer's
+    transport (core/ cannot name asyncio's)."""
+
+    def is_closing(self) -> bool: ...
+    def write(self, data: bytes, /) -> None: ...
+    def writelines(self, data: Iterable[bytes], /) -> None: ...
+    def close(self) -> None: ...
+
 
 # Framing states: a command line next, the rest of an over-long line to
 # skip, a put's body, a body to discard (its reply in skip_reply).

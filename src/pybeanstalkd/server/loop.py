@@ -26,20 +26,16 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 
-class ProcessHost(Host):
+def process_host() -> Host:
     """This process and machine, for `stats`."""
+    u = os.uname()
+    return Host(os.getpid(), os.urandom(8).hex().encode(), u.nodename.encode(),
+                u.version.encode(), u.machine.encode(), _rusage)
 
-    def __init__(self):
-        self.pid = os.getpid()
-        self.instance_id = os.urandom(8).hex().encode()
-        u = os.uname()
-        self.hostname, self.os, self.platform = (
-            x.encode() for x in (u.nodename, u.version, u.machine))
 
-    @staticmethod
-    def rusage() -> tuple[float, float]:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime, r.ru_stime
+def _rusage() -> tuple[float, float]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
 
 
 def new_loop():
@@ -203,7 +199,7 @@ async def _serve(loop, sock: socket.socket, settings: Settings, rt: Runtime) -> 
     wal = lock_binlog(settings) if settings.wal_dir is not None else None
     engine = Engine(monotonic_ns(), max_job_size=settings.max_job_size,
                     verbose=settings.verbose, filesize=settings.filesize,
-                    log=Server.log, host=ProcessHost(), hold=hold_for(settings),
+                    log=Server.log, host=process_host(), hold=hold_for(settings),
                     max_memory=settings.max_memory, auth=rt.tokens, store=wal,
                     extensions=settings.extensions, max_tries=settings.max_tries or 0,
                     rand=random.Random().random,  # (seeded from the OS)
