@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from .job import Job
     from .tags import Clear, Cooldown
 
     # A record of the put tags' state that is not a job's (binlog/ext.py)
-    Record = Cooldown | Clear
+    Record: TypeAlias = "Cooldown | Clear"
 
 
 class Store(Protocol):
