@@ -81,6 +81,20 @@ def stamped(log):
     return say
 
 
+async def within(aw, seconds: float):
+    """aw's result, or TimeoutError after `seconds`, whether or not aw ends
+    when it is cancelled. (asyncio.wait_for waits for a cancelled call to
+    end: an etcd call that does not would hold a leader whose lease ran
+    out past its step-down.)"""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # (retrieved: no warning)
+        raise TimeoutError
+    return task.result()
+
+
 class Node:
     def __init__(self, loop, srv, engine, wal, cluster: ClusterSettings, certs: Certs | None, sock,
                  serve_clients, stop):
@@ -282,7 +296,7 @@ class Node:
         while True:
             sent = monotonic_ns()
             try:
-                ok = await asyncio.wait_for(self.coord.keepalive(), self.coord.ttl / 3)
+                ok = await within(self.coord.keepalive(), self.coord.ttl / 3)
             except Exception as e:  # noqa: BLE001 (etcd unreachable, or its reply late)
                 self.log(f"cluster: lease refresh failed: {e!r}")
                 ok = None
@@ -454,7 +468,7 @@ class Node:
         out): give up the lease, so that another node leads at once."""
         self.role = "follower"
         try:
-            await asyncio.wait_for(self.coord.resign(), 2)
+            await within(self.coord.resign(), 2)
         except Exception as e:  # noqa: BLE001 (then the lease runs out by itself)
             self.log(f"cluster {self.cluster.name}: resign: {e!r}")
 

@@ -1,0 +1,45 @@
+"""A leader whose lease cannot be refreshed steps down when the lease ends,
+even if the etcd client's call does not end when it is cancelled."""
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("aetcd")
+from pybeanstalkd.cluster.node import EXIT_DEPOSED, Node  # noqa: E402
+
+
+class StuckCoord:
+    ttl = 1
+
+    def __init__(self):
+        self.calls = 0
+
+    async def keepalive(self):
+        self.calls += 1
+        try:
+            await asyncio.sleep(3600)  # etcd without quorum: no answer
+        except asyncio.CancelledError:
+            await asyncio.sleep(5)  # ... and slow to give up when cancelled
+            raise
+
+
+def test_a_leader_steps_down_at_its_lease_end_while_etcd_calls_hang():
+    async def main():
+        n = Node.__new__(Node)  # (only what _keepalive and _deposed use)
+        n.coord = StuckCoord()
+        n.lease_until = time.monotonic_ns() + 1_000_000_000
+        n.log = lambda m: None
+        n.cluster, n.name, n.role = SimpleNamespace(name="c"), "a", "leader"
+        n.stop = asyncio.get_running_loop().create_future()
+        t0 = time.monotonic()
+        task = asyncio.create_task(n._keepalive())
+        code = await asyncio.wait_for(asyncio.shield(n.stop), 4)
+        took = time.monotonic() - t0
+        task.cancel()
+        return code, took, n.role
+
+    code, took, role = asyncio.run(main())
+    assert (code, role) == (EXIT_DEPOSED, "follower")
+    assert 1.0 <= took < 2.5, took  # the lease's end, plus a refresh's timeout at most
