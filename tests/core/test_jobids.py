@@ -3,7 +3,8 @@ record used, never past the bound."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pybeanstalkd.core.jobids import U64_MAX, JobIds
+from pybeanstalkd.core.jobids import JobIds
+from pybeanstalkd.core.protocol import U64_MAX
 
 
 def test_ids_go_up_from_one_until_the_bound():

@@ -9,7 +9,7 @@ cluster's leader hands out only the blocks etcd gave it (cluster/ids.py).
 """
 from __future__ import annotations
 
-U64_MAX = 0xFFFFFFFFFFFFFFFF
+from .protocol import U64_MAX
 
 
 class JobIds:
