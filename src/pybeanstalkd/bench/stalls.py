@@ -206,19 +206,20 @@ def case_fill(s, o, n, progress, fill_s):
         probe.kill()
 
 
-def _timed(s, o, probe, command: bytes, want: bytes, what: str) -> float:
-    """Send one command that does big work (from `o.tube`), with the probe
-    running, and time its reply: the work's seconds."""
+def _timed(s, o, probe, command: bytes, ok, what: str, replies: int = 1) -> float:
+    """Send commands that do big work (from `o.tube`), with the probe
+    running, and time their `replies` replies: the work's seconds. ok(got)
+    says whether the replies are the expected ones."""
     with connect(s.addr) as c:
         c.settimeout(WORK_TIMEOUT)  # the reply comes after the last slice
         exchange(c, b"use %s\r\n" % o.tube.encode(), 1)
         probe.go()
         time.sleep(0.05)
         t0 = time.monotonic()
-        got = exchange(c, command, 1)
+        got = exchange(c, command, replies)
         took = time.monotonic() - t0
-        if got != want:
-            raise BenchError(f"{what}: {got[:80]!r}")
+        if not ok(got):
+            raise BenchError(f"{what}: {got[:120]!r}")
     time.sleep(0.05)
     return took
 
@@ -227,7 +228,7 @@ def case_kick(s, o, n, progress, fill_s):
     _fill(s, o, n, progress, "delayed fill", delay=100_000)
     probe = Probe(s.addr)
     try:
-        took = _timed(s, o, probe, b"kick %d\r\n" % n, b"KICKED %d\r\n" % n, "kick")
+        took = _timed(s, o, probe, b"kick %d\r\n" % n, (b"KICKED %d\r\n" % n).__eq__, "kick")
         return _stopped(probe, took, {})
     finally:
         probe.kill()
@@ -320,7 +321,7 @@ def case_flush(s, o, n, progress, fill_s):
     probe = Probe(s.addr)
     try:
         took = _timed(s, o, probe, b"flush-tube %s\r\n" % o.tube.encode(),
-                      b"FLUSHED %d\r\n" % n, "flush-tube")
+                      (b"FLUSHED %d\r\n" % n).__eq__, "flush-tube")
         return _stopped(probe, took, {})
     finally:
         probe.kill()
@@ -370,16 +371,8 @@ def case_group(s, o, n, progress, fill_s):
         return [], 0.0, {"skipped": "no stats-group"}
     probe = Probe(s.addr)
     try:
-        with connect(s.addr) as c:
-            c.settimeout(WORK_TIMEOUT)
-            probe.go()
-            time.sleep(0.05)
-            t0 = time.monotonic()
-            got = exchange(c, b"stats-group %s\r\n" % group, 2)
-            took = time.monotonic() - t0
-            if b"\nready: %d\n" % n not in got:
-                raise BenchError(f"stats-group: {got[:120]!r}")
-        time.sleep(0.05)
+        took = _timed(s, o, probe, b"stats-group %s\r\n" % group,
+                      lambda got: b"\nready: %d\n" % n in got, "stats-group", replies=2)
         return _stopped(probe, took, {})
     finally:
         probe.kill()
@@ -394,16 +387,9 @@ def case_groupdel(s, o, n, progress, fill_s):
              + b"\r\n" for k in range(1, n + 1, 1000)]
     probe = Probe(s.addr)
     try:
-        with connect(s.addr) as c:
-            c.settimeout(WORK_TIMEOUT)
-            probe.go()
-            time.sleep(0.05)
-            t0 = time.monotonic()
-            got = exchange(c, b"".join(lines), len(lines))
-            took = time.monotonic() - t0
-            if got.count(b"DELETED_BATCH") != len(lines):
-                raise BenchError(f"delete-batch: {got[:120]!r}")
-        time.sleep(0.05)
+        took = _timed(s, o, probe, b"".join(lines),
+                      lambda got: got.count(b"DELETED_BATCH") == len(lines), "delete-batch",
+                      replies=len(lines))
         return _stopped(probe, took, {})
     finally:
         probe.kill()
