@@ -8,6 +8,7 @@ import sys
 import tracemalloc
 
 from fakeclock import Harness
+from pybeanstalkd.core.timers import paused
 from pybeanstalkd.core import putlines, tags as tags_mod
 from pybeanstalkd.core.protocol import LINE_BUF_SIZE
 
@@ -180,11 +181,11 @@ def test_pauses_of_tubes_since_freed_are_let_go():
         h.send(s, b"use default\r\n")
 
     assert grown_per_cycle(h, cycle, 2000) < 64
-    assert len(h.e.q.pause_heap) < 100
+    assert len(h.e.q.timers.pause_heap) < 100
     for _ in range(3000):  # a tube paused again and again
         h.send(s, b"pause-tube default 4294967295\r\n")
-    assert len(h.e.q.pause_heap) < 100
-    assert h.e.q.paused(h.e.q.tubes[b"default"], h.now)
+    assert len(h.e.q.timers.pause_heap) < 100
+    assert paused(h.e.q.tubes[b"default"], h.now)
 
 
 def test_reserves_that_stopped_waiting_do_not_keep_their_connections():
@@ -197,7 +198,7 @@ def test_reserves_that_stopped_waiting_do_not_keep_their_connections():
         h.close(c)
 
     assert grown_per_cycle(h, cycle, 2000) < 64
-    assert len(h.e.q.wait_heap) < 100
+    assert len(h.e.q.timers.wait_heap) < 100
     # Those still waiting keep their entries, and are answered.
     waiters = [h.conn() for _ in range(300)]
     for c in waiters:
@@ -271,4 +272,4 @@ def test_every_name_a_client_chose_goes_with_the_last_job():
         left.get("dedup", {}).pop(b"default", None)  # (a tube never freed keeps its counter)
         left = {k: v for k, v in left.items() if v}
         assert not left, (seed, left)
-        assert not q.wait_heap and len(q.pause_heap) <= 64 and len(q.index) <= 64, seed
+        assert not q.timers.wait_heap and len(q.timers.pause_heap) <= 64 and len(q.index) <= 64, seed

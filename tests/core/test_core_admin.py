@@ -9,6 +9,7 @@ import random
 import pytest
 
 from fakeclock import Harness
+from pybeanstalkd.core import jobmoves
 from pybeanstalkd.core import admin, hist
 from pybeanstalkd.core.outcome import Outcome
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
@@ -284,9 +285,9 @@ def test_admin_delete_and_kick_job_count_no_command():
     reserve(h, s)  # a
     before = stats(h, s)
     q = h.e.q
-    assert q.kick_job(999, h.now) is Outcome.NOT_FOUND
-    assert q.kick_job(c, h.now) is Outcome.WRONG_STATE
-    assert q.kick_job(b, h.now) is Outcome.DONE
+    assert jobmoves.kick_job(q, 999, h.now) is Outcome.NOT_FOUND
+    assert jobmoves.kick_job(q, c, h.now) is Outcome.WRONG_STATE
+    assert jobmoves.kick_job(q, b, h.now) is Outcome.DONE
     assert q.jobs[b].state == READY
     assert admin.delete(q, q.jobs[c], h.now) is Outcome.DONE
     assert c not in q.jobs
@@ -320,7 +321,7 @@ def test_flush_runs_in_slices_with_other_clients_served_between():
     q = h.e.q
     t = q.tubes[b"default"]
     gen = admin.flush(q, t, READY, h.now)
-    assert not q.spawn(gen)  # one slice done, the rest queued as background work
+    assert not q.slices.spawn(gen)  # one slice done, the rest queued as background work
     assert t.nready == n + 1 - SLICE
     # Another client is served between slices.
     assert h.send(other, b"peek-ready\r\n").startswith(b"FOUND")
@@ -533,7 +534,7 @@ def test_a_big_flush_deletes_at_most_a_slice_a_step(state):
     assert admin.count(t, state) == n
     h.advance(0.001)  # (a clock moves on: the puts' times were the frozen one plus a ns each)
     gen = admin.flush(q, t, state, h.now)
-    assert not q.spawn(gen)  # the first slice at once, the rest as background work
+    assert not q.slices.spawn(gen)  # the first slice at once, the rest as background work
     left = [len(q.jobs)]
     assert n - left[0] <= SLICE
     while h.step():

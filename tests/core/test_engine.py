@@ -2,6 +2,7 @@
 import pytest
 
 from fakeclock import Harness
+from pybeanstalkd.core.timers import paused
 from pybeanstalkd.core.outcome import Outcome
 from pybeanstalkd.core.protocol import NS
 
@@ -344,8 +345,8 @@ def test_stale_heap_entries_are_compacted(h):
         assert h.send(c, b"release 1 0 100\r\n") == b"RELEASED\r\n"
     q = h.e.q
     assert len(q.tubes[b"default"].delayed) <= 2 + 64 + 1
-    assert len(q.delay_heap) <= 2 + 1024 + 1
-    assert len(q.ttr_heap) <= 1024 + 1
+    assert len(q.timers.delay_heap) <= 2 + 1024 + 1
+    assert len(q.timers.ttr_heap) <= 1024 + 1
 
 
 def test_server_reads_only_the_monotonic_clock():
@@ -441,7 +442,7 @@ def test_wide_watch_reserve_matches_a_full_scan(h, seed):
         else:
             expect = None
             for t in q.tubes.values():
-                if t.name in names[:30] and not q.paused(t, h.now):
+                if t.name in names[:30] and not paused(t, h.now):
                     j = q.ready_top(t)
                     if j is not None and (expect is None or (j.pri, j.id) < (expect.pri, expect.id)):
                         expect = j

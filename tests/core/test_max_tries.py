@@ -2,6 +2,7 @@
 buries it instead of putting it back, logged like a bury; without the flag
 nothing changes (stats-job's fields included)."""
 from fakeclock import Harness, with_binlog
+from pybeanstalkd.core import jobmoves
 from pybeanstalkd.core.outcome import Outcome
 
 
@@ -56,7 +57,7 @@ def test_without_the_flag_nothing_changes():
         reserve(h, s)
         assert h.send(s, b"release %d 0 0\r\n" % jid) == b"RELEASED\r\n"
     assert h.send(s, b"stats-job %d\r\n" % jid).endswith(b"kicks: 0\n\r\n")
-    assert h.e.q.release(s, 999, 0, 0, h.now) is Outcome.NOT_FOUND
+    assert jobmoves.release(h.e.q, s, 999, 0, 0, h.now) is Outcome.NOT_FOUND
 
 
 def test_a_job_buried_for_its_tries_stays_buried_after_a_restart(tmp_path):

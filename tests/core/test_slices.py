@@ -81,7 +81,7 @@ def test_kick_spans_slices_while_others_reserve_and_delete(h, kind):
     assert h.send(a, b"kick 1000000\r\nlist-tube-used\r\n") == b""
     assert q.ready_ct == SLICE
     taken = []
-    while q.work:
+    while q.slices.work:
         st = stat(h, b, b"stats-tube default\r\n")  # partial counts, exact
         assert int(st["current-jobs-ready"]) + int(st[f"current-jobs-{kind}"]) \
             == N - len(taken)
@@ -106,7 +106,7 @@ def test_kick_below_a_slice_answers_at_once(h):
     for _ in range(SLICE):
         put(h, a, delay=100)
     assert h.send(a, b"kick %d\r\n" % SLICE) == b"KICKED %d\r\n" % SLICE
-    assert not h.e.q.work
+    assert not h.e.q.slices.work
 
 
 def test_kick_stops_at_what_the_tube_held(h):
@@ -331,16 +331,16 @@ def test_a_big_stale_heap_is_swept_in_slices(h):
         h.send(a, b"release %d 0 0\r\n" % i)  # n stale entries in ttr_heap
     q = h.e.q
     drain(h)  # (the connection's own list of deadlines was swept)
-    heap = q.ttr_heap
-    assert len(heap) == n and not q.work
+    heap = q.timers.ttr_heap
+    assert len(heap) == n and not q.slices.work
     reserve_id(h, a)  # over the threshold: a sweep starts, nothing swept yet
-    assert len(heap) == n + 1 and q.work
+    assert len(heap) == n + 1 and q.slices.work
     sizes = []
     while h.step():
         sizes.append(len(heap))
         assert_heap(heap)
     assert all(x - y <= SLICE for x, y in zip([n + 1] + sizes, sizes))
-    assert len(set(heap)) == 1 and q.ttr_heap is heap  # (a live duplicate may stay)
+    assert len(set(heap)) == 1 and q.timers.ttr_heap is heap  # (a live duplicate may stay)
 
 
 def test_sweeps_keep_ready_and_delayed_order_under_random_work():
@@ -357,14 +357,14 @@ def test_sweeps_keep_ready_and_delayed_order_under_random_work():
         alive.discard(i)
     put(h, a, delay=60)  # triggers the sweeps of the delayed heaps
     alive.add(n + 1)
-    assert q.work
+    assert q.slices.work
     while h.step():
         for _ in range(3):
             i = rnd.choice(sorted(alive))
             h.send(a, b"kick-job %d\r\n" % i)
-        assert_heap(q.delay_heap)
+        assert_heap(q.timers.delay_heap)
         assert_heap(q.tubes[b"default"].delayed)
-    assert len(q.delay_heap) <= 2 * q.delayed_ct + 1024
+    assert len(q.timers.delay_heap) <= 2 * q.delayed_ct + 1024
     h.now += 100 * NS
     while h.e.next_due() is not None and h.e.next_due() <= h.now:
         h.e.tick(h.now)
@@ -384,7 +384,7 @@ def test_a_stale_run_is_drained_to_the_heap_in_order(h):
         if i % 4:
             h.send(a, b"delete %d\r\n" % i)
     put(h, a)  # the run is mostly stale: its live entries move to the heap
-    assert q.work
+    assert q.slices.work
     steps = drain(h)
     assert steps >= 2
     t = q.tubes[b"default"]
@@ -422,9 +422,9 @@ def test_deletes_by_id_start_the_sweeps(h):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
     for i in range(n + 1, n + 3 * n // 4):  # the front of the run
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert q.work
+    assert q.slices.work
     drain(h)
-    assert len(q.delay_heap) <= 1024 + 2 and len(q.tubes[b"default"].delayed) <= 64 + 2
+    assert len(q.timers.delay_heap) <= 1024 + 2 and len(q.tubes[b"default"].delayed) <= 64 + 2
     run = q.tubes[b"default"].run
     assert not q.tubes[b"default"].ready and len(run) == q.tubes[b"default"].nready  # none moved
     assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n

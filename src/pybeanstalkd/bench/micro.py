@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 from time import perf_counter_ns
 
+from ..core import jobmoves, reserving
 from ..core.commands import finish_put
 from ..core.engine import Engine
 from ..core.protocol import NS, job_header
@@ -155,7 +156,7 @@ def queues(n: int, ids: list[int]) -> dict:
         q.insert(j, now)
 
     def reserve(i):
-        q.reserve(c, None, now)
+        reserving.reserve(q, c, None, now)
         if i == BATCH - 1:
             c.out.clear()
             e.dirty.clear()
@@ -165,9 +166,9 @@ def queues(n: int, ids: list[int]) -> dict:
             first[0] += BATCH
     return _cycles(n, [
         ("put", put), ("reserve", reserve),
-        ("release", lambda i: q.release(c, first[0] + i, 0, 0, now)),
+        ("release", lambda i: jobmoves.release(q, c, first[0] + i, 0, 0, now)),
         ("reserve again", reserve),
-        ("touch", lambda i: q.touch(c, first[0] + i, now)),
+        ("touch", lambda i: jobmoves.touch(q, c, first[0] + i, now)),
         ("delete", lambda i: q.delete(c, first[0] + i, now)),
         ("next", next_batch)])
 

@@ -219,7 +219,7 @@ class Recovered(Reader):
                 now: int) -> None:
         """Hand the live jobs' tags and the cooldowns not yet ended to q,
         before it loads the jobs."""
-        ext = q.ext
+        ext = q.tagged
         for id_ in [i for i in self.tags if not live(i)]:
             del self.tags[id_]
         ext.next_ext = self.last_id

@@ -7,7 +7,7 @@ cmd-delete and cmd-pause-tube included); the job counters move as the jobs do,
 and every change goes to the binlog through the queue's own operations.
 
 Work over many jobs (flush, move, deep pages) is a generator of slices of
-SLICE jobs, run like a big `kick` (Queue.spawn, Queue.step): its value is the
+SLICE jobs, run like a big `kick` (Queue.slices: spawn, step): its value is the
 result once the last slice has run.
 """
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _live_keys(keys: Iterable[int], live: Callable[[int], bool]) -> Iterator[int
 def _run_keys(q: Queue, t: Tube, run: Iterable[int]) -> Iterator[int]:
     pri = t.run_pri << SHIFT
     for id_ in run:
-        if q.run_job(id_) is not None:
+        if q.jobs.run_job(id_) is not None:
             yield pri | id_
 
 
@@ -108,10 +108,10 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
     if state == READY:
         keys = _merge(_run_keys(q, t, (t.run or ()) if run is None else run),
                       _live_keys(_heap_in_order(t.ready if heap is None else heap),
-                                 q.ready_live))
+                                 q.jobs.ready_live))
     elif state == DELAYED:
         keys = _live_keys(_heap_in_order(t.delayed if heap is None else heap),
-                          q.delayed_live)
+                          q.jobs.delayed_live)
     elif state == BURIED:
         yield from t.buried.values()
         return

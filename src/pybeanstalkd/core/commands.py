@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from . import protocol as P, replies as R
+from . import jobmoves, protocol as P, replies as R, reserving
 from .job import JOB_OVERHEAD, Job
 from .jobmap import EMPTY
 from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
@@ -163,7 +163,7 @@ def finish_tagged(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
         s.send(P.DRAINING)
         return
     q: ExtQueue = e.q  # type: ignore[assignment]  # (tags come with --extensions)
-    ext = q.ext
+    ext = q.tagged
     idp = tags.idp
     if idp is not None and (idp in ext.keys.get(j.tube.name, EMPTY)
                             or (ext.cools and idp in ext.cools.get(j.tube.name, EMPTY))):
@@ -200,7 +200,7 @@ def finish_keyed(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
     key: bytes = s.in_tags  # type: ignore[assignment]  # (put set it)
     tags = new_tags(Tags, (key, 0, None, 1, None, None, 0))
     q: ExtQueue = e.q  # type: ignore[assignment]  # (tags come with --extensions)
-    ext = q.ext
+    ext = q.tagged
     keys = ext.keys.get(j.tube.name)
     if keys is None or key in keys or ext.cools or e.draining or q.ids.used_up():
         s.in_tags = tags
@@ -257,12 +257,12 @@ def worker(e: Engine, s: Session) -> None:
 
 def c_reserve(e: Engine, s: Session, cmd: Command, now: int) -> None:
     worker(e, s)
-    e.q.reserve(s, None, now)
+    reserving.reserve(e.q, s, None, now)
 
 
 def c_reserve_timeout(e: Engine, s: Session, cmd: Command, now: int) -> None:
     worker(e, s)
-    e.q.reserve(s, cmd[1] * NS, now)
+    reserving.reserve(e.q, s, cmd[1] * NS, now)
 
 
 def c_reserve_job(e: Engine, s: Session, cmd: Command, now: int) -> None:
@@ -279,24 +279,24 @@ def c_delete(e: Engine, s: Session, cmd: Command, now: int) -> None:
 
 def c_release(e: Engine, s: Session, cmd: Command, now: int) -> None:
     _, id_, pri, delay = cmd
-    s.send(R.RELEASE[e.q.release(s, id_, pri, delay, now)])
+    s.send(R.RELEASE[jobmoves.release(e.q, s, id_, pri, delay, now)])
 
 
 def c_bury(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    s.send(R.BURY[e.q.bury(s, cmd[1], cmd[2], now)])
+    s.send(R.BURY[jobmoves.bury(e.q, s, cmd[1], cmd[2], now)])
 
 
 def c_kick(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    if not e.q.spawn(e.in_slices(s, e.q.kick(s.use, cmd[1], now), _kicked)):
+    if not e.q.slices.spawn(e.in_slices(s, jobmoves.kick(e.q, s.use, cmd[1], now), _kicked)):
         s.state = BUSY
 
 
 def c_kick_job(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    s.send(R.KICK_JOB[e.q.kick_job(cmd[1], now)])
+    s.send(R.KICK_JOB[jobmoves.kick_job(e.q, cmd[1], now)])
 
 
 def c_touch(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    s.send(R.TOUCH[e.q.touch(s, cmd[1], now)])
+    s.send(R.TOUCH[jobmoves.touch(e.q, s, cmd[1], now)])
 
 
 def c_stats(e: Engine, s: Session, cmd: Command, now: int) -> None:
@@ -326,16 +326,16 @@ def c_list_tubes_watched(e: Engine, s: Session, cmd: Command, now: int) -> None:
 
 
 def c_use(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    e.q.use(s, cmd[1])
+    reserving.use(e.q, s, cmd[1])
     s.send(b"USING %s\r\n" % s.use.name)
 
 
 def c_watch(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    s.send(b"WATCHING %d\r\n" % e.q.watch(s, cmd[1]))
+    s.send(b"WATCHING %d\r\n" % reserving.watch(e.q, s, cmd[1]))
 
 
 def c_ignore(e: Engine, s: Session, cmd: Command, now: int) -> None:
-    n = e.q.ignore(s, cmd[1])
+    n = reserving.ignore(e.q, s, cmd[1])
     s.send(P.NOT_IGNORED if n is None else b"WATCHING %d\r\n" % n)
 
 

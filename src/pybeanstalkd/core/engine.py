@@ -16,13 +16,14 @@ from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from . import extensions as extensions_mod
 from .cmdtable import CommandTable
-from . import commands
+from . import commands, jobmoves, reserving
 from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, Bad
 from .job import JOB_OVERHEAD, RESERVED
 from .outcome import DONE
 from .extqueue import ExtQueue
 from .queue import Queue
 from .slices import SLICE
+from .tick import tick
 from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
 from .tags import Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
@@ -134,7 +135,7 @@ class Engine:
     def connect(self) -> Session:
         # (the class is chosen here, not kept: see "for stats" below)
         s = (VerboseSession if self.verbose >= 2 else Session)(self)
-        self.q.attach(s)
+        reserving.attach(self.q, s)
         self.conn_ct += 1
         self.total_conn_ct += 1
         return s
@@ -206,7 +207,7 @@ class Engine:
         if s.state == BUSY:
             return  # the command's last slice comes back here (in_slices)
         if s.waiting:
-            self.q.hangup(s)
+            reserving.hangup(self.q, s)
         self._after_hup(s)
 
     def _after_hup(self, s: Session) -> None:
@@ -223,7 +224,7 @@ class Engine:
             s.in_job = None
             if self.max_memory is not None:
                 self.inflight -= s.need + JOB_OVERHEAD
-        self.q.detach(s, now)
+        reserving.detach(self.q, s, now)
         s.pending = []
         s.skip = s.plen = 0
         self.conn_ct -= 1
@@ -234,17 +235,24 @@ class Engine:
     def tick(self, now: int, n: int = SLICE) -> bool:
         """Run what is due (at most n timer entries); True if more is."""
         self._clock(now)
-        more = self.q.tick(now, n)
+        more = tick(self.q, now, n)
+        if self.extensions:
+            more = extensions_mod.xq(self).tick_cools(now, more)
         self._resume(now)
         return more
 
     def next_due(self) -> int | None:
         return self.q.next_due()
 
+    def take_due(self) -> int | None:
+        """The earliest time a timer was given since the last call (the I/O
+        layer arms its clock for it after each event)."""
+        return self.q.timers.take_due()
+
     def step(self, now: int) -> bool:
         """Run one slice of background work; True while more remains."""
         self._clock(now)
-        more = self.q.step(now)
+        more = self.q.slices.step(now)
         self._resume(now)
         return more
 
@@ -300,8 +308,8 @@ class Engine:
             if j.state != RESERVED:
                 continue
             if not lost:
-                q.give_back(s, j.id, now)
-            elif q.bury(s, j.id, j.pri, now) is DONE:
+                jobmoves.give_back(q, s, j.id, now)
+            elif jobmoves.bury(q, s, j.id, j.pri, now) is DONE:
                 self.log("job %d buried: its body could not be read" % j.id)
 
     def more(self, s: Session, now: int) -> None:
@@ -494,7 +502,7 @@ class Engine:
                             pri, delay = u32(b), u32(d)
                         if (pri | delay) >= 0 and a.isdigit() and len(a) < 20:
                             self.counts["release"] += 1
-                            reply = RELEASE[self.q.release(s, int(a), pri, delay * NS, now)]
+                            reply = RELEASE[jobmoves.release(self.q, s, int(a), pri, delay * NS, now)]
                 elif line[:21] == b"reserve-with-timeout ":
                     arg = line[21:]
                     if arg.isdigit() and len(arg) < 11:
@@ -507,9 +515,9 @@ class Engine:
                     if not s.worker:
                         s.worker = True
                         self.worker_ct += 1
-                    self.q.reserve(s, timeout, now)
+                    reserving.reserve(self.q, s, timeout, now)
                     if s.waiting and s.hup:
-                        self.q.hangup(s)
+                        reserving.hangup(self.q, s)
                     return
             elif c == 100:  # d
                 if line[:7] == b"delete ":
@@ -568,7 +576,7 @@ class Engine:
                     arg = line[6:]
                     if arg.isdigit() and len(arg) < 20:
                         self.counts["touch"] += 1
-                        reply = TOUCH[self.q.touch(s, int(arg), now)]
+                        reply = TOUCH[jobmoves.touch(self.q, s, int(arg), now)]
             if reply is not None:
                 out = s.out  # (s.send, inline)
                 if not out:
@@ -594,7 +602,7 @@ class Engine:
         self.counts[spec.name] += 1
         spec.run(self, s, cmd, now)
         if s.waiting and s.hup:
-            self.q.hangup(s)
+            reserving.hangup(self.q, s)
 
     def _put_tagged(self, s: Session, args: list[bytes], now: int) -> bool:
         """A tagged put in its plain form (single spaces, plain numbers, the

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from . import protocol as P
 from . import admin
 from .admin import delete_each, state_keys
-from . import commands
+from . import commands, reserving
 from .outcome import DONE, NOT_LOGGED
 from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, OUT_LIMIT, WIDE, wide_budget
@@ -153,10 +153,11 @@ def c_reserve_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
         # Each reserve costs its watched tubes: a batch gets as many as
         # one call of a read's commands could run (engine.py).
         limit = min(limit, wide_budget(CALL_UNITS, wide))
-    take = e.q.reserve_now
+    q = e.q
+    take = reserving.reserve_now
     size = 0
     seen = at
-    while n < limit and size < OUT_LIMIT and take(s, now):
+    while n < limit and size < OUT_LIMIT and take(q, s, now):
         n += 1
         for x in out[seen:]:
             size += len(x)
@@ -187,7 +188,7 @@ def c_delete_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
             return P.INTERNAL_ERROR
         return b"DELETED_BATCH %d %d\r\n" % (deleted, len(ids) - deleted)
 
-    if not e.q.spawn(e.in_slices(s, _delete_ids(e.q, s, ids, now), answer)):
+    if not e.q.slices.spawn(e.in_slices(s, _delete_ids(e.q, s, ids, now), answer)):
         s.state = BUSY
 
 
@@ -196,7 +197,7 @@ def c_flush_tube(e: Engine, s: Session, cmd: Command, now: int) -> None:
     if t is None:
         s.send(P.NOT_FOUND)
         return
-    if not e.q.spawn(e.in_slices(s, flush_tube(e.q, t, now), _flushed)):
+    if not e.q.slices.spawn(e.in_slices(s, flush_tube(e.q, t, now), _flushed)):
         s.state = BUSY
 
 
@@ -205,7 +206,7 @@ def c_watch_weight(e: Engine, s: Session, cmd: Command, now: int) -> None:
     back to 1, as in tuber); counted as a watch."""
     _, name, weight = cmd
     e.counts["watch"] += 1
-    n = e.q.watch(s, name)
+    n = reserving.watch(e.q, s, name)
     t = e.q.tubes[name]
     if weight != 1 or s.weighted is not None:
         weighted(e, s).weigh(t, weight)
@@ -220,7 +221,7 @@ def c_reserve_mode(e: Engine, s: Session, cmd: Command, now: int) -> None:
 def weighted(e: Engine, s: Session) -> Weighted:
     """s's reserve policy, made when it first names a mode or a weight."""
     if s.weighted is None:
-        rand = xq(e).ext.rand
+        rand = xq(e).tagged.rand
         assert rand is not None  # (the engine gives an ExtQueue its draws)
         s.weighted = Weighted(rand)
     return s.weighted
@@ -245,7 +246,7 @@ def c_stats_group(e: Engine, s: Session, cmd: Command, now: int) -> None:
     members are counted in slices."""
     e.counts["stats"] += 1
     name = cmd[1]
-    g = xq(e).ext.groups.get(name)
+    g = xq(e).tagged.groups.get(name)
     if g is None:
         s.send(P.NOT_FOUND)
         return
@@ -273,7 +274,7 @@ def c_stats_group(e: Engine, s: Session, cmd: Command, now: int) -> None:
             (b"name", Quoted(name)), (b"ready", counts[1]), (b"reserved", counts[2]),
             (b"delayed", counts[4]), (b"buried", counts[3]), (b"waiting-jobs", waiting)]))
 
-    if not e.q.spawn(e.in_slices(s, count(), answer)):
+    if not e.q.slices.spawn(e.in_slices(s, count(), answer)):
         s.state = BUSY
 
 

@@ -29,8 +29,7 @@ from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, S
 from .jobmap import BITS, LOW, NO_JOBS
 from .outcome import NOT_FOUND, Outcome
 from .protocol import NS
-from .queue import Queue
-from .reserving import URGENT_PRI
+from .queue import URGENT_PRI, Queue
 from .slices import SLICE
 from .tags import (
     COOL_OVERHEAD, EXT_ID, HELD, HELD_MIN, NO_TAGS, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group, Tags,
@@ -47,33 +46,38 @@ STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
 
 
 class ExtQueue(Queue):
-    ext: ExtState
-
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
                  rand: Callable[[], float] | None = None) -> None:
         # (max_tries is set for the plain queue's checks to ask tries_used_up)
         super().__init__(now, store, max_tries or NEVER, ExtState(max_tries, rand))
         self.ids.bound(EXT_ID - 1)  # (higher binlog ids name records of ours)
 
+    @property
+    def tagged(self) -> ExtState:
+        """The tags' state: Queue.ext, which an ExtQueue always has."""
+        ext = self.ext
+        assert ext is not None
+        return ext
+
     # -- tries ------------------------------------------------------------
 
     def tries_used_up(self, j: Job) -> bool:
-        tags = self.ext.jobs.get(j.id)
-        limit = tags.tries if tags is not None and tags.tries else self.ext.max_tries
+        tags = self.tagged.jobs.get(j.id)
+        limit = tags.tries if tags is not None and tags.tries else self.tagged.max_tries
         if not limit:
             return False
         c = j.counts
         return (c >> 32 & M32) + (c >> 64 & M32) + 1 >= limit
 
     def logs_tries(self, j: Job) -> bool:
-        if self.ext.max_tries:
+        if self.tagged.max_tries:
             return True
-        tags = self.ext.jobs.get(j.id)
+        tags = self.tagged.jobs.get(j.id)
         return tags is not None and tags.tries > 0
 
     def job_extra(self, j: Job) -> list[tuple[bytes, object]]:
         """tuber's stats-job fields, then the tries (with a limit)."""
-        tags = self.ext.jobs.get(j.id) or NO_TAGS
+        tags = self.tagged.jobs.get(j.id) or NO_TAGS
         idp = tags.idp if tags.idp is None or tags.idp[:1] != b":" else None  # (void_idp)
         out: list[tuple[bytes, object]] = [
             (b"idempotency-key", idp or b""),
@@ -83,7 +87,7 @@ class ExtQueue(Queue):
             (b"concurrency-key", tags.con or b""),
             (b"concurrency-limit", tags.limit if tags.con else 0),
         ]
-        limit = tags.tries or self.ext.max_tries
+        limit = tags.tries or self.tagged.max_tries
         if limit:
             c = j.counts
             out += [(b"tries", (c >> 32 & M32) + (c >> 64 & M32)), (b"max-tries", limit)]
@@ -96,7 +100,7 @@ class ExtQueue(Queue):
         """A put whose idp: key is taken: (the job's id, its state's word,
         the priority it was lowered to or None); None if the key is free.
         A deleted job's key in its cooldown answers (its id, DELETED, None)."""
-        ext = self.ext
+        ext = self.tagged
         id_ = ext.holder(t.name, idp)
         j = None if id_ is None else self.jobs.get(id_)
         if j is not None:
@@ -119,7 +123,7 @@ class ExtQueue(Queue):
         t = j.tube
         if j.state == READY:
             key = (pri << SHIFT) | j.id
-            ext = self.ext
+            ext = self.tagged
             tags = ext.jobs[j.id]
             if j.id in ext.parked_ids and tags.con is not None:
                 heappush(ext.parked[tags.con][t], key)  # (the old entry is stale now)
@@ -133,7 +137,7 @@ class ExtQueue(Queue):
                 j.deadline = j.deadline or j.created or 1
                 heappush(t.ready, key)
                 if t.ikey is None or key < t.ikey:
-                    self._index_push(t, key)
+                    self.index_push(t, key)
             if old >= URGENT_PRI > pri:
                 t.urgent += 1
                 self.urgent_ct += 1
@@ -141,7 +145,7 @@ class ExtQueue(Queue):
             self.store.write(j)
 
     def insert(self, j: Job, now: int, log: bool = True) -> None:
-        tags = self.ext.jobs.get(j.id)
+        tags = self.tagged.jobs.get(j.id)
         if tags is None:
             Queue.insert(self, j, now, log)
         else:
@@ -149,7 +153,7 @@ class ExtQueue(Queue):
 
     def insert_tagged(self, j: Job, tags: Tags, now: int, log: bool = True) -> None:
         """insert of a job with tags (ext.jobs has them already)."""
-        ext = self.ext
+        ext = self.tagged
         # _register(j, tags), inline: every tagged put's path
         idp = tags.idp
         if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)
@@ -187,20 +191,17 @@ class ExtQueue(Queue):
                 return
         Queue.insert(self, j, now, log)
 
-    def _key(self, j: Job, idp: bytes) -> None:
-        ext = self.ext
-        keys = ext.keys.get(j.tube.name)
-        if keys is None:
-            keys = ext.keys[j.tube.name] = {}
-        if idp not in keys:
-            ext.nkeys += 1
-        keys[idp] = j.id
-
     def _register(self, j: Job, tags: Tags) -> None:
         """A tagged job's keys, limit and groups (at its put or at recovery)."""
-        ext = self.ext
-        if tags.idp is not None and tags.idp[0] != 58:  # (58, ':': void_idp's)
-            self._key(j, tags.idp)
+        ext = self.tagged
+        idp = tags.idp
+        if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)
+            keys = ext.keys.get(j.tube.name)
+            if keys is None:
+                keys = ext.keys[j.tube.name] = {}
+            if idp not in keys:
+                ext.nkeys += 1
+            keys[idp] = j.id
         if tags.con is not None:
             ext.bump(ext.con_jobs, tags.con, 1)
             ext.con_limit[tags.con] = max(ext.con_limit.get(tags.con, 0), tags.limit)
@@ -217,7 +218,7 @@ class ExtQueue(Queue):
     # -- held aft: jobs -------------------------------------------------------
 
     def _hold(self, j: Job, log: bool) -> None:
-        ext = self.ext
+        ext = self.tagged
         j.state = DELAYED
         j.deadline = HELD
         tags = ext.jobs[j.id]
@@ -229,8 +230,8 @@ class ExtQueue(Queue):
 
     def come_due(self, j: Job, now: int) -> None:
         """A delayed aft: job whose group is open is held again, as in tuber."""
-        tags = self.ext.jobs.get(j.id)
-        if tags is not None and self.ext.group_open(tags.aft):
+        tags = self.tagged.jobs.get(j.id)
+        if tags is not None and self.tagged.group_open(tags.aft):
             # (no room to log it: the binlog has it delayed and due, and a
             # restart holds it again the same way)
             self._hold(j, self.store.reserve_update(j))
@@ -243,14 +244,14 @@ class ExtQueue(Queue):
             return
         # A held job's record (a follower's copy): held, or ready if its
         # group has completed meanwhile.
-        tags = self.ext.jobs.get(j.id)
-        if tags is not None and self.ext.group_open(tags.aft):
+        tags = self.tagged.jobs.get(j.id)
+        if tags is not None and self.tagged.group_open(tags.aft):
             self._hold(j, log)
         else:
             self.place_ready(j, now, log=log)
 
     def remove(self, j: Job) -> None:
-        ext = self.ext
+        ext = self.tagged
         state = j.state
         if state == DELAYED and j.deadline == HELD:
             j.state = INVALID
@@ -278,23 +279,23 @@ class ExtQueue(Queue):
 
     def place_buried(self, j: Job) -> None:
         Queue.place_buried(self, j)
-        tags = self.ext.jobs.get(j.id)
-        g = None if tags is None or tags.grp is None else self.ext.groups.get(tags.grp)
+        tags = self.tagged.jobs.get(j.id)
+        g = None if tags is None or tags.grp is None else self.tagged.groups.get(tags.grp)
         if g is not None:
             g.buried += 1
 
     def _group_done(self, name: bytes, now: int) -> None:
         """A member of group name was deleted: if none is left, release
         what it holds (in slices past SLICE jobs) and forget the group."""
-        g = self.ext.groups.get(name)
+        g = self.tagged.groups.get(name)
         if g is None or not g.complete():
             return
-        del self.ext.groups[name]
+        del self.tagged.groups[name]
         # (nothing adds to g.waiting now: a later aft:name put finds no group)
         if len(g.waiting) <= SLICE:
             self._release_held(g.waiting, now)
         else:
-            self.spawn(self._release_later(g.waiting))
+            self.slices.spawn(self._release_later(g.waiting))
 
     def _release_held(self, waiting: dict[int, None], now: int, n: int = -1) -> None:
         """Release n (-1: all) of the jobs `waiting` lists, taking them out
@@ -320,7 +321,7 @@ class ExtQueue(Queue):
                any_holder: bool = False) -> Outcome:
         """As Queue.delete; then the job's tags are let go. any_holder: a
         flush-tube's delete, which starts no cooldown (tuber's)."""
-        tags = self.ext.jobs.get(id_)
+        tags = self.tagged.jobs.get(id_)
         if tags is None:
             return Queue.delete(self, c, id_, now, count, any_holder)
         j = self.jobs.get(id_)
@@ -330,7 +331,7 @@ class ExtQueue(Queue):
         return outcome
 
     def _forget(self, j: Job, tags: Tags, now: int, flushed: bool) -> None:
-        ext = self.ext
+        ext = self.tagged
         del ext.jobs[j.id]
         if tags.idp is not None:
             name = j.tube.name
@@ -371,26 +372,26 @@ class ExtQueue(Queue):
                 self._group_done(tags.grp, now)
 
     def _cool(self, tube: bytes, key: bytes, orig: int, expires: int) -> None:
-        old = self.ext.cooldown(tube, key)
+        old = self.tagged.cooldown(tube, key)
         if old is not None:
             self._uncool(old)
-        cd = Cooldown(self.ext.ext_id(), tube, key, orig, expires)
+        cd = Cooldown(self.tagged.ext_id(), tube, key, orig, expires)
         self.cooled(cd)
         self.store.note(cd)  # (no room: kept in memory only, until a restart)
 
     def cooled(self, cd: Cooldown) -> None:
         """Keep cd as its key's cooldown until it ends (recovery's too)."""
-        ext = self.ext
+        ext = self.tagged
         cools = ext.cools.get(cd.tube)
         if cools is None:
             cools = ext.cools[cd.tube] = {}
         cools[cd.key] = ext.cool_ids[cd.id] = cd
         ext.ncools += 1
         heappush(ext.cool_heap, (cd.expires, cd.id))
-        self._timer(cd.expires)
+        self.timers.timer(cd.expires)
 
     def _uncool(self, cd: Cooldown) -> None:
-        ext = self.ext
+        ext = self.tagged
         if ext.cool_ids.pop(cd.id, None) is None:
             return  # (gone already: a flush-tube's slices)
         self.store.forget(cd)
@@ -408,11 +409,11 @@ class ExtQueue(Queue):
         `last` that it left (held ones), as in tuber. (A follower applies
         the leader's record of it the same way.) The cooldowns' records
         are let go in slices."""
-        ext = self.ext
+        ext = self.tagged
         cools = ext.cools.pop(name, None)
         if cools:
             ext.ncools -= len(cools)
-            self.spawn(self._uncool_all(list(cools.values())))
+            self.slices.spawn(self._uncool_all(list(cools.values())))
         keys = ext.keys.get(name)
         if keys:
             for key, id_ in list(keys.items()):  # (after a flush: held jobs' only)
@@ -429,7 +430,7 @@ class ExtQueue(Queue):
 
     def _uncool_all(self, cools: list[Cooldown]) -> Generator[None, int, None]:
         yield
-        ids = self.ext.cool_ids
+        ids = self.tagged.cool_ids
         for i in range(0, len(cools), SLICE):
             for cd in cools[i:i + SLICE]:
                 if ids.pop(cd.id, None) is cd:
@@ -439,13 +440,14 @@ class ExtQueue(Queue):
     def apply_cool(self, tube: bytes, key: bytes, orig: int, expires: int) -> None:
         """A follower: the leader's cooldown record (its own delete may
         have made the same one)."""
-        cd = self.ext.cooldown(tube, key)
+        cd = self.tagged.cooldown(tube, key)
         if cd is None or (cd.orig, cd.expires) != (orig, expires):
             self._cool(tube, key, orig, expires)
 
-    def tick(self, now: int, n: int = SLICE) -> bool:
-        more = Queue.tick(self, now, n)
-        ext = self.ext
+    def tick_cools(self, now: int, more: bool) -> bool:
+        """Let the cooldowns that have ended go (after the timers' tick:
+        `more` is what it said); True if more of either is due."""
+        ext = self.tagged
         heap = ext.cool_heap
         k = SLICE
         while heap and heap[0][0] <= now and k:
@@ -457,7 +459,7 @@ class ExtQueue(Queue):
 
     def next_due(self) -> int | None:
         due = Queue.next_due(self)
-        heap = self.ext.cool_heap
+        heap = self.tagged.cool_heap
         if heap and (due is None or heap[0][0] < due):
             return heap[0][0]
         return due
@@ -468,7 +470,7 @@ class ExtQueue(Queue):
         """The best ready job of t whose concurrency key has room; those
         above it whose key has none are hidden on the way."""
         j = Queue.ready_top(self, t)
-        ext = self.ext
+        ext = self.tagged
         while j is not None:
             tags = ext.jobs.get(j.id)
             if tags is None or tags.con is None or not ext.blocked_key(tags.con):
@@ -483,7 +485,7 @@ class ExtQueue(Queue):
             run.popleft()
         else:
             heappop(t.ready)
-        ext = self.ext
+        ext = self.tagged
         tubes = ext.parked.get(key)
         if tubes is None:
             tubes = ext.parked[key] = {}
@@ -500,15 +502,15 @@ class ExtQueue(Queue):
     def _hide(self, t: Tube, key: int) -> None:
         """key's job is hidden: it goes into t's heap of hidden jobs (for
         peek-ready and flush-tube, without a walk over every key)."""
-        hidden = self.ext.hidden.get(t)
+        hidden = self.tagged.hidden.get(t)
         if hidden is None:
-            hidden = self.ext.hidden[t] = StaleHeap(TUBE_SLACK)
+            hidden = self.tagged.hidden[t] = StaleHeap(TUBE_SLACK)
         heappush(hidden, key)
-        if hidden.over(self.ext.blocked.get(t.name, 0) + 1):
-            hidden.sweep(self, self._hidden_live(t), lambda: self.ext.blocked.get(t.name, 0))
+        if hidden.over(self.tagged.blocked.get(t.name, 0) + 1):
+            hidden.sweep(self.slices, self._hidden_live(t), lambda: self.tagged.blocked.get(t.name, 0))
 
     def _hidden_live(self, t: Tube) -> Callable[[int], bool]:
-        jobs, ids = self.jobs, self.ext.parked_ids
+        jobs, ids = self.jobs, self.tagged.parked_ids
 
         def live(key: int) -> bool:
             id_ = key & MASK
@@ -520,7 +522,7 @@ class ExtQueue(Queue):
     def _unpark_id(self, j: Job) -> None:
         """A hidden job leaves ready (deleted, reserved by id): its entry
         in parked goes stale."""
-        ext = self.ext
+        ext = self.tagged
         ext.parked_ids.discard(j.id)
         ext.bump(ext.blocked, j.tube.name, -1)
         if j.tube.name not in ext.blocked:
@@ -528,7 +530,7 @@ class ExtQueue(Queue):
 
     def _unpark(self, key: bytes) -> None:
         """key has room: bring back as many of its hidden jobs, from each tube."""
-        ext = self.ext
+        ext = self.tagged
         tubes = ext.parked.get(key)
         if not tubes:
             return
@@ -545,28 +547,28 @@ class ExtQueue(Queue):
                 self._unpark_id(j)
                 heappush(t.ready, k)
                 if t.ikey is None or k < t.ikey:
-                    self._index_push(t, k)
+                    self.index_push(t, k)
                 n -= 1
             if not heap:
                 del tubes[t]
             if n < room and t.waiting and not t.matching:
                 t.matching = True  # its waiters get them at the next step
-                self.spawn(self._match_later(t))
+                self.slices.spawn(self.match_later(t))
         if not tubes:
             del ext.parked[key]
 
     def _reserve(self, c: Conn, j: Job, now: int) -> None:
         Queue._reserve(self, c, j, now)
         t = j.tube
-        ids = self.ext.reserved.get(t)
+        ids = self.tagged.reserved.get(t)
         if ids is None:
-            ids = self.ext.reserved[t] = StaleHeap(TUBE_SLACK)
+            ids = self.tagged.reserved[t] = StaleHeap(TUBE_SLACK)
         heappush(ids, j.id)
         if ids.over(t.nreserved):
-            ids.sweep(self, self._reserved_in(t), lambda: t.nreserved)
-        tags = self.ext.jobs.get(j.id)
+            ids.sweep(self.slices, self._reserved_in(t), lambda: t.nreserved)
+        tags = self.tagged.jobs.get(j.id)
         if tags is not None and tags.con is not None:
-            ext = self.ext
+            ext = self.tagged
             key = tags.con
             ext.con_count[key] = ext.con_count.get(key, 0) + 1
             ext.con_limit[key] = max(ext.con_limit.get(key, 0), tags.limit)
@@ -590,7 +592,7 @@ class ExtQueue(Queue):
         """The reserved job of t with the lowest id (tuber's peek-reserved):
         the top of t's heap of reserved ids, its stale entries dropped on
         the way (O(log n) each, once)."""
-        ids = self.ext.reserved.get(t)
+        ids = self.tagged.reserved.get(t)
         if ids is None:
             return None
         id_ = ids.top(self._reserved_in(t))
@@ -600,11 +602,11 @@ class ExtQueue(Queue):
         """j's reservation ended: its concurrency slot frees, and its tube's
         reserved ids go once it has none."""
         if not j.tube.nreserved:
-            self.ext.reserved.pop(j.tube, None)
-        tags = self.ext.jobs.get(j.id)
+            self.tagged.reserved.pop(j.tube, None)
+        tags = self.tagged.jobs.get(j.id)
         if tags is None or tags.con is None:
             return
-        ext = self.ext
+        ext = self.tagged
         key = tags.con
         n = ext.con_count.get(key, 0) - 1
         if n > 0:
@@ -618,17 +620,17 @@ class ExtQueue(Queue):
     def reserve_job(self, c: Conn, id_: int, now: int) -> Outcome:
         """tuber's: NOT_FOUND too for a job whose key has no room, or whose
         aft: group has members left."""
-        tags = self.ext.jobs.get(id_)
+        tags = self.tagged.jobs.get(id_)
         if tags is not None and (
-                (tags.con is not None and self.ext.blocked_key(tags.con))
-                or self.ext.group_open(tags.aft)):
+                (tags.con is not None and self.tagged.blocked_key(tags.con))
+                or self.tagged.group_open(tags.aft)):
             return NOT_FOUND
         return Queue.reserve_job(self, c, id_, now)
 
     def peek_ready(self, t: Tube) -> Job | None:
         """The best ready job, hidden ones included (tuber's peek-ready)."""
         best = self.ready_top(t)
-        hidden = self.ext.hidden.get(t)
+        hidden = self.tagged.hidden.get(t)
         if hidden:
             key = hidden.top(self._hidden_live(t))
             if key is not None:
@@ -640,12 +642,12 @@ class ExtQueue(Queue):
     def hidden(self, t: Tube) -> list[int]:
         """t's hidden jobs' entries (flush-tube deletes them too): a copy,
         made in C, stale entries included."""
-        return list(self.ext.hidden.get(t, ()))
+        return list(self.tagged.hidden.get(t, ()))
 
     def maybe_free(self, t: Tube) -> None:
         # Held jobs are counted in no state; and a tube keeps its keys and
         # cooldowns (flush-tube finds it), as in tuber.
-        ext = self.ext
+        ext = self.tagged
         name = t.name
         if name not in ext.held and name not in ext.keys and name not in ext.cools:
             Queue.maybe_free(self, t)
@@ -661,7 +663,7 @@ class ExtQueue(Queue):
     def memory_used(self) -> int:
         """Queue.memory_used, and the tags' state: held jobs (in no state's
         count), each tagged job's tags and keys, each cooldown."""
-        ext = self.ext
+        ext = self.tagged
         return (Queue.memory_used(self) + ext.nheld * JOB_OVERHEAD
                 + len(ext.jobs) * TAGS_OVERHEAD + len(ext.cool_ids) * COOL_OVERHEAD)
 
@@ -672,7 +674,7 @@ class ExtQueue(Queue):
         jobs only): keys, limits and groups first (a buried member counts
         as it is placed), then held jobs; a group with no member left
         releases its held jobs (a release the binlog had no room for)."""
-        ext = self.ext
+        ext = self.tagged
         rest, held_jobs = [], []
         for j in jobs:
             tags = ext.jobs.get(j.id)
@@ -693,5 +695,5 @@ class ExtQueue(Queue):
     def find_record(self, id_: int) -> Job | Cooldown | None:
         """The binlog's lookup (compaction): a job, or a cooldown."""
         if id_ >= EXT_ID:
-            return self.ext.cool_ids.get(id_)
+            return self.tagged.cool_ids.get(id_)
         return self.jobs.get(id_)

@@ -5,7 +5,8 @@ cost one small object per entry. Entries are removed lazily: an entry is
 live while the job it names is still in that state with that key (the
 *_live checks). A StaleHeap is swept when its stale entries outnumber its
 live ones: when len(heap) > 2 * live + slack (StaleHeap.over; the hot paths
-in queue.py inline the same test). A small heap is rebuilt at once; a big
+in queue.py inline the same test). Which entries are live: the job table's
+(jobmap.py: JobMap.ready_live...). A small heap is rebuilt at once; a big
 one is swept in place, SLICE entries a slice (slices.py), so memory stays
 O(live) and no rebuild stops the server.
 """
@@ -14,12 +15,12 @@ from __future__ import annotations
 from heapq import heapify, heappop
 from typing import TYPE_CHECKING
 
-from .job import DELAYED, M32, READY, RESERVED, Job
-from .jobmap import BITS, LOW, NO_JOBS, Block, Sparse
-from .slices import SLICE, Slices
+from .slices import SLICE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
+
+    from .slices import Slices
 
 SHIFT = 64
 MASK = (1 << SHIFT) - 1
@@ -139,51 +140,3 @@ class StaleHeap(list[int]):
                 return key
             heappop(self)
         return None
-
-
-class StaleHeaps(Slices):
-    """Which heap entries are live (a base class of Queue)."""
-
-    # (Queue's, set in its constructor)
-    blocks: dict[int, Block | Sparse]
-
-    def ready_live(self, key: int) -> bool:
-        id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-        return j is not None and j.state == READY and j.pri == key >> SHIFT
-
-    def run_job(self, id_: int) -> Job | None:
-        """The job a run entry names, if the entry is live.
-
-        A job leaves ready only by being reserved (or deleted), which sets
-        its deadline and reserves for good: a later return to ready goes to
-        the heap, and this entry stays stale."""
-        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-        if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
-            return j
-        return None
-
-    def delayed_live(self, key: int) -> bool:
-        id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-        return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
-
-    def reserved_live(self, key: int) -> bool:
-        id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-        return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
-
-    def _top(self, heap: StaleHeap, live: Callable[[int], bool]) -> Job | None:
-        """The job named by the smallest live entry; stale entries are dropped."""
-        key = heap.top(live)
-        if key is None:
-            return None
-        id_ = key & MASK
-        return self.blocks[id_ >> BITS][id_ & LOW]
-
-    @staticmethod
-    def _free(x: list[int]) -> Generator[None, int, None]:
-        """Drop a big list a slice at a time (freeing it at once is O(n))."""
-        while len(x) > SLICE:
-            yield
-            del x[-SLICE:]

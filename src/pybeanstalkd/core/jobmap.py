@@ -14,16 +14,21 @@ after jobs are loaded in bulk (recovery, a follower's snapshot).
 
 Queue's hot paths index `blocks` inline (`blocks.get(id >> BITS,
 NO_JOBS)[id & LOW]`, None if there is no such job); the methods here serve
-everything else.
+everything else, and tell which heap entries (`key << 64 | id`, heaps.py)
+still name a job in that state with that key.
 """
 from __future__ import annotations
 
 from itertools import compress
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from .heaps import MASK, SHIFT
+from .job import DELAYED, M32, READY, RESERVED
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from .heaps import StaleHeap
     from .job import Job
     from .queue import Queue
 
@@ -187,3 +192,39 @@ class JobMap:
     def values(self) -> Iterator[Job]:
         for b in list(self.blocks.values()):
             yield from b.jobs()
+
+    # -- which heap entries are live (heaps.py) ----------------------------
+
+    def ready_live(self, key: int) -> bool:
+        id_ = key & MASK
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+        return j is not None and j.state == READY and j.pri == key >> SHIFT
+
+    def run_job(self, id_: int) -> Job | None:
+        """The job a run entry (Tube.run) names, if the entry is live.
+
+        A job leaves ready only by being reserved (or deleted), which sets
+        its deadline and reserves for good: a later return to ready goes to
+        the heap, and this entry stays stale."""
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+        if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
+            return j
+        return None
+
+    def delayed_live(self, key: int) -> bool:
+        id_ = key & MASK
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+        return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
+
+    def reserved_live(self, key: int) -> bool:
+        id_ = key & MASK
+        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+        return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
+
+    def top(self, heap: StaleHeap, live: Callable[[int], bool]) -> Job | None:
+        """The job named by the smallest live entry; stale entries are dropped."""
+        key = heap.top(live)
+        if key is None:
+            return None
+        id_ = key & MASK
+        return self.blocks[id_ >> BITS][id_ & LOW]

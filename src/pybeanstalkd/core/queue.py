@@ -2,9 +2,10 @@
 and buried, and the commands on jobs. Pure: every call is given `now`, and
 every answer is an outcome (outcome.py), never reply bytes.
 
-Its base classes hold the rest of the queue: what it does for connections
-and their reserves (reserving.py), its timers (timers.py), which heap
-entries are live (heaps.py) and the background slices (slices.py). A job
+It owns its parts, each with its own state: the job table and which heap
+entries are live (jobmap.py), the ids (jobids.py), the timers' heaps
+(timers.py) and the background slices (slices.py). What it does for
+connections and their reserves are functions of it (reserving.py). A job
 itself: job.py; a tube and a connection's fields: tube.py.
 
 `now` is a monotonic clock in nanoseconds, so a wall-clock jump cannot time
@@ -14,7 +15,7 @@ Heaps hold plain ints, `key << 64 | id`, with entries removed lazily and
 swept when stale ones outnumber the live (heaps.py).
 
 Work that moves many jobs at once runs in slices of at most SLICE jobs
-(slices.py: Queue.spawn and step). Below one slice nothing changes. Where
+(slices.py: Queue.slices). Below one slice nothing changes. Where
 records go: store.py. A record is written next to the change it records
 (store.write, store.reserve_update), as the reference's prot.c does.
 
@@ -34,68 +35,63 @@ from .job import (
     DELAYED,
     INVALID,
     JOB_OVERHEAD,
-    KICKS,
     M32,
     READY,
-    RELEASES,
     RESERVED,
     RESERVED_OVERHEAD,
     UNPLACED,
     Job,
     bump,
-    times,
 )
-from .outcome import DONE, NO_ROOM, NOT_FOUND, NOT_LOGGED, TRIES_USED_UP, WRONG_STATE, Outcome
+from .outcome import DEADLINE_SOON, TIMED_OUT, DONE, NOT_FOUND, NOT_LOGGED, Outcome
 from .protocol import NS
 from .jobids import JobIds
-from .jobmap import BITS, EMPTY, LOW, NO_JOBS, THIN, JobMap
+from .jobmap import BITS, LOW, NO_JOBS, THIN, JobMap
 from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
 from .hist import SUM, new as new_hist
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
-    CONN_SLACK, MASK, SHARED_SLACK, SHIFT, SMALL_HEAP, StaleHeap)
-from .slices import SLICE
-from .reserving import URGENT_PRI, Reserving
+    CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap)
+from .slices import SLICE, Slices, free_list
+from .timers import Timers, paused
 from .store import NullStore
 from .tube import DEFAULT_TUBE, Conn, SwapList, Tube
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterable
+    from collections.abc import Callable, Generator, Iterable
 
     from .store import Store
     from .tags import ExtState
 
 WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
+URGENT_PRI = 1024
+SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
 
 
-class Queue(Reserving):
+class Queue:
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
                  ext: ExtState | None = None) -> None:
         """store: where records go (the binlog with -b; written to only
         once recovery has loaded the queue, which writes nothing).
         max_tries: --max-tries (0: none), see tries_used_up. ext: the put
         tags' state, with --extensions (extqueue.py)."""
-        super().__init__()
         self.jobs = JobMap(self)
         self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
         self.tube_list = SwapList()
         self.ids = JobIds()
         self.max_tries = max_tries
-        self.delay_heap = StaleHeap(SHARED_SLACK)  # every tube's delayed jobs
-        self.ttr_heap = StaleHeap(SHARED_SLACK)  # every reserved job
+        self.timers = Timers()
+        self.slices = Slices()
         self.owners: dict[int, dict[int, Held]] = {}  # id >> BITS -> {id: Held}
         self.owners_new = -1  # the last block of owners made (kept when empty)
-        self.wait_heap: list[tuple[int, int, Conn]] = []  # (due, seq, conn) for blocked reserves
-        self.pause_heap: list[tuple[int, int, Tube]] = []  # (unpause_at, seq, tube)
         # Tubes with ready jobs, by a lower bound of their best job's key:
         # (key, seq, tube). An entry is current while key == tube.ikey.
         self.index: list[tuple[int, int, Tube]] = []
-        self.seq = 0
+        self.seq = 0  # tubes in the order made (the index's tie-break)
         self.ready_ct = self.urgent_ct = self.reserved_ct = 0
         self.delayed_ct = self.buried_ct = self.waiting_ct = 0
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
-        self.due: int | None = None  # earliest timer pushed since the engine last looked
         # With --extensions (ExtQueue): the tags' state; and deletes keep each
         # tube's processing-time average (for weighted-fair reserves).
         self.ext = ext
@@ -125,7 +121,20 @@ class Queue(Reserving):
         self.tube_list.remove(t)
         t.alive = False
         if t.pause:
-            self.tidy_pauses()
+            self.timers.tidy_pauses(len(self.tubes))
+
+    def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True) -> None:
+        """count: False for a pause that is not a pause-tube command (ops/)."""
+        # The reference pauses for 1 ns when told 0 (0 would mean "not
+        # paused"), so the pause is over by the next look at its clock: even
+        # for the next command of the same read. Here a zero pause ends at
+        # once (paused() is False from here on), whatever time the next
+        # command is given; stats-tube still shows pause 0.
+        t.pause = delay or 1
+        t.unpause_at = now + delay
+        t.cmd_pause += count
+        self.timers.pause(t)
+        self.timers.tidy_pauses(len(self.tubes))
 
     def memory_used(self) -> int:
         """What stored jobs cost, as --max-memory counts it (the one formula:
@@ -182,9 +191,9 @@ class Queue(Reserving):
                 j.deadline = deadline
                 key = (deadline << SHIFT) | j.id
                 t.delayed.append(key)
-                self.delay_heap.append(key)
+                self.timers.delay_heap.append(key)
                 t.ndelayed += 1
-                self._timer(deadline)
+                self.timers.timer(deadline)
             else:
                 j.state = READY
                 j.deadline = now  # ready since (for the wait histogram)
@@ -196,11 +205,11 @@ class Queue(Reserving):
             heapify(t.ready)
             heapify(t.delayed)
             if t.ready:
-                self._index_push(t, t.ready[0])
+                self.index_push(t, t.ready[0])
             self.ready_ct += t.nready
             self.urgent_ct += t.urgent
             self.delayed_ct += t.ndelayed
-        heapify(self.delay_heap)
+        heapify(self.timers.delay_heap)
         buried.sort(key=lambda j: j.deadline)  # the bury position
         for j in buried:
             self.place_buried(j)
@@ -224,7 +233,7 @@ class Queue(Reserving):
             j.deadline = now
             heappush(t.ready, key)
         if t.ikey is None or key < t.ikey:
-            self._index_push(t, key)
+            self.index_push(t, key)
         t.nready += 1
         self.ready_ct += 1
         if j.pri < URGENT_PRI:
@@ -232,8 +241,8 @@ class Queue(Reserving):
             self.urgent_ct += 1
         if log:  # logged as ready, before a waiting reserver may take it
             self.store.write(j)
-        if t.waiting and not self.paused(t, now):
-            self._match(t, now)
+        if t.waiting and not paused(t, now):
+            self.match(t, now)
         elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + t.ready.slack:
             self._tidy_ready(t)
 
@@ -248,11 +257,11 @@ class Queue(Reserving):
     def _tidy_ready(self, t: Tube) -> None:
         # One of the two holds more than its share of stale entries.
         if len(t.ready) > t.nready + 32:
-            t.ready.sweep(self, self.ready_live, lambda: t.nready)
+            t.ready.sweep(self.slices, self.jobs.ready_live, lambda: t.nready)
         run = t.run
         if run and len(run) > t.nready + 32 and not t.run_draining:
             t.run_draining = True
-            self.spawn(self._drain_run(t, run))
+            self.slices.spawn(self._drain_run(t, run))
 
     def _drain_run(self, t: Tube, run: deque[int]) -> Generator[None, int, None]:
         """Drop a stale-ridden run's stale entries, from the front (so the
@@ -267,7 +276,7 @@ class Queue(Reserving):
                 k = SLICE
             k -= 1
             i = run[0]
-            if self.run_job(i) is None:
+            if self.jobs.run_job(i) is None:
                 run.popleft()
             elif len(run) > t.nready + 32:
                 run.popleft()
@@ -293,19 +302,20 @@ class Queue(Reserving):
         key = (j.deadline << SHIFT) | j.id
         t = j.tube
         heappush(t.delayed, key)
-        heappush(self.delay_heap, key)
+        heappush(self.timers.delay_heap, key)
         t.ndelayed += 1
         self.delayed_ct += 1
         self._tidy_delayed(t)
-        self._timer(j.deadline)
+        self.timers.timer(j.deadline)
 
     def _tidy_delayed(self, t: Tube) -> None:
         """Sweep t's delayed heap, and the queue's, once stale entries
         outnumber the live."""
         if t.delayed.over(t.ndelayed):
-            t.delayed.sweep(self, self.delayed_live, lambda: t.ndelayed)
-        if self.delay_heap.over(self.delayed_ct):
-            self.delay_heap.sweep(self, self.delayed_live, lambda: self.delayed_ct)
+            t.delayed.sweep(self.slices, self.jobs.delayed_live, lambda: t.ndelayed)
+        delay_heap = self.timers.delay_heap
+        if delay_heap.over(self.delayed_ct):
+            delay_heap.sweep(self.slices, self.jobs.delayed_live, lambda: self.delayed_ct)
 
     def _tidy_after_delete(self, t: Tube, was: int) -> None:
         """A delete by id leaves a stale entry that no push may come to sweep."""
@@ -358,15 +368,16 @@ class Queue(Reserving):
         self.reserved_ct += 1
         key = (deadline << SHIFT) | id_
         heappush(c.deadlines, key)
-        ttr = self.ttr_heap
+        timers = self.timers
+        ttr = timers.ttr_heap
         heappush(ttr, key)
         if len(ttr) > 2 * self.reserved_ct + ttr.slack:  # (ttr.over, inline)
             self._sweep_ttr()
-        due = self.due  # _timer(deadline + 1), inline: expiry is "deadline < now"
+        due = timers.due  # timers.timer(deadline + 1), inline: expiry is "deadline < now"
         if due is None or deadline < due:
-            self.due = deadline + 1
+            timers.due = deadline + 1
         if c.waiting:
-            self._unwait(c)
+            self.unwait(c)
             c.woken()
         c.reserved(j)
 
@@ -387,7 +398,7 @@ class Queue(Reserving):
         deadlines = c.deadlines
         if not c.nreserved:
             if len(deadlines) > SLICE:
-                self.spawn(self._free(deadlines))
+                self.slices.spawn(free_list(deadlines))
                 c.deadlines = StaleHeap(CONN_SLACK)
             else:
                 deadlines.clear()
@@ -397,10 +408,10 @@ class Queue(Reserving):
         self.reserved_ct -= 1
 
     def _sweep_ttr(self) -> None:
-        self.ttr_heap.sweep(self, self.reserved_live, lambda: self.reserved_ct)
+        self.timers.ttr_heap.sweep(self.slices, self.jobs.reserved_live, lambda: self.reserved_ct)
 
     def _sweep_deadlines(self, c: Conn) -> None:
-        c.deadlines.sweep(self, self._owned_live(c), lambda: c.nreserved)
+        c.deadlines.sweep(self.slices, self.owned_live(c), lambda: c.nreserved)
 
     def remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
@@ -458,10 +469,82 @@ class Queue(Reserving):
         return []
 
     def delayed_top(self, t: Tube) -> Job | None:
-        return self._top(t.delayed, self.delayed_live)
+        return self.jobs.top(t.delayed, self.jobs.delayed_live)
 
     def buried_top(self, t: Tube) -> Job | None:
         return next(iter(t.buried.values()), None)
+
+    # -- matching jobs with waiting reserves --------------------------------
+
+    def match(self, t: Tube, now: int, n: int = SLICE) -> int:
+        """Hand t's ready jobs to its waiting connections, first come first
+        served, at most n of them; the rest go on in background slices.
+        Returns what is left of n.
+
+        Invariant: no unpaused tube has both ready jobs and waiters, except
+        while t.matching; so the best job in t is the best job for
+        each of its waiters."""
+        while t.waiting and t.nready:
+            if not n:
+                if not t.matching:
+                    t.matching = True
+                    self.slices.spawn(self.match_later(t))
+                return 0
+            j = self._pop_ready(t)
+            if j is None:
+                break  # (hidden by their concurrency keys: extqueue.py)
+            n -= 1
+            c = next(iter(t.waiting))
+            self._reserve(c, j, now)
+        return n
+
+    def match_later(self, t: Tube) -> Generator[None, int, None]:
+        now = yield
+        t.matching = False
+        if t.alive and not paused(t, now):
+            self.match(t, now)  # queues another slice if needed
+
+    def index_push(self, t: Tube, key: int) -> None:
+        t.ikey = key
+        heappush(self.index, (key, t.seq, t))
+        if len(self.index) > 2 * len(self.tubes) + TUBE_SLACK:
+            live = [e for e in self.index if e[2].alive and e[0] == e[2].ikey]
+            heapify(live)
+            self.index = live
+
+    def deadline_soon(self, c: Conn, now: int) -> bool:
+        soonest = self.jobs.top(c.deadlines, self.owned_live(c)) if c.nreserved else None
+        return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
+
+    def owned_live(self, c: Conn) -> Callable[[int], bool]:
+        def live(key: int) -> bool:
+            id_ = key & MASK
+            j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+            return (j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
+                    and self.owners[id_ >> BITS][id_].conn is c)
+        return live
+
+    def unwait(self, c: Conn) -> None:
+        c.waiting = False
+        timed = c.wait_key is not None
+        c.wait_key = None
+        self.waiting_ct -= 1
+        for t in c.watch:
+            del t.waiting[c]
+        if timed:
+            self.timers.tidy_waits(self.waiting_ct)
+
+    def wait_expired(self, c: Conn, now: int) -> None:
+        soon = self.deadline_soon(c, now)
+        self.unwait(c)
+        c.no_job(DEADLINE_SOON if soon else TIMED_OUT)
+        c.woken()
+
+    # -- timers ------------------------------------------------------------
+
+    def next_due(self) -> int | None:
+        """The earliest time tick() may have work (stale entries may wake early)."""
+        return self.timers.next_due()
 
     # -- commands on jobs --------------------------------------------------
 
@@ -479,18 +562,6 @@ class Queue(Reserving):
         if not ready:
             j.tube.wait_hist[0] -= 1  # type: ignore[index]  # (not None: _reserve made it)
         return DONE
-
-    @staticmethod
-    def _worked(j: Job, outcome: int, now: int) -> None:
-        """Count the time since j was reserved (or last touched): its
-        deadline less its ttr."""
-        d = now - j.deadline + j.times[1]
-        t = j.tube
-        if t.work_hist is None:
-            t.work_hist = (new_hist(), new_hist(), new_hist())
-        h = t.work_hist[outcome]
-        h[d.bit_length()] += 1
-        h[SUM] += d
 
     def delete(self, c: Conn | None, id_: int, now: int, count: bool = True,
                any_holder: bool = False) -> Outcome:
@@ -544,13 +615,6 @@ class Queue(Reserving):
             self.maybe_free(t)
         return DONE if ok else NOT_LOGGED
 
-    def _held_by(self, c: Conn, id_: int) -> Job | None:
-        """The job id_ if c has it reserved."""
-        held: Held | None = self.owners.get(id_ >> BITS, EMPTY).get(id_)
-        if held is None or held.conn is not c:
-            return None
-        return held.jobs[id_]
-
     def tries_used_up(self, j: Job) -> bool:
         """--max-tries N: a job's tries are its releases and TTR expiries;
         the one that makes N buries it instead of putting it back, so that
@@ -573,47 +637,6 @@ class Queue(Reserving):
         c = j.counts
         return [(b"tries", (c >> 32 & M32) + (c >> 64 & M32)), (b"max-tries", self.max_tries)]
 
-    def release(self, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outcome:
-        """DONE, NOT_FOUND (not c's), NO_ROOM (a delayed release that the
-        binlog has no room for: the job stays reserved), or TRIES_USED_UP
-        (--max-tries: buried instead)."""
-        j = self._held_by(c, id_)
-        if j is None:
-            return NOT_FOUND
-        if self.max_tries and self.tries_used_up(j) and self.store.reserve_update(j):
-            self._worked(j, WORK_RELEASE, now)
-            j.counts = bump(j.counts, RELEASES)
-            j.tube.tries_used_up += 1
-            self.bury_held(j, pri)
-            return TRIES_USED_UP
-        if delay and not self.store.reserve_update(j):
-            return NO_ROOM
-        self._worked(j, WORK_RELEASE, now)
-        self._unreserve(j)
-        j.pri = pri
-        j.times = times(delay, j.times[1])
-        j.counts = bump(j.counts, RELEASES)
-        if delay:
-            self.place_delayed(j, delay, now, log=True)
-        else:
-            # With --max-tries the tries must outlive a restart, so a release
-            # is logged (the reference logs only a delayed one); with no room
-            # in the binlog the count may go back at a restart.
-            self.place_ready(j, now, log=self.max_tries > 0 and self.logs_tries(j)
-                             and self.store.reserve_update(j))
-        return DONE
-
-    def bury(self, c: Conn, id_: int, pri: int, now: int) -> Outcome:
-        """DONE, NOT_FOUND (not c's), or NO_ROOM (the job stays reserved)."""
-        j = self._held_by(c, id_)
-        if j is None:
-            return NOT_FOUND
-        if not self.store.reserve_update(j):
-            return NO_ROOM
-        self._worked(j, WORK_BURY, now)
-        self.bury_held(j, pri)
-        return DONE
-
     def bury_held(self, j: Job, pri: int) -> None:
         """Bury a reserved job whose record the binlog has room for."""
         j.tube.buries += 1
@@ -623,69 +646,3 @@ class Queue(Reserving):
         j.deadline = UNPLACED  # the binlog records where, for the buried order
         self.place_buried(j)
         self.store.write(j)
-
-    def give_back(self, c: Conn, id_: int, now: int) -> None:
-        """Undo c's reserve of job id_, whose body could not be read for a
-        reason not its own (--bodies-on-disk, out of descriptors): ready
-        again, its reserve not counted, nothing logged (a reserve never is)."""
-        j = self._held_by(c, id_)
-        if j is None:
-            return
-        self._unreserve(j)
-        n = j.counts  # (reserves - 1: the low 32 bits, wrapping as bump's)
-        j.counts = n - 1 if n & M32 else n | M32
-        self.place_ready(j, now)
-
-    def touch(self, c: Conn, id_: int, now: int) -> Outcome:
-        j = self._held_by(c, id_)
-        if j is None:
-            return NOT_FOUND
-        j.deadline = now + j.times[1]
-        key = (j.deadline << SHIFT) | j.id
-        heappush(c.deadlines, key)
-        heappush(self.ttr_heap, key)
-        if c.deadlines.over(c.nreserved):
-            self._sweep_deadlines(c)
-        if self.ttr_heap.over(self.reserved_ct):
-            self._sweep_ttr()
-        self._timer(j.deadline + 1)
-        return DONE
-
-    def kick(self, t: Tube, bound: int, now: int) -> Generator[None, int, int]:
-        """Kick buried jobs if the tube has any, else delayed ones: a generator
-        of slices of SLICE jobs (send it the time), whose value is the count.
-
-        It kicks at most what the tube held when it started, so jobs buried
-        or delayed between slices do not make it run on."""
-        n = 0
-        buried = bool(t.buried)
-        bound = min(bound, len(t.buried) if buried else t.ndelayed)
-        k = SLICE
-        while n < bound:
-            if not k:
-                now = yield
-                k = SLICE
-            k -= 1
-            j = next(iter(t.buried.values()), None) if buried else self.delayed_top(t)
-            if j is None or not self.store.reserve_update(j):
-                break  # on a full disk the job stays where it is
-            self.remove(j)
-            j.counts = bump(j.counts, KICKS)
-            self.place_ready(j, now, log=True)
-            n += 1
-        return n
-
-    def kick_job(self, id_: int, now: int) -> Outcome:
-        """DONE, NOT_FOUND, WRONG_STATE (not buried or delayed) or NO_ROOM
-        (the job stays where it is)."""
-        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-        if j is None:
-            return NOT_FOUND
-        if j.state not in (BURIED, DELAYED):
-            return WRONG_STATE
-        if not self.store.reserve_update(j):
-            return NO_ROOM
-        self.remove(j)
-        j.counts = bump(j.counts, KICKS)
-        self.place_ready(j, now, log=True)
-        return DONE

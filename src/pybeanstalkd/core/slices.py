@@ -25,8 +25,8 @@ SLICE = 64
 
 
 class Slices:
-    """The queue's background work (a base class of Queue): primed
-    generators, each sent the time at its next slice."""
+    """The queue's background work (a part of Queue): primed generators,
+    each sent the time at its next slice."""
 
     def __init__(self) -> None:
         self.work: deque[Work] = deque()
@@ -52,3 +52,10 @@ class Slices:
             else:
                 work.append(gen)
         return bool(work)
+
+
+def free_list(x: list[int]) -> Generator[None, int, None]:
+    """Drop a big list a slice at a time (freeing it at once is O(n))."""
+    while len(x) > SLICE:
+        yield
+        del x[-SLICE:]

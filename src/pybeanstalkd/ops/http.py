@@ -26,7 +26,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ..core import admin, extensions
+from ..core import admin, extensions, jobmoves
 from ..core.job import RESERVED
 from ..core.outcome import DONE, Outcome
 from ..core.protocol import NS
@@ -174,7 +174,7 @@ class Http:
             else:
                 if not fut.done():
                     fut.set_result(value)
-        self.engine.q.spawn(run())
+        self.engine.q.slices.spawn(run())
         self.done()
         return await fut
 
@@ -418,12 +418,12 @@ class Http:
         n = api.integer(req.get("n", 1), "n")
         if t is None:
             return _error(404, "no such tube")
-        kicked = await self.slices(self.engine.q.kick(t, n, self.now()))
+        kicked = await self.slices(jobmoves.kick(self.engine.q, t, n, self.now()))
         return web.json_response({"kicked": kicked})
 
     async def kick_job(self, request):
         await self._body(request)
-        outcome = self.engine.q.kick_job(self._job_id(request), self.now())
+        outcome = jobmoves.kick_job(self.engine.q, self._job_id(request), self.now())
         self.done()
         if outcome is not DONE:
             return _failed("kick-job", outcome)

@@ -429,7 +429,7 @@ class Server:
             gc.collect(0)
         engine = self.engine
         self.replies(engine.dirty)
-        if engine.q.work and not self.stepping:
+        if engine.q.slices.work and not self.stepping:
             self.stepping = True
             self.loop.call_soon(self.step)
         if self.paused:
@@ -447,9 +447,9 @@ class Server:
                 if c is not None:
                     c.stalled()
             backlog.clear()
-        due = engine.q.due
-        if due is not None:
-            engine.q.due = None
+        timers = engine.q.timers
+        if timers.due is not None:  # (most events give no new time: no call)
+            due = timers.take_due()
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
 
@@ -504,7 +504,7 @@ class Server:
         engine = self.engine
         now = monotonic_ns() if now is None else now
         run_timers(engine, now)
-        engine.q.due = None
+        engine.take_due()
         self.flush()
         due = engine.next_due()  # (now or earlier if the budget ran out)
         if due is not None and (self.timer_at is None or due < self.timer_at):

@@ -1,0 +1,161 @@
+"""The commands that move a job a connection holds, or one at rest:
+release, bury, touch, kick (functions of the queue, queue.py, whose state
+they change as its methods do; the engine calls them directly).
+
+A record is written next to the change it records (store.write,
+store.reserve_update, and place_ready's or place_delayed's log=True).
+"""
+from __future__ import annotations
+
+from heapq import heappush
+from typing import TYPE_CHECKING
+
+from .job import BURIED, DELAYED, KICKS, M32, RELEASES, bump, times
+from .jobmap import BITS, EMPTY, LOW, NO_JOBS
+from .heaps import SHIFT
+from .hist import SUM, new as new_hist
+from .outcome import DONE, NO_ROOM, NOT_FOUND, TRIES_USED_UP, WRONG_STATE, Outcome
+from .queue import WORK_BURY, WORK_RELEASE
+from .slices import SLICE
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from .held import Held
+    from .job import Job
+    from .queue import Queue
+    from .tube import Conn, Tube
+
+
+def worked(j: Job, outcome: int, now: int) -> None:
+    """Count the time since j was reserved (or last touched): its
+    deadline less its ttr."""
+    d = now - j.deadline + j.times[1]
+    t = j.tube
+    if t.work_hist is None:
+        t.work_hist = (new_hist(), new_hist(), new_hist())
+    h = t.work_hist[outcome]
+    h[d.bit_length()] += 1
+    h[SUM] += d
+
+
+def held_by(q: Queue, c: Conn, id_: int) -> Job | None:
+    """The job id_ if c has it reserved."""
+    held: Held | None = q.owners.get(id_ >> BITS, EMPTY).get(id_)
+    if held is None or held.conn is not c:
+        return None
+    return held.jobs[id_]
+
+
+def release(q: Queue, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outcome:
+    """DONE, NOT_FOUND (not c's), NO_ROOM (a delayed release that the
+    binlog has no room for: the job stays reserved), or TRIES_USED_UP
+    (--max-tries: buried instead)."""
+    j = held_by(q, c, id_)
+    if j is None:
+        return NOT_FOUND
+    if q.max_tries and q.tries_used_up(j) and q.store.reserve_update(j):
+        worked(j, WORK_RELEASE, now)
+        j.counts = bump(j.counts, RELEASES)
+        j.tube.tries_used_up += 1
+        q.bury_held(j, pri)
+        return TRIES_USED_UP
+    if delay and not q.store.reserve_update(j):
+        return NO_ROOM
+    worked(j, WORK_RELEASE, now)
+    q._unreserve(j)
+    j.pri = pri
+    j.times = times(delay, j.times[1])
+    j.counts = bump(j.counts, RELEASES)
+    if delay:
+        q.place_delayed(j, delay, now, log=True)
+    else:
+        # With --max-tries the tries must outlive a restart, so a release
+        # is logged (the reference logs only a delayed one); with no room
+        # in the binlog the count may go back at a restart.
+        q.place_ready(j, now, log=q.max_tries > 0 and q.logs_tries(j)
+                         and q.store.reserve_update(j))
+    return DONE
+
+
+def bury(q: Queue, c: Conn, id_: int, pri: int, now: int) -> Outcome:
+    """DONE, NOT_FOUND (not c's), or NO_ROOM (the job stays reserved)."""
+    j = held_by(q, c, id_)
+    if j is None:
+        return NOT_FOUND
+    if not q.store.reserve_update(j):
+        return NO_ROOM
+    worked(j, WORK_BURY, now)
+    q.bury_held(j, pri)
+    return DONE
+
+
+def give_back(q: Queue, c: Conn, id_: int, now: int) -> None:
+    """Undo c's reserve of job id_, whose body could not be read for a
+    reason not its own (--bodies-on-disk, out of descriptors): ready
+    again, its reserve not counted, nothing logged (a reserve never is)."""
+    j = held_by(q, c, id_)
+    if j is None:
+        return
+    q._unreserve(j)
+    n = j.counts  # (reserves - 1: the low 32 bits, wrapping as bump's)
+    j.counts = n - 1 if n & M32 else n | M32
+    q.place_ready(j, now)
+
+
+def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
+    j = held_by(q, c, id_)
+    if j is None:
+        return NOT_FOUND
+    j.deadline = now + j.times[1]
+    key = (j.deadline << SHIFT) | j.id
+    heappush(c.deadlines, key)
+    timers = q.timers
+    heappush(timers.ttr_heap, key)
+    if c.deadlines.over(c.nreserved):
+        q._sweep_deadlines(c)
+    if timers.ttr_heap.over(q.reserved_ct):
+        q._sweep_ttr()
+    timers.timer(j.deadline + 1)
+    return DONE
+
+
+def kick(q: Queue, t: Tube, bound: int, now: int) -> Generator[None, int, int]:
+    """Kick buried jobs if the tube has any, else delayed ones: a generator
+    of slices of SLICE jobs (send it the time), whose value is the count.
+
+    It kicks at most what the tube held when it started, so jobs buried
+    or delayed between slices do not make it run on."""
+    n = 0
+    buried = bool(t.buried)
+    bound = min(bound, len(t.buried) if buried else t.ndelayed)
+    k = SLICE
+    while n < bound:
+        if not k:
+            now = yield
+            k = SLICE
+        k -= 1
+        j = next(iter(t.buried.values()), None) if buried else q.delayed_top(t)
+        if j is None or not q.store.reserve_update(j):
+            break  # on a full disk the job stays where it is
+        q.remove(j)
+        j.counts = bump(j.counts, KICKS)
+        q.place_ready(j, now, log=True)
+        n += 1
+    return n
+
+
+def kick_job(q: Queue, id_: int, now: int) -> Outcome:
+    """DONE, NOT_FOUND, WRONG_STATE (not buried or delayed) or NO_ROOM
+    (the job stays where it is)."""
+    j: Job | None = q.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+    if j is None:
+        return NOT_FOUND
+    if j.state not in (BURIED, DELAYED):
+        return WRONG_STATE
+    if not q.store.reserve_update(j):
+        return NO_ROOM
+    q.remove(j)
+    j.counts = bump(j.counts, KICKS)
+    q.place_ready(j, now, log=True)
+    return DONE

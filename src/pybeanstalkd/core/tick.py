@@ -1,0 +1,91 @@
+"""What comes due: the queue's timers run in the reference's order (the
+entries are the queue's Timers part, timers.py; what each does is the
+queue's state machine, queue.py). The engine calls it when the I/O layer's
+clock reaches the time the timers gave.
+"""
+from __future__ import annotations
+
+from heapq import heappop
+from typing import TYPE_CHECKING
+
+from .heaps import MASK, SHIFT
+from .job import TIMEOUTS, bump
+from .jobmap import BITS, LOW
+from .slices import SLICE
+from .timers import paused
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+
+def tick(q: Queue, now: int, n: int = SLICE) -> bool:
+    """Run the timers that are due, in the reference's order: delays,
+    pauses, then reservations' TTRs and blocked reserves' timeouts.
+
+    At most n entries a call (the I/O layer, which has a clock, ticks a
+    few at a time up to a time budget: transport.run_timers): True if
+    it stopped there with more due (next_due() <= now: the caller ticks
+    again soon)."""
+    blocks = q.blocks
+    jobs = q.jobs
+    timers = q.timers
+    heap = timers.delay_heap
+    while heap and heap[0] >> SHIFT <= now:
+        if not n:
+            return True
+        n -= 1
+        key = heappop(heap)
+        if jobs.delayed_live(key):
+            id_ = key & MASK
+            j = blocks[id_ >> BITS][id_ & LOW]
+            assert j is not None  # (live: its job is there)
+            q._leave_delayed(j)
+            q.delayed_top(j.tube)  # drop the tube's now-stale top entries
+            q.come_due(j, now)
+    pauses = timers.pause_heap
+    while pauses and pauses[0][0] <= now:
+        if not n:
+            return True
+        n -= 1
+        _, _, t = heappop(pauses)
+        if t.alive and t.pause and t.unpause_at <= now:
+            t.pause = t.unpause_at = 0
+        if t.alive and not paused(t, now):
+            n = q.match(t, now, n)
+    heap = timers.ttr_heap
+    owners = q.owners
+    while heap and heap[0] >> SHIFT < now:
+        if not n:
+            return True
+        n -= 1
+        key = heappop(heap)
+        if jobs.reserved_live(key):
+            id_ = key & MASK
+            j = blocks[id_ >> BITS][id_ & LOW]
+            assert j is not None  # (live: its job is there)
+            if owners[id_ >> BITS][id_].conn.gone:
+                continue  # closed: detach's slices return it, as at close
+            used_up = (q.max_tries and q.tries_used_up(j)
+                       and q.store.reserve_update(j))  # (a full disk: back to ready)
+            j.counts = bump(j.counts, TIMEOUTS)
+            q.timeouts_ct += 1
+            j.tube.timeouts += 1
+            if used_up:
+                j.tube.tries_used_up += 1
+                q.bury_held(j, j.pri)
+                continue
+            q._unreserve(j)
+            # (--max-tries: the expiry is logged, so that the tries
+            # outlive a restart; the reference logs none)
+            q.place_ready(j, now, log=q.max_tries > 0 and q.logs_tries(j)
+                             and q.store.reserve_update(j))
+    waits = timers.wait_heap
+    while waits and waits[0][0] <= now:
+        if not n:
+            return True
+        n -= 1
+        entry = heappop(waits)
+        c = entry[2]
+        if c.waiting and c.wait_key is entry:
+            q.wait_expired(c, now)
+    return False
