@@ -72,8 +72,10 @@ def run(coro):
 def test_a_half_sent_head_is_answered_408_and_closed_after_the_head_timeout():
     async def main():
         async with serving(head=0.3) as (port, _):
-            r, w = await asyncio.open_connection("127.0.0.1", port)
+            # (the server's clock starts at its accept, which may come
+            # before open_connection returns: so this one starts before it)
             t0 = time.monotonic()
+            r, w = await asyncio.open_connection("127.0.0.1", port)
             w.write(b"GET / HTTP/1.1\r\nHost: x")
             got = await read_to_eof(r)
             took = time.monotonic() - t0
