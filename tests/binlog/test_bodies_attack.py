@@ -166,7 +166,7 @@ def _check(hd, wd, hp):
         jp = qp.jobs[j.id]
         assert (wd.body(j), j.state) == (jp.body, jp.state), j.id
     assert wd.on_disk == on_disk
-    assert len(q.jobs) == len(qp.jobs) and q.body_bytes == qp.body_bytes
+    assert q.job_count() == qp.job_count() and q.body_bytes == qp.body_bytes
 
 
 def _records(path):

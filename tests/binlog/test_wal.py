@@ -202,8 +202,7 @@ def test_fresh_record_bytes_match_the_format(name):
     # the bytes must be the version-7 record all the same.
     from binlogtools import full_record
     from pybeanstalkd.binlog import format as walfile
-    from pybeanstalkd.core.job import READY, Job
-    from pybeanstalkd.core.tube import Tube
+    from pybeanstalkd.core.job import READY, Job, Tube
 
     wall = 1_700_000_000 * 10**9
     j = Job(42, Tube(name), 7, 0, 60 * 10**9, b"hello\r\n", 123)
@@ -224,8 +223,7 @@ def test_record_fields_in_every_state(state):
     # land where the version-7 Jobrec has them, in short and full records.
     from binlogtools import JOBREC7
     from pybeanstalkd.binlog import format as walfile
-    from pybeanstalkd.core.job import Job, pack_counters
-    from pybeanstalkd.core.tube import Tube
+    from pybeanstalkd.core.job import Job, Tube, pack_counters
 
     wall = 1_700_000_000 * 10**9
     j = Job(2**63 + 5, Tube(b"tube"), 2**32 - 1, 3 * 10**9, 60 * 10**9, b"ab\r\n", 1000)

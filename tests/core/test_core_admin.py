@@ -333,7 +333,7 @@ def test_flush_runs_in_slices_with_other_clients_served_between():
         if not h.step():
             break
     assert slices >= 5
-    assert t.nready == 0 and len(q.jobs) == 0
+    assert t.nready == 0 and q.job_count() == 0
 
 
 def test_flush_stops_at_what_the_tube_held():
@@ -535,11 +535,11 @@ def test_a_big_flush_deletes_at_most_a_slice_a_step(state):
     h.advance(0.001)  # (a clock moves on: the puts' times were the frozen one plus a ns each)
     gen = admin.flush(q, t, state, h.now)
     assert not q.slices.spawn(gen)  # the first slice at once, the rest as background work
-    left = [len(q.jobs)]
+    left = [q.job_count()]
     assert n - left[0] <= SLICE
     while h.step():
-        left.append(len(q.jobs))
-    left.append(len(q.jobs))
+        left.append(q.job_count())
+    left.append(q.job_count())
     steps = [a - b for a, b in zip(left, left[1:])]
     assert max(steps) <= SLICE and len(steps) >= n // SLICE
-    assert len(q.jobs) == 0 and admin.count(t, state) == 0
+    assert q.job_count() == 0 and admin.count(t, state) == 0

@@ -544,10 +544,10 @@ def test_puts_are_refused_once_job_ids_are_used_up():
     # The next id does not fit: refused, its body skipped, nothing kept.
     assert h.send(c, b"put 0 0 60 3\r\nabc\r\nput 0 0 60 1\r\ny\r\nuse t\r\n") == (
         b"INTERNAL_ERROR\r\nINTERNAL_ERROR\r\nUSING t\r\n")
-    assert len(q.jobs) == 1 and q.ready_ct == 1 and q.ids.next == U64_MAX + 1
+    assert q.job_count() == 1 and q.ready_ct == 1 and q.ids.next == U64_MAX + 1
     assert logged == ["put refused: job ids are used up (the last is %d)" % U64_MAX]
     assert admin.put(h.e, b"t", b"z", 0, 0, 0, h.now) == (Outcome.IDS_USED_UP, 0)
-    assert len(q.jobs) == 1
+    assert q.job_count() == 1
 
 
 # -- a pause of zero ------------------------------------------------------------

@@ -171,8 +171,7 @@ def test_watch_with_a_weight(h):
     s = h.conn()
     assert h.send(s, b"watch foo 4\r\n") == b"WATCHING 2\r\n"
     assert h.send(s, b"watch foo 2\r\n") == b"WATCHING 2\r\n"
-    t = h.e.q.tubes[b"foo"]
-    assert s.weighted.weights == {t: 2}
+    assert s.weighted.weights == {b"foo": 2}
     assert h.send(s, b"watch foo\r\n") == b"WATCHING 2\r\n"  # back to 1
     assert not s.weighted.weights
     assert h.send(s, b"watch foo +9999\r\n") == b"WATCHING 2\r\n"

@@ -43,7 +43,7 @@ def test_a_block_thinned_while_it_took_new_ids_is_copied_small_once_passed():
     q = h.e.q
     kept = steady(h, a, 10 * SIZE, 1000)
     check_map(q)
-    assert len(q.jobs) == len(kept)
+    assert q.job_count() == len(kept)
     assert fat_blocks(q) == {}  # (not 32 KiB for about 4 jobs)
 
 

@@ -125,7 +125,7 @@ def _run(cmds, clear, mem, cutmode):
                 # pid/rusage/id lines are process-wide; compare the counters
                 a, b = _counters(a), _counters(b)
             assert a == b, (data, q)
-    assert len(fast.e.q.jobs) == len(slow.e.q.jobs)
+    assert fast.e.q.job_count() == slow.e.q.job_count()
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))

@@ -251,7 +251,7 @@ async def test_actions_need_post_and_the_header(w, client, path):
     assert "X-Pybeanstalkd" in (await r.json())["error"]
     r = await client.post(path, headers={"X-Pybeanstalkd": "0"})
     assert r.status == 403
-    assert w.engine.draining is False and len(w.engine.q.jobs) == 0
+    assert w.engine.draining is False and w.engine.q.job_count() == 0
 
 
 @http_test(auth=("admin", "s3cret"))

@@ -229,7 +229,7 @@ async def test_a_flush_of_the_whole_tube_needs_extensions(w, client):
     assert w.send(s, b"use a\r\nput 0 0 60 1\r\nx\r\n") == b"USING a\r\nINSERTED 1\r\n"
     d = await post(client, "/api/v1/tubes/a/flush", {"state": "tube"}, 400)
     assert "--extensions" in d["error"]
-    assert len(w.engine.q.jobs) == 1
+    assert w.engine.q.job_count() == 1
 
 
 @http_test(extensions=True)

@@ -26,7 +26,7 @@ from .files import SHORT, File, Wal
 
 if TYPE_CHECKING:
     from ..core.queue import Queue
-    from ..core.tube import Tube
+    from ..core.job import Tube
 
 
 class RecoveryError(Exception):

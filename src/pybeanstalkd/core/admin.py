@@ -17,14 +17,13 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from . import commands
-from .job import BURIED, DELAYED, READY, RESERVED
+from .job import BURIED, DELAYED, READY, RESERVED, Tube
 from .jobmap import BITS, LOW
 from .outcome import DONE, IDS_USED_UP, NO_ROOM, NOT_LOGGED, UNREADABLE, Outcome
 from .protocol import NS
 from .heaps import MASK, SHIFT
 from .queue import Queue
 from .slices import SLICE
-from .tube import Tube
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable, Iterator

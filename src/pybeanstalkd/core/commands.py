@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .extqueue import ExtQueue
     from .protocol import Command
-    from .tube import Tube
+    from .job import Tube
     from .session import Session
 
 

@@ -651,7 +651,7 @@ class Engine:
         """The -V line for the cap and its usage."""
         assert self.max_memory is not None  # (said only with --max-memory)
         return "%s: %d of %d bytes used by %d jobs" % (
-            what, self.q.memory_used(), self.max_memory, len(self.q.jobs))
+            what, self.q.memory_used(), self.max_memory, self.q.job_count())
 
     # -- for stats ----------------------------------------------------------
     # (what it says of the process is read from self.host, not copied into

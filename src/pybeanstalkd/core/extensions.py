@@ -35,8 +35,8 @@ from .session import BUSY, CALL_UNITS, OUT_LIMIT, WIDE, wide_budget
 from .slices import SLICE
 from .stats import Quoted, yaml
 from .tags import HELD, parse_tags, rust_uint
-from .tube import FIFO, WEIGHTED, WEIGHTED_FAIR
-from .weighted import Weighted
+
+from .weighted import FIFO, WEIGHTED, WEIGHTED_FAIR, Weighted
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .extqueue import ExtQueue
     from .queue import Queue
     from .session import Session
-    from .tube import Tube
+    from .job import Tube
 
 MAX_BATCH = 1000  # ids a delete-batch, jobs a reserve-batch may name
 MAX_WEIGHT = 9999  # a watched tube's weight (tuber's MAX_TUBE_WEIGHT)
@@ -207,9 +207,8 @@ def c_watch_weight(e: Engine, s: Session, cmd: Command, now: int) -> None:
     _, name, weight = cmd
     e.counts["watch"] += 1
     n = reserving.watch(e.q, s, name)
-    t = e.q.tubes[name]
     if weight != 1 or s.weighted is not None:
-        weighted(e, s).weigh(t, weight)
+        weighted(e, s).weigh(name, weight)
     s.send(b"WATCHING %d\r\n" % n)
 
 

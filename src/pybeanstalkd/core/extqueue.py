@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable
 
     from .store import Store
-    from .tube import Conn, Tube
+    from .job import Conn, Tube
 
 NEVER = 1 << 62  # max_tries when only some jobs have a limit (try:N)
 STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}

@@ -26,25 +26,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .job import Held
 from .jobmap import THIN
 
 if TYPE_CHECKING:
-    from .job import Job
-    from .queue import Queue
-    from .tube import Conn
+    from .job import Conn
 
 SIZE = 4096  # reservations a block takes before the next one opens
-
-
-class Held:
-    """A block of one connection's reservations."""
-
-    __slots__ = ("conn", "jobs", "key")
-
-    def __init__(self, conn: Conn, key: int) -> None:
-        self.conn = conn
-        self.jobs: dict[int, Job] = {}  # id -> Job, in reservation order
-        self.key = key  # its place in conn.held
 
 
 def open_block(c: Conn) -> Held:
@@ -66,15 +54,14 @@ def thinned(h: Held) -> None:
         h.jobs = h.jobs.copy()
 
 
-def new_owners(q: Queue, k: int) -> dict[int, Held]:
-    """Make block k of q.owners; the newest block before it, kept while
-    it was the newest, is dropped if empty."""
-    last = q.owners.get(q.owners_new)
+def new_owners(owners: dict[int, dict[int, Held]], newest: int, k: int) -> dict[int, Held]:
+    """Make block k of owners (the queue then takes k as the newest); the
+    block `newest`, kept while it was the newest, is dropped if empty."""
+    last = owners.get(newest)
     if last is not None and not last:
-        del q.owners[q.owners_new]
+        del owners[newest]
     b: dict[int, Held]
-    b = q.owners[k] = {}
-    q.owners_new = k
+    b = owners[k] = {}
     return b
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from .heaps import StaleHeap
     from .job import Job
-    from .queue import Queue
+    from .jobids import JobIds
 
 BITS = 12  # ids per block: 1 << BITS
 LOW = (1 << BITS) - 1  # id & LOW: a job's slot in its block
@@ -90,11 +90,11 @@ NO_JOBS = Block()
 
 
 class JobMap:
-    __slots__ = ("blocks", "q", "spare", "newest")
+    __slots__ = ("blocks", "ids", "spare", "newest")
 
-    def __init__(self, q: Queue) -> None:
+    def __init__(self, ids: JobIds) -> None:
         self.blocks: dict[int, Block | Sparse] = {}  # id >> BITS -> jobs by id & LOW
-        self.q = q  # the Queue, whose state counters give the length
+        self.ids = ids  # the queue's: the block still taking new ids is not copied small
         # The last block emptied, kept for the next new block: a queue that
         # empties and fills again need not make 4,096 slots each time.
         self.spare: Block | None = None
@@ -131,13 +131,13 @@ class JobMap:
             del self.blocks[k]
             if b.__class__ is Block:
                 self.spare = b
-        elif b.__class__ is Block and k != self.q.ids.next >> BITS:
+        elif b.__class__ is Block and k != self.ids.next >> BITS:
             self.shrink(k, b)
 
     def shrink(self, k: int, b: Block | Sparse) -> None:
         """Block k (b, holding THIN jobs or fewer) copied to a Sparse, unless
         it is one already or still takes new ids."""
-        if b.__class__ is Block and k != self.q.ids.next >> BITS:
+        if b.__class__ is Block and k != self.ids.next >> BITS:
             small = self.blocks[k] = Sparse((i, b[i]) for i in b.slots())
             small.live = b.live
 
@@ -180,10 +180,8 @@ class JobMap:
             self.thinned(b, id_)
 
     def __len__(self) -> int:
-        # Every stored job is in exactly one state; counting them here keeps
-        # the hot paths free of a counter of their own.
-        q = self.q
-        return q.ready_ct + q.reserved_ct + q.delayed_ct + q.buried_ct
+        """The jobs in the map (O(blocks): for reports, not hot paths)."""
+        return sum(b.live for b in self.blocks.values())
 
     def __iter__(self) -> Iterator[int]:
         for k, b in list(self.blocks.items()):

@@ -21,10 +21,8 @@ from .slices import SLICE
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from .held import Held
-    from .job import Job
+    from .job import Conn, Held, Job, Tube
     from .queue import Queue
-    from .tube import Conn, Tube
 
 
 def worked(j: Job, outcome: int, now: int) -> None:

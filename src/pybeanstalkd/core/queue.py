@@ -6,7 +6,7 @@ It owns its parts, each with its own state: the job table and which heap
 entries are live (jobmap.py), the ids (jobids.py), the timers' heaps
 (timers.py) and the background slices (slices.py). What it does for
 connections and their reserves are functions of it (reserving.py). A job
-itself: job.py; a tube and a connection's fields: tube.py.
+itself, its tube and a connection's fields: job.py.
 
 `now` is a monotonic clock in nanoseconds, so a wall-clock jump cannot time
 out every reserved job (beanstalkd issue #166).
@@ -47,14 +47,14 @@ from .outcome import DEADLINE_SOON, TIMED_OUT, DONE, NOT_FOUND, NOT_LOGGED, Outc
 from .protocol import NS
 from .jobids import JobIds
 from .jobmap import BITS, LOW, NO_JOBS, THIN, JobMap
-from .held import SIZE as HELD_SIZE, Held, drop_owners, new_owners, open_block, thinned
+from .held import SIZE as HELD_SIZE, drop_owners, new_owners, open_block, thinned
+from .job import DEFAULT_TUBE, Conn, Held, SwapList, Tube
 from .hist import SUM, new as new_hist
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
     CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap)
 from .slices import SLICE, Slices, free_list
 from .timers import Timers, paused
 from .store import NullStore
-from .tube import DEFAULT_TUBE, Conn, SwapList, Tube
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable
@@ -74,11 +74,11 @@ class Queue:
         once recovery has loaded the queue, which writes nothing).
         max_tries: --max-tries (0: none), see tries_used_up. ext: the put
         tags' state, with --extensions (extqueue.py)."""
-        self.jobs = JobMap(self)
+        self.ids = JobIds()
+        self.jobs = JobMap(self.ids)
         self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
         self.tube_list = SwapList()
-        self.ids = JobIds()
         self.max_tries = max_tries
         self.timers = Timers()
         self.slices = Slices()
@@ -136,10 +136,16 @@ class Queue:
         self.timers.pause(t)
         self.timers.tidy_pauses(len(self.tubes))
 
+    def job_count(self) -> int:
+        """The jobs stored: each is in exactly one state (a held aft: job of
+        extqueue.py's is in none), so the counters give it, and the hot paths
+        keep no counter of their own."""
+        return self.ready_ct + self.reserved_ct + self.delayed_ct + self.buried_ct
+
     def memory_used(self) -> int:
         """What stored jobs cost, as --max-memory counts it (the one formula:
-        commands.admit asks it for every put). The job count is len(jobs),
-        summed here to save a call."""
+        commands.admit asks it for every put). The job count is
+        job_count(), summed here to save a call."""
         reserved = self.reserved_ct
         return (self.body_bytes - self.store.on_disk  # (bodies left in the binlog: not in RAM)
                 + (self.ready_ct + self.delayed_ct + self.buried_ct + reserved) * JOB_OVERHEAD
@@ -358,7 +364,8 @@ class Queue:
         held.jobs[id_] = j
         b = self.owners.get(id_ >> BITS)
         if b is None:
-            b = new_owners(self, id_ >> BITS)
+            b = new_owners(self.owners, self.owners_new, id_ >> BITS)
+            self.owners_new = id_ >> BITS
         b[id_] = held
         c.nreserved += 1
         n = j.counts  # bump(j.counts, RESERVES), inline

@@ -14,18 +14,17 @@ from typing import TYPE_CHECKING
 
 from .heaps import CONN_SLACK, SHIFT, StaleHeap
 from .held import drop_owners
-from .job import INVALID, RESERVED, Job
+from .job import DEFAULT_TUBE, INVALID, RESERVED, Job
 from .jobmap import BITS, EMPTY, THIN
 from .outcome import DEADLINE_SOON, TIMED_OUT
 from .slices import SLICE
 from .timers import paused
 from .queue import SAFETY_MARGIN, URGENT_PRI, Queue
-from .tube import DEFAULT_TUBE
 
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from .tube import Conn
+    from .job import Conn
     from .weighted import Weighted
 
 WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
@@ -66,7 +65,7 @@ def ignore(q: Queue, c: Conn, name: bytes) -> int | None:
             return None
         c.watch.remove(t)
         if c.weighted is not None:
-            c.weighted.forget(t)
+            c.weighted.forget(t.name)
         t.watching -= 1
         q.maybe_free(t)
     return len(c.watch)
@@ -251,9 +250,10 @@ def _weighted(q: Queue, c: Conn, policy: Weighted, now: int) -> Job | None:
     watched tubes with a ready job, unpaused and with no reserver
     waiting for it (weighted.py); then that tube's best job.
     Priorities across tubes do not count, as in tuber."""
-    t = policy.draw([t for t in c.watch if t.nready and not t.waiting
-                     and not paused(t, now) and q.ready_top(t) is not None])
-    return None if t is None else q.ready_top(t)
+    tubes = [t for t in c.watch if t.nready and not t.waiting
+             and not paused(t, now) and q.ready_top(t) is not None]
+    i = policy.draw([(t.name, t.ewma, t.ewma_n) for t in tubes])
+    return None if i < 0 else q.ready_top(tubes[i])
 
 
 def reserve_now(q: Queue, c: Conn, now: int) -> bool:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from .job import OnDisk
+from .job import Conn, OnDisk
 from .replies import RESERVE
-from .tube import Conn
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -17,9 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from .engine import Engine
-    from .job import Job
+    from .job import Job, Tube
     from .queue import Queue
-    from .tube import Tube
 
 
 def _secs(ns: int) -> int:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from .heaps import StaleHeap
-    from .tube import Tube
+    from .job import Tube
 
 # What the tags add to a job, and what a cooldown costs, for --max-memory
 # (extqueue.py): measured with tracemalloc over 100,000 puts (docs/

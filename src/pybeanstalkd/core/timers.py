@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .heaps import CONN_SLACK, SHARED_SLACK, SHIFT, TUBE_SLACK, StaleHeap
 
 if TYPE_CHECKING:
-    from .tube import Conn, Tube
+    from .job import Conn, Tube
 
 
 def paused(t: Tube, now: int) -> bool:

@@ -8,12 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .protocol import NS
-from .tube import FIFO, WEIGHTED_FAIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .tube import Tube
+FIFO, WEIGHTED, WEIGHTED_FAIR = 0, 1, 2  # how a reserve picks among its tubes
 
 FAIR_MIN_SAMPLES = 10  # weighted-fair uses a tube's moving average from this many deletes
 FAIR_FLOOR_S = 0.01  # ... and at least this (tuber's)
@@ -24,39 +23,41 @@ class Weighted:
 
     def __init__(self, rand: Callable[[], float]) -> None:
         self.mode = FIFO  # FIFO (weights kept for later), WEIGHTED or WEIGHTED_FAIR
-        self.weights: dict[Tube, int] = {}  # a watched tube's weight, when not 1
+        self.weights: dict[bytes, int] = {}  # a watched tube's weight, when not 1, by name
         self.rand = rand  # draws uniform in [0, 1): the engine's
 
-    def weigh(self, t: Tube, weight: int) -> None:
+    def weigh(self, name: bytes, weight: int) -> None:
+        # (by name: a watched tube is never freed, and its weight goes
+        # when it is ignored, so a name names one tube while it counts)
         if weight == 1:
-            self.weights.pop(t, None)
+            self.weights.pop(name, None)
         else:
-            self.weights[t] = weight
+            self.weights[name] = weight
 
-    def forget(self, t: Tube) -> None:
-        """t is no longer watched."""
-        self.weights.pop(t, None)
+    def forget(self, name: bytes) -> None:
+        """Tube `name` is no longer watched."""
+        self.weights.pop(name, None)
 
-    def draw(self, tubes: list[Tube]) -> Tube | None:
-        """One of the tubes (each with a ready job nobody waits for), each
-        as likely as its weight; in weighted-fair, divided by its
-        processing time's moving average once it has 10 samples, as
-        tuber's. None if there is none."""
+    def draw(self, tubes: list[tuple[bytes, int, int]]) -> int:
+        """Which of the tubes, given as (name, processing time's moving
+        average, its samples), each with a ready job nobody waits for:
+        each as likely as its weight; in weighted-fair, divided by that
+        average once it has 10 samples, as tuber's. -1 if there is none."""
         if not tubes:
-            return None
+            return -1
         weights = self.weights
         fair = self.mode == WEIGHTED_FAIR
         ws: list[float] = []
         total = 0.0
-        for t in tubes:
-            w = float(weights.get(t, 1))
-            if fair and t.ewma_n >= FAIR_MIN_SAMPLES and t.ewma > 0:
-                w /= max(t.ewma / NS, FAIR_FLOOR_S)
+        for name, ewma, samples in tubes:
+            w = float(weights.get(name, 1))
+            if fair and samples >= FAIR_MIN_SAMPLES and ewma > 0:
+                w /= max(ewma / NS, FAIR_FLOOR_S)
             ws.append(w)
             total += w
         r = self.rand() * total
-        for t, w in zip(tubes, ws):
+        for i, w in enumerate(ws):
             if r < w:
-                return t
+                return i
             r -= w
-        return tubes[-1]  # (should rounding leave r past the last)
+        return len(tubes) - 1  # (should rounding leave r past the last)
