@@ -28,7 +28,7 @@ from .slices import SLICE
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable, Iterator
 
-    from .engine import Engine
+    from .session import EngineState
     from .job import Job
 
 STATES = {"ready": READY, "delayed": DELAYED, "buried": BURIED, "reserved": RESERVED}
@@ -293,7 +293,7 @@ def delete_each(q: Queue, keys: Iterable[int], last: int, stays: Callable[[Job, 
     return n, DONE
 
 
-def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
+def move(e: EngineState, t: Tube, to: bytes, state: int, bound: int,
          now: int) -> Generator[None, int, tuple[int, Outcome]]:
     """Slices moving up to `bound` of t's jobs in `state` into tube `to`, in
     serve order: each is put there (same priority, delay left, ttr and
@@ -324,7 +324,7 @@ def move(e: Engine, t: Tube, to: bytes, state: int, bound: int,
     return _each(q, t, state, min(bound, count(t, state)), act, now)
 
 
-def put(e: Engine, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
+def put(e: EngineState, name: bytes, body: bytes, pri: int, delay: int, ttr: int,
         now: int) -> tuple[Outcome, int]:
     """Put a job into tube `name` as `put` would (delay and ttr in ns), with
     the same admission (commands.admit, commands.store_put). Returns (DONE,

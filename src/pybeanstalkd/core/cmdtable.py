@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeAlias
 
-    from .engine import Engine
+    from .session import EngineState
     from .protocol import Command
     from .session import Session
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     # is not this command's after all (a tagged put's parser, given the
     # reference's put); raises Bad for BAD_FORMAT.
     Parser: TypeAlias = Callable[[str, bytes, int], "Command | None"]
-    Handler: TypeAlias = Callable[[Engine, Session, Command, int], None]
+    Handler: TypeAlias = Callable[[EngineState, Session, Command, int], None]
 
 
 class Spec:

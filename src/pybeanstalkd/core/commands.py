@@ -3,7 +3,7 @@ names, and a put's admission and its body's arrival. Each takes the
 engine: its queue, counters and settings."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from . import jobmoves, protocol as P, replies as R, reserving
 from .job import JOB_OVERHEAD, Job
@@ -18,25 +18,19 @@ from .tags import Tags, new_tags
 if TYPE_CHECKING:
     from typing import Literal
 
-    from .engine import Engine
+    from .session import EngineState
     from .extqueue import ExtQueue
     from .protocol import Command
     from .job import Tube
     from .session import Session
 
 
-class Verifier(Protocol):
-    """--auth-tokens: the server's check of a token."""
-
-    def verify(self, candidate: bytes, /) -> bool: ...
-
-
-def c_put(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_put(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _, pri, delay, ttr, size, clean = cmd
     put(e, s, pri, delay, ttr, size, clean, now)
 
 
-def put(e: Engine, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
+def put(e: EngineState, s: Session, pri: int, delay: int, ttr: int, size: int, clean: bool,
         now: int, tags: Tags | bytes | None = None) -> None:
     """put's command line; its body comes next (finish_put). The checks
     go in the reference's order: the size, the line's tail, then the rest
@@ -79,7 +73,7 @@ def _skip_body(s: Session, size: int, outcome: Outcome) -> None:
     s.skip_reply = R.PUT[outcome]
 
 
-def admit(e: Engine, size: int, clean: bool = True, whole: bool = False) -> Outcome:
+def admit(e: EngineState, size: int, clean: bool = True, whole: bool = False) -> Outcome:
     """May a put of a `size`-byte body (CRLF not counted) be taken? DONE,
     or why not, in the reference's order: TOO_BIG; MALFORMED (`clean`:
     False for junk after the size on the command line); IDS_USED_UP;
@@ -108,7 +102,7 @@ def admit(e: Engine, size: int, clean: bool = True, whole: bool = False) -> Outc
     return DONE
 
 
-def _ids_used_up(e: Engine) -> None:
+def _ids_used_up(e: EngineState) -> None:
     """Every job id up to 2**64 - 1 has been used (a binlog can hold such
     an id): puts are refused, as a put that cannot be logged is. The
     reference wraps to 0, and a record of id 0 reads as the end of its
@@ -121,7 +115,7 @@ def _ids_used_up(e: Engine) -> None:
         e.log("put refused: job ids are used up (the last is %d)" % e.q.ids.last)
 
 
-def store_put(e: Engine, j: Job, body: bytes, now: int) -> Outcome:
+def store_put(e: EngineState, j: Job, body: bytes, now: int) -> Outcome:
     """An admitted put's job, its body in (CRLF included): DONE, stored
     and its record written; DRAINING; or NO_ROOM, the binlog has no room
     (the id stays used)."""
@@ -134,7 +128,7 @@ def store_put(e: Engine, j: Job, body: bytes, now: int) -> Outcome:
     return DONE
 
 
-def finish_put(e: Engine, s: Session, body: bytes, now: int) -> None:
+def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
     j: Job  # put() set s.in_job for the BODY state that led here
     j, s.in_job = s.in_job, None  # type: ignore[assignment]
     if e.max_memory is not None:
@@ -154,7 +148,7 @@ def finish_put(e: Engine, s: Session, body: bytes, now: int) -> None:
     s.send(b"INSERTED %d\r\n" % j.id if outcome is DONE else R.PUT[outcome])
 
 
-def finish_tagged(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
+def finish_tagged(e: EngineState, s: Session, j: Job, body: bytes, now: int) -> None:
     """A tagged put's body is in: DRAINING; a duplicate's answer (no
     job, no id used); or a new job with its tags, in tuber's order."""
     tags: Tags
@@ -191,9 +185,9 @@ def finish_tagged(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
         s.send(R.PUT[NO_ROOM])
 
 
-def finish_keyed(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
+def finish_keyed(e: EngineState, s: Session, j: Job, body: bytes, now: int) -> None:
     """finish_tagged, for a put whose one tag is idp:KEY (s.in_tags holds
-    the key: Engine.command's fast path), in its commonest case: a new
+    the key: EngineState.command's fast path), in its commonest case: a new
     key in a tube that has keys. Any other case (a duplicate, a key in
     its cooldown, the first key of its tube, draining, no ids left)
     goes to finish_tagged with the key's tags."""
@@ -226,46 +220,46 @@ def finish_keyed(e: Engine, s: Session, j: Job, body: bytes, now: int) -> None:
     s.send(b"INSERTED %d\r\n" % id_)
 
 
-def _found(e: Engine, s: Session, j: Job | None) -> None:
+def _found(e: EngineState, s: Session, j: Job | None) -> None:
     if j is None:
         s.send(P.NOT_FOUND)
     else:
         s.send_job(b"FOUND", j)
 
 
-def c_peek(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_peek(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _found(e, s, e.q.jobs.get(cmd[1]))
 
 
-def c_peek_ready(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_peek_ready(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _found(e, s, e.q.peek_ready(s.use))
 
 
-def c_peek_delayed(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_peek_delayed(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _found(e, s, e.q.delayed_top(s.use))
 
 
-def c_peek_buried(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_peek_buried(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _found(e, s, e.q.buried_top(s.use))
 
 
-def worker(e: Engine, s: Session) -> None:
+def worker(e: EngineState, s: Session) -> None:
     if not s.worker:
         s.worker = True
         e.worker_ct += 1
 
 
-def c_reserve(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_reserve(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     worker(e, s)
     reserving.reserve(e.q, s, None, now)
 
 
-def c_reserve_timeout(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_reserve_timeout(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     worker(e, s)
     reserving.reserve(e.q, s, cmd[1] * NS, now)
 
 
-def c_reserve_job(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_reserve_job(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     outcome = e.q.reserve_job(s, cmd[1], now)
     if outcome is not DONE:
         s.send(R.RESERVE_JOB[outcome])
@@ -273,77 +267,77 @@ def c_reserve_job(e: Engine, s: Session, cmd: Command, now: int) -> None:
     worker(e, s)
 
 
-def c_delete(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_delete(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(R.DELETE[e.q.delete(s, cmd[1], now)])
 
 
-def c_release(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_release(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _, id_, pri, delay = cmd
     s.send(R.RELEASE[jobmoves.release(e.q, s, id_, pri, delay, now)])
 
 
-def c_bury(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_bury(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(R.BURY[jobmoves.bury(e.q, s, cmd[1], cmd[2], now)])
 
 
-def c_kick(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_kick(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     if not e.q.slices.spawn(e.in_slices(s, jobmoves.kick(e.q, s.use, cmd[1], now), _kicked)):
         s.state = BUSY
 
 
-def c_kick_job(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_kick_job(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(R.KICK_JOB[jobmoves.kick_job(e.q, cmd[1], now)])
 
 
-def c_touch(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_touch(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(R.TOUCH[jobmoves.touch(e.q, s, cmd[1], now)])
 
 
-def c_stats(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_stats(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(P.yaml_reply(server_stats(e.q, e.counts, e)))
 
 
-def c_stats_job(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_stats_job(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     j = e.q.jobs.get(cmd[1])
     s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now, e.q.job_extra(j))))
 
 
-def c_stats_tube(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_stats_tube(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     t = e.q.tubes.get(cmd[1])
     s.send(P.NOT_FOUND if t is None else P.yaml_reply(tube_stats(t, now)))
 
 
-def c_list_tubes(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_list_tubes(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(P.yaml_list(t.name for t in e.q.tube_list))
 
 
-def c_list_tube_used(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_list_tube_used(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(b"USING %s\r\n" % s.use.name)
 
 
-def c_list_tubes_watched(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_list_tubes_watched(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(P.yaml_list(t.name for t in s.watch))
 
 
-def c_use(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_use(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     reserving.use(e.q, s, cmd[1])
     s.send(b"USING %s\r\n" % s.use.name)
 
 
-def c_watch(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_watch(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.send(b"WATCHING %d\r\n" % reserving.watch(e.q, s, cmd[1]))
 
 
-def c_ignore(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_ignore(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     n = reserving.ignore(e.q, s, cmd[1])
     s.send(P.NOT_IGNORED if n is None else b"WATCHING %d\r\n" % n)
 
 
-def c_quit(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_quit(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     s.closing = True
 
 
-def c_pause_tube(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_pause_tube(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _, name, delay = cmd
     t: Tube | Literal[False] | None = e.q.tubes.get(name) if name_ok(name) else False
     if t is False:
@@ -355,7 +349,7 @@ def c_pause_tube(e: Engine, s: Session, cmd: Command, now: int) -> None:
         s.send(P.PAUSED)
 
 
-def reauth(e: Engine, s: Session, token: bytes) -> None:
+def reauth(e: EngineState, s: Session, token: bytes) -> None:
     """`auth` again on an authenticated connection (beanstalkd-rs): the
     right token changes nothing, a wrong one closes the connection."""
     assert e.auth is not None  # (command() calls this only with --auth-tokens)

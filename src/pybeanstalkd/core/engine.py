@@ -5,14 +5,15 @@ and queues the replies on conn.out; the I/O layer then writes each dirty
 connection once. Time is always passed in.
 
 This module frames the input and schedules who runs when (the slices, the
-backlog, the turns, hang-ups); what each command does is in commands.py,
-and a connection's state in session.py.
+backlog, the turns, hang-ups); what each command does is in commands.py
+(found through the command table, cmdtable.py), and what the commands see
+of the engine, and a connection's state, in session.py (EngineState,
+Session): so the commands import nothing of this module.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import BEANSTALKD_VERSION
 from . import protocol as P
 from . import extensions as extensions_mod
 from .cmdtable import CommandTable
@@ -28,15 +29,13 @@ from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
 from .tags import Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
-    BITBUCKET, BODY, BUSY, CALL_UNITS, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE, Session,
-    VerboseSession, wide_budget)
+    BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,
+    EngineState, Host, Session, VerboseSession, Verifier, wide_budget)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator
+    from collections.abc import Callable
 
-    from .job import Job
 
-    from .commands import Verifier
     from .store import Store
     from .putlines import PutHead
 
@@ -46,32 +45,13 @@ STAMP = 1 << 17  # ns (131 µs) a put's created time may be shared (Engine.stamp
 BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
 
 
-def no_rusage() -> tuple[float, float]:
-    return 0.0, 0.0
+class Engine(EngineState):
+    """The driver: frames each connection's input into commands and runs
+    them through the command table, and decides who runs when. What the
+    commands see and change is its state (session.py: EngineState)."""
 
+    __slots__ = ("commands", "extensions", "fast", "line_max")
 
-class Host:
-    """What `stats` says of the process and the machine. The server passes one
-    read from the OS (server/loop.py); the pure layer's default is fixed
-    values."""
-
-    __slots__ = ("pid", "instance_id", "hostname", "os", "platform", "rusage")
-
-    def __init__(self, pid: int = 0, instance_id: bytes = b"0000000000000000",
-                 hostname: bytes = b"", os: bytes = b"", platform: bytes = b"",
-                 rusage: Callable[[], tuple[float, float]] = no_rusage) -> None:
-        self.pid = pid
-        self.instance_id = instance_id
-        self.hostname = hostname
-        self.os = os
-        self.platform = platform
-        self.rusage = rusage  # () -> (user, system) CPU seconds
-
-
-FIXED_HOST = Host()  # Engine's default host (one instance, shared)
-
-
-class Engine:
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
                  filesize: int = 10485760, log: Callable[[str], None] = print,
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
@@ -81,54 +61,21 @@ class Engine:
         # (with --extensions, draws for weighted reserves: the server's are
         # seeded from the OS; here a fixed seed, so that the pure layer gives
         # the same answers)
-        self.q = (ExtQueue(now, store, max_tries, rand or extensions_mod.XorShift().random)
-                  if extensions else Queue(now, store, max_tries))
-        self.now = now
-        # A put's created time: the read's, shared by every job put within
-        # STAMP of it (one int for them all, 32 bytes a job less where
-        # producers send one put a read). Ages are in seconds, and the wait
-        # histogram's first bucket ends at 2**20 ns: 8 times STAMP.
-        self.stamp = now
-        self.start = now
-        self.max_job_size = max_job_size
-        self.verbose = verbose
+        q = (ExtQueue(now, store, max_tries, rand or extensions_mod.XorShift().random)
+             if extensions else Queue(now, store, max_tries))
+        if store is None:
+            q.store.filesize = filesize  # shown by stats even without -b
+        # what each command line is: its parser, handler and counter
+        table = CommandTable(extensions)
+        super().__init__(q, now, dict.fromkeys((c.name for c in table.specs), 0), table.shown,
+                         max_job_size, verbose, log, host, hold, max_memory, auth, bodies_on_disk)
+        self.commands = table
+        self.extensions = extensions  # --extensions: tuber's commands (extensions.py)
         # The hot commands' fast paths (command()); off with -V -V, which
         # logs each command line, and in tests that compare the two paths.
         self.fast = verbose < 2
-        self.log = log
-        if store is None:
-            self.q.store.filesize = filesize  # shown by stats even without -b
-        self.dirty: list[Session] = []  # connections with replies to write
-        self.resume: list[Session] = []  # connections whose blocking reserve ended
-        # --bodies-on-disk: jobs reserved whose body the binlog could not give
-        # back, with who reserved them and whether the body is lost: buried
-        # (or given back) once the command is done (unreadable()), at the
-        # next _resume
-        self.broken: list[tuple[Session, Job, bool]] = []
-        self.bodies_on_disk = bodies_on_disk  # (stats: body-bytes-in-ram)
-        self.backlog: list[Session] = []  # stopped at OUT_LIMIT with commands left
-        self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
-        self.draining = False
-        self.max_memory = max_memory  # --max-memory: bytes that stored jobs may use
-        self.at_cap = False
-        # With --max-memory: what the bodies being received will cost once
-        # stored (each counted from its put line on, so that puts in flight
-        # together cannot pass the cap).
-        self.inflight = 0
-        self.said_ids_used_up = False
-        # Which replies wait for the binlog (Session.hold, for the server's
-        # reply gate: server/gate.py): none; those of commands that wrote
-        # (-f0); or all (--cluster: no reply, a reserve's job included,
-        # tells of a write that is not yet safe).
-        self.hold = hold
-        self.auth = auth  # --auth-tokens: has verify(token); the server gates new connections
-        self.host = host  # (stats reads pid, id, hostname... through it: see below)
-        self.extensions = extensions  # --extensions: tuber's commands (extensions.py)
         # The longest command line: the reference's, or a delete-batch's.
         self.line_max = extensions_mod.LINE_MAX if extensions else LINE_BUF_SIZE
-        # what each command line is: its parser, handler and counter
-        self.commands = CommandTable(extensions)
-        self.counts = dict.fromkeys((c.name for c in self.commands.specs), 0)
 
     # -- connection lifecycle ---------------------------------------------
 
@@ -208,13 +155,7 @@ class Engine:
             return  # the command's last slice comes back here (in_slices)
         if s.waiting:
             reserving.hangup(self.q, s)
-        self._after_hup(s)
-
-    def _after_hup(self, s: Session) -> None:
-        if s.plen and not s.closing:
-            self.backlog.append(s)  # the transport calls more() on a later pass
-        else:
-            s.closing = True
+        self.after_hup(s)
 
     def close(self, s: Session, now: int) -> None:
         """The connection is gone: release its reservations."""
@@ -256,23 +197,6 @@ class Engine:
         self._resume(now)
         return more
 
-    def in_slices(self, s: Session, gen: Generator[None, int, int],
-                   answer: Callable[[int], bytes]) -> Generator[None, int, None]:
-        """Run a command's slices; its reply (answer(value)) goes out after
-        the last one, and only then is the session's later input read."""
-        n = yield from gen
-        s.send(answer(n))
-        if s.state == BUSY:
-            s.state = LINE
-            now = self.now
-            if self.hold:
-                s.hold = self.q.store.lsn
-            if s.hup:
-                if not s.closing:
-                    self._after_hup(s)
-            elif s.plen and not s.closing:
-                self._run(s, now)
-
     def settle(self, now: int) -> None:
         """After a change made outside a command (the HTTP side's actions):
         sessions whose blocked reserve it answered go on with their input."""
@@ -287,19 +211,6 @@ class Engine:
             # (one stopped for a later turn waits for it: backlog)
             if not s.waiting and not s.closing and s.plen and s not in self.backlog:
                 self._run(s, now)
-
-    def unreadable(self, s: Session, j: Job, reserving: bool) -> None:
-        """j's body is in the binlog and could not be read (the store said
-        where): s gets INTERNAL_ERROR. If s was reserving j, j is buried
-        when the command that reserved it is done (_resume), so that it
-        stays for an operator and is not handed out again and again (a
-        peek changes nothing). Unless the read failed for want of
-        descriptors or memory (store.transient), which is no fault of the
-        job's: then it goes back to ready, as if never reserved."""
-        s.send(P.INTERNAL_ERROR)
-        if reserving:
-            self.broken.append((s, j, not self.q.store.transient))
-            self.resume.append(s)  # (so that _resume runs)
 
     def bury_broken(self, now: int) -> None:
         broken, self.broken = self.broken, []
@@ -639,35 +550,3 @@ class Engine:
                         TAGGED_PUTS[head + b" " + rest] = (pri, delay, ttr, size, tags_of(rest))
         commands.put(self, s, pri, delay, ttr, size, True, now, tags)
         return True
-
-    # -- the memory cap -----------------------------------------------------
-
-    def cap_crossed(self, over: bool) -> None:
-        self.at_cap = over
-        if self.verbose:
-            self.log(self.memory_line("puts refused" if over else "puts accepted again"))
-
-    def memory_line(self, what: str = "memory") -> str:
-        """The -V line for the cap and its usage."""
-        assert self.max_memory is not None  # (said only with --max-memory)
-        return "%s: %d of %d bytes used by %d jobs" % (
-            what, self.q.memory_used(), self.max_memory, self.q.job_count())
-
-    # -- for stats ----------------------------------------------------------
-    # (what it says of the process is read from self.host, not copied into
-    # instance attributes: an object with more than 29 of them loses
-    # CPython's shared-key dict and the fast attribute loads it allows;
-    # every command's self.q, self.fast...: 3% of a put, measured, and
-    # 0.3 µs a put in --micro when Engine had 30)
-
-    version = BEANSTALKD_VERSION.encode()
-
-    def uptime(self) -> int:
-        return (self.now - self.start) // NS
-
-    def rusage(self) -> tuple[bytes, ...]:
-        return tuple(b"%d.%06d" % divmod(round(t * 1e6), 1000000)
-                     for t in self.host.rusage())
-
-    def wal_stats(self) -> tuple[int, int, int, int, int]:
-        return self.q.store.stats()

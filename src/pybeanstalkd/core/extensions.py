@@ -41,7 +41,7 @@ from .weighted import FIFO, WEIGHTED, WEIGHTED_FAIR, Weighted
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from .engine import Engine
+    from .session import EngineState
     from .outcome import Outcome
     from .protocol import Command
     from .extqueue import ExtQueue
@@ -132,7 +132,7 @@ def reserve_mode(op: str, line: bytes, at: int) -> Command:
     return (op, mode)
 
 
-def c_reserve_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_reserve_batch(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """Reserve up to N ready jobs at once, as reserve would one by one,
     never waiting; counted as one reserve (tuber's cmd-reserve).
 
@@ -173,7 +173,7 @@ def c_reserve_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
         e.log(">%d reply RESERVED_BATCH %d" % (s.fd, n))
 
 
-def c_delete_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_delete_batch(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """Delete each id in turn, as delete would; counted as that many
     deletes. A delete the binlog could not record answers
     INTERNAL_ERROR, as a single delete does (tuber has no such case).
@@ -192,7 +192,7 @@ def c_delete_batch(e: Engine, s: Session, cmd: Command, now: int) -> None:
         s.state = BUSY
 
 
-def c_flush_tube(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_flush_tube(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     t = e.q.tubes.get(cmd[1])
     if t is None:
         s.send(P.NOT_FOUND)
@@ -201,7 +201,7 @@ def c_flush_tube(e: Engine, s: Session, cmd: Command, now: int) -> None:
         s.state = BUSY
 
 
-def c_watch_weight(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_watch_weight(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """watch, with a weight (1 if none is given: a watch again sets it
     back to 1, as in tuber); counted as a watch."""
     _, name, weight = cmd
@@ -212,12 +212,12 @@ def c_watch_weight(e: Engine, s: Session, cmd: Command, now: int) -> None:
     s.send(b"WATCHING %d\r\n" % n)
 
 
-def c_reserve_mode(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_reserve_mode(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     weighted(e, s).mode = cmd[1]
     s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
 
 
-def weighted(e: Engine, s: Session) -> Weighted:
+def weighted(e: EngineState, s: Session) -> Weighted:
     """s's reserve policy, made when it first names a mode or a weight."""
     if s.weighted is None:
         rand = xq(e).tagged.rand
@@ -226,12 +226,12 @@ def weighted(e: Engine, s: Session) -> Weighted:
     return s.weighted
 
 
-def xq(e: Engine) -> ExtQueue:
+def xq(e: EngineState) -> ExtQueue:
     """The queue, as the ExtQueue --extensions makes it."""
     return e.q  # type: ignore[return-value]
 
 
-def c_put_tagged(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_put_tagged(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """A put with tags: its job gets an id once its body is in and it
     is no duplicate (commands.finish_tagged), as in tuber."""
     _, pri, delay, ttr, size, tags = cmd
@@ -239,7 +239,7 @@ def c_put_tagged(e: Engine, s: Session, cmd: Command, now: int) -> None:
     commands.put(e, s, pri, delay, ttr, size, True, now, tags)
 
 
-def c_stats_group(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_stats_group(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """tuber's stats-group (counted as a stats): a group's members by
     state (held ones are delayed), and the aft: jobs it holds. The
     members are counted in slices."""
@@ -277,7 +277,7 @@ def c_stats_group(e: Engine, s: Session, cmd: Command, now: int) -> None:
         s.state = BUSY
 
 
-def c_peek_reserved(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_peek_reserved(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """tuber's peek-reserved: the reserved job of the used tube with
     the lowest id (whoever holds it), from the tube's index of them."""
     j = xq(e).peek_reserved(s.use)
@@ -291,12 +291,12 @@ def c_peek_reserved(e: Engine, s: Session, cmd: Command, now: int) -> None:
     s.send(P.job_header(b"FOUND", j.id, len(body) - 2) + body)
 
 
-def c_drain(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_drain(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     e.draining = True
     s.send(P.DRAINING)
 
 
-def c_undrain(e: Engine, s: Session, cmd: Command, now: int) -> None:
+def c_undrain(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     e.draining = False
     s.send(b"NOT_DRAINING\r\n")
 

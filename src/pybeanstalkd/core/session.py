@@ -1,18 +1,21 @@
-"""One client connection as the engine sees it: its framing state, its
-pending input and its share of the work."""
+"""One client connection as the engine sees it (Session): its framing
+state, its pending input and its share of the work; and the engine's state
+as the commands see it (EngineState), which keeps lists of sessions."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from .. import BEANSTALKD_VERSION
 from .job import Conn, OnDisk
+from .protocol import INTERNAL_ERROR, NS
 from .replies import RESERVE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Generator, Iterable
 
-    from .engine import Engine
     from .job import Job
     from .outcome import Outcome
+    from .queue import Queue
     from .tags import Tags
 
 
@@ -64,7 +67,7 @@ class Session(Conn):
     __slots__ = ("out", "sink", "engine", "state", "need", "pending", "skip", "plen", "in_job",
                  "in_tags", "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran")
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineState) -> None:
         super().__init__()
         self.out: list[bytes] = []
         self.sink = engine.dirty  # (the engine's list of connections with output)
@@ -141,3 +144,155 @@ class VerboseSession(Session):
         log(">%d reply %s %d %d" % (self.fd, word.decode(), job.id, len(job.body) - 2))
         log(">%d job %d" % (self.fd, job.id))
         return True
+
+
+def no_rusage() -> tuple[float, float]:
+    return 0.0, 0.0
+
+
+class Host:
+    """What `stats` says of the process and the machine. The server passes one
+    read from the OS (server/loop.py); the pure layer's default is fixed
+    values."""
+
+    __slots__ = ("pid", "instance_id", "hostname", "os", "platform", "rusage")
+
+    def __init__(self, pid: int = 0, instance_id: bytes = b"0000000000000000",
+                 hostname: bytes = b"", os: bytes = b"", platform: bytes = b"",
+                 rusage: Callable[[], tuple[float, float]] = no_rusage) -> None:
+        self.pid = pid
+        self.instance_id = instance_id
+        self.hostname = hostname
+        self.os = os
+        self.platform = platform
+        self.rusage = rusage  # () -> (user, system) CPU seconds
+
+
+FIXED_HOST = Host()  # Engine's default host (one instance, shared)
+
+
+class Verifier(Protocol):
+    """--auth-tokens: the server's check of a token."""
+
+    def verify(self, candidate: bytes, /) -> bool: ...
+
+
+class EngineState:
+    """The engine's state, as the commands (commands.py, extensions.py,
+    admin.py) and the sessions see it: the queue, the clock, the counters
+    and limits, and the lists of sessions to write, resume or come back to.
+    The engine (engine.py), which frames input and decides who runs when,
+    is one of these; a session refers to it, and it to its sessions, so
+    both are here."""
+
+    __slots__ = ("q", "now", "stamp", "start", "max_job_size", "verbose", "log", "counts", "shown",
+                 "dirty", "resume", "broken", "bodies_on_disk", "backlog", "conn_ct", "producer_ct",
+                 "worker_ct", "total_conn_ct", "draining", "max_memory", "at_cap", "inflight",
+                 "said_ids_used_up", "hold", "auth", "host")
+
+    def __init__(self, q: Queue, now: int, counts: dict[str, int], shown: tuple[str, ...],
+                 max_job_size: int, verbose: int, log: Callable[[str], None], host: Host,
+                 hold: int, max_memory: int | None, auth: Verifier | None,
+                 bodies_on_disk: bool) -> None:
+        self.q = q
+        self.now = now
+        # A put's created time: the read's, shared by every job put within
+        # STAMP of it (one int for them all, 32 bytes a job less where
+        # producers send one put a read). Ages are in seconds, and the wait
+        # histogram's first bucket ends at 2**20 ns: 8 times STAMP.
+        self.stamp = now
+        self.start = now
+        self.max_job_size = max_job_size
+        self.verbose = verbose
+        self.log = log
+        self.counts = counts  # each command's calls, by its stats name
+        self.shown = shown  # the counts `stats` shows (cmd-NAME), in its order
+        self.dirty: list[Session] = []  # connections with replies to write
+        self.resume: list[Session] = []  # connections whose blocking reserve ended
+        # --bodies-on-disk: jobs reserved whose body the binlog could not give
+        # back, with who reserved them and whether the body is lost: buried
+        # (or given back) once the command is done (unreadable()), at the
+        # engine's next _resume
+        self.broken: list[tuple[Session, Job, bool]] = []
+        self.bodies_on_disk = bodies_on_disk  # (stats: body-bytes-in-ram)
+        self.backlog: list[Session] = []  # stopped at OUT_LIMIT with commands left
+        self.conn_ct = self.producer_ct = self.worker_ct = self.total_conn_ct = 0
+        self.draining = False
+        self.max_memory = max_memory  # --max-memory: bytes that stored jobs may use
+        self.at_cap = False
+        # With --max-memory: what the bodies being received will cost once
+        # stored (each counted from its put line on, so that puts in flight
+        # together cannot pass the cap).
+        self.inflight = 0
+        self.said_ids_used_up = False
+        # Which replies wait for the binlog (Session.hold, for the server's
+        # reply gate: server/gate.py): none; those of commands that wrote
+        # (-f0); or all (--cluster: no reply, a reserve's job included,
+        # tells of a write that is not yet safe).
+        self.hold = hold
+        self.auth = auth  # --auth-tokens: has verify(token); the server gates new connections
+        self.host = host  # (stats reads pid, id, hostname... through it: see below)
+
+    def after_hup(self, s: Session) -> None:
+        if s.plen and not s.closing:
+            self.backlog.append(s)  # the transport calls more() on a later pass
+        else:
+            s.closing = True
+
+    def in_slices(self, s: Session, gen: Generator[None, int, int],
+                   answer: Callable[[int], bytes]) -> Generator[None, int, None]:
+        """Run a command's slices; its reply (answer(value)) goes out after
+        the last one, and only then is the session's later input read (the
+        engine runs it after the slice: Engine.step)."""
+        n = yield from gen
+        s.send(answer(n))
+        if s.state == BUSY:
+            s.state = LINE
+            if self.hold:
+                s.hold = self.q.store.lsn
+            if s.hup:
+                if not s.closing:
+                    self.after_hup(s)
+            elif s.plen and not s.closing:
+                self.resume.append(s)  # (its input runs at the driver's next _resume)
+
+    def unreadable(self, s: Session, j: Job, reserving: bool) -> None:
+        """j's body is in the binlog and could not be read (the store said
+        where): s gets INTERNAL_ERROR. If s was reserving j, j is buried
+        when the command that reserved it is done (_resume), so that it
+        stays for an operator and is not handed out again and again (a
+        peek changes nothing). Unless the read failed for want of
+        descriptors or memory (store.transient), which is no fault of the
+        job's: then it goes back to ready, as if never reserved."""
+        s.send(INTERNAL_ERROR)
+        if reserving:
+            self.broken.append((s, j, not self.q.store.transient))
+            self.resume.append(s)  # (so that _resume runs)
+
+    # -- the memory cap -----------------------------------------------------
+
+    def cap_crossed(self, over: bool) -> None:
+        self.at_cap = over
+        if self.verbose:
+            self.log(self.memory_line("puts refused" if over else "puts accepted again"))
+
+    def memory_line(self, what: str = "memory") -> str:
+        """The -V line for the cap and its usage."""
+        assert self.max_memory is not None  # (said only with --max-memory)
+        return "%s: %d of %d bytes used by %d jobs" % (
+            what, self.q.memory_used(), self.max_memory, self.q.job_count())
+
+    # -- for stats ----------------------------------------------------------
+    # (what it says of the process is read from self.host)
+
+    version = BEANSTALKD_VERSION.encode()
+
+    def uptime(self) -> int:
+        return (self.now - self.start) // NS
+
+    def rusage(self) -> tuple[bytes, ...]:
+        return tuple(b"%d.%06d" % divmod(round(t * 1e6), 1000000)
+                     for t in self.host.rusage())
+
+    def wal_stats(self) -> tuple[int, int, int, int, int]:
+        return self.q.store.stats()

@@ -16,7 +16,7 @@ from .tags import HELD_MIN
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from .engine import Engine
+    from .session import EngineState
     from .job import Job, Tube
     from .queue import Queue
 
@@ -45,7 +45,7 @@ def yaml(fields: Iterable[tuple[bytes, object]]) -> bytes:
     return b"".join(out)
 
 
-def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[bytes, object]]:
+def server_fields(q: Queue, counts: dict[str, int], s: EngineState) -> list[tuple[bytes, object]]:
     """`stats` as (key, value) pairs; `s` is the engine: connection counts,
     identity, and the clock. rusage values are raw bytes like b"0.012000"."""
     fields: list[tuple[bytes, object]] = [
@@ -55,7 +55,7 @@ def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[byt
         (b"current-jobs-delayed", q.delayed_ct),
         (b"current-jobs-buried", q.buried_ct),
     ]
-    fields += [(b"cmd-" + k.encode(), counts[k]) for k in s.commands.shown]
+    fields += [(b"cmd-" + k.encode(), counts[k]) for k in s.shown]
     utime, stime = s.rusage()
     wal = s.wal_stats()
     fields += [
@@ -92,7 +92,7 @@ def server_fields(q: Queue, counts: dict[str, int], s: Engine) -> list[tuple[byt
     return fields
 
 
-def server_stats(q: Queue, counts: dict[str, int], s: Engine) -> bytes:
+def server_stats(q: Queue, counts: dict[str, int], s: EngineState) -> bytes:
     return yaml(server_fields(q, counts, s))
 
 

@@ -14,7 +14,8 @@ from time import monotonic_ns
 from typing import TYPE_CHECKING
 
 from ..binlog.files import Wal
-from ..core.engine import Engine, Host
+from ..core.engine import Engine
+from ..core.session import Host
 from ..diag import default_warn as warn
 from .accept import Acceptor
 from .malloc import pin_mmap_threshold
