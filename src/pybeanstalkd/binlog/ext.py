@@ -77,8 +77,8 @@ def tags_msg(id_: int, t: Tags) -> bytes:
             + _s(t.idp) + _s(t.grp) + _s(t.aft) + _s(t.con))
 
 
-def is_ours(r: F.Jobrec) -> bool:
-    return r[0] >= EXT_ID and r[15] == MARK
+def is_ours(r: F.JobRecord) -> bool:
+    return r.id >= EXT_ID and r.mark == MARK
 
 
 class Codec:
@@ -116,10 +116,10 @@ class Reader:
         self.want = -1  # the message's length; -1: between messages
         self.next = 0  # the chunk index expected
 
-    def chunk(self, r: F.Jobrec) -> bytes | None:
+    def chunk(self, r: F.JobRecord) -> bytes | None:
         """Take one chunk; a whole message once its last chunk is in."""
-        index, n = r[0] >> 32 & 0x7FFFFFFF, r[0] & _M32
-        payload = F.JOBREC.pack(*r)[8:8 + PAYLOAD]
+        index, n = r.id >> 32 & 0x7FFFFFFF, r.id & _M32
+        payload = F.JOBREC_C.pack(*r.fields())[8:8 + PAYLOAD]
         if index == 0:
             self.msg = bytearray()
             self.want, self.next = n, 0
@@ -182,7 +182,7 @@ class Recovered(Reader):
         self.cools: dict[tuple[bytes, bytes], Cooldown] = {}
         self.last_id = EXT_ID  # the cooldowns' ids (compaction finds them by id)
 
-    def take(self, r: F.Jobrec, f: File, tube_of: Callable[[int], bytes | None]) -> None:
+    def take(self, r: F.JobRecord, f: File, tube_of: Callable[[int], bytes | None]) -> None:
         msg = self.chunk(r)
         if msg is None:
             return

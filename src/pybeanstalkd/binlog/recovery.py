@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from . import format as F
 from .ext import Codec, Recovered, is_ours
-from ..core.job import Job, OnDisk, pack_counters, times
+from ..core.job import Job, OnDisk, times
 from .bodies import DiskWal
 from .files import SHORT, File, Wal
 
@@ -168,7 +168,7 @@ def _sync_files(wal: Wal, warn: F.Warn) -> bool:
     return True
 
 
-def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Queue,
+def _load_file(records: Iterable[F.JobRecord], f: File, jobs: dict[int, Job], q: Queue,
                loading: dict[Tube, int], wal: Wal, wall_offset: int, warn: F.Warn,
                reader: Recovered | None = None) -> bool:
     """Load one file's records; False if one was bad. loading is q.loading."""
@@ -176,78 +176,76 @@ def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Qu
     alive = 0
     last_created = -1
     fixed = F.full_size(b"", 0)  # a full record's bytes besides name and body
-    for off, name, r, body in records:
-        id_ = r[0]
+    for r in records:
+        id_ = r.id
         j = jobs.get(id_)
+        body = r.body
         # (body is not None: a full record, its name not empty)
-        if j is None and body is not None and r[14] != F.INVALID:
+        if j is None and body is not None and r.state != F.INVALID:
             # The common case, kept fast: a new job's full record, every
             # slot set once.
+            name = r.name
             t = tubes.get(name) or q.tube(name)
             j = jobs[id_] = new_job(Job)
-            j.id, j.tube, j.pri, j.times = id_, t, r[1], times(r[3], r[4])
+            j.id, j.tube, j.pri, j.times = id_, t, r.pri, times(r.delay, r.ttr)
             j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
-            created = r[7] - wall_offset
+            created = r.created - wall_offset
             if created == last_created:
                 created = last_created  # (one int for the jobs of one read: 32 bytes each)
             j.created = last_created = created
-            j.counts = _counts(r)
+            j.counts = r.counts
             j.file = f
-            state = r[14]
+            state = r.state
             if state == F.BURIED:
-                j.state, j.deadline = state, F.bury_pos(r, f.seq, off)
+                j.state, j.deadline = state, F.bury_pos(r, f.seq)
             else:
-                j.state, j.deadline = (F.READY if state == F.RESERVED else state), r[8]
+                j.state, j.deadline = (F.READY if state == F.RESERVED else state), r.deadline
             alive += fixed + len(name) + len(body)
             fids.append(id_)
             f.refs += 1
             loading[t] = loading.get(t, 0) + 1
         elif j is None and reader is not None and is_ours(r):
             reader.take(r, f, lambda i: (jobs[i].tube.name if i in jobs else None))
-        elif not _apply(off, name, r, body, j, f, jobs, q, wal, wall_offset, warn):
+        elif not _apply(r, j, f, jobs, q, wal, wall_offset, warn):
             wal.alive += alive
             return False
     wal.alive += alive
     return True
 
 
-def _counts(r: F.Jobrec) -> int:
-    # r[9:14]: reserve, timeout, release, bury and kick counts
-    return pack_counters(*r[9:14]) if r[9] or r[10] or r[11] or r[12] or r[13] else 0
-
-
-def _set_fields(j: Job, r: F.Jobrec, f: File, off: int) -> None:
-    j.deadline = r[8]  # wall clock until the queue loads it
-    j.counts = _counts(r)
-    state = r[14]
+def _set_fields(j: Job, r: F.JobRecord, f: File) -> None:
+    j.deadline = r.deadline  # wall clock until the queue loads it
+    j.counts = r.counts
+    state = r.state
     j.state = F.READY if state == F.RESERVED else state
     if state == F.BURIED:
-        j.deadline = F.bury_pos(r, f.seq, off)
+        j.deadline = F.bury_pos(r, f.seq)
 
 
-def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | OnDisk | None, j: Job | None,
-           f: File, jobs: dict[int, Job], q: Queue, wal: Wal, wall_offset: int,
-           warn: F.Warn) -> bool:
+def _apply(r: F.JobRecord, j: Job | None, f: File, jobs: dict[int, Job], q: Queue, wal: Wal,
+           wall_offset: int, warn: F.Warn) -> bool:
     """Any other record: a short one, or one for a job already seen."""
     if j is None:
         return True  # a short record whose job was deleted or moved
-    if r[14] == F.INVALID:
+    if r.state == F.INVALID:
         _forget(j, jobs, q, wal)
         return True
+    body = r.body
+    off = r.offset
     if body is not None and len(body) != len(j.body):  # (a full record)
         warn(f"{f.path}:{off}: job {j.id} size changed")
         warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
         _forget(j, jobs, q, wal)
         return False
-    j.pri, j.times, j.created = r[1], times(r[3], r[4]), r[7] - wall_offset
-    _set_fields(j, r, f, off)
+    j.pri, j.times, j.created = r.pri, times(r.delay, r.ttr), r.created - wall_offset
+    _set_fields(j, r, f)
     if body is not None:
         j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
         wal.drop(j)
         j.file = f
         f.ids.append(j.id)
         f.refs += 1
-        wal.alive += F.full_size(name, len(body))
+        wal.alive += F.full_size(r.name, len(body))
     return True
 
 

@@ -9,10 +9,9 @@ import errno
 
 from ..binlog import ext as X, format as F
 from ..core import replica
-from ..core.job import BURIED, READY, pack_counters
+from ..core.job import BURIED, READY
 
 _HEAD = F.FULL_HEAD.pack(F.VERSION)
-_NONE = (0,) * 6  # a Jobrec's deadline and counters, in a put's record
 
 
 class ApplyError(Exception):
@@ -30,11 +29,9 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
     data = _HEAD + records
     jobs, store, mark = q.jobs, q.store, F.MARK
     reader = None
-    for rec in F.read_records(data, F.VERSION, max_job_size, "frame", problems.append, st):
-        if rec is None:
-            break
-        start, name, r, body = rec
-        if r[0] >= X.EXT_ID and q.ext is not None and X.is_ours(r):
+    for r in F.read_records(data, F.VERSION, max_job_size, "frame", problems.append, st):
+        name, body = r.name, r.body
+        if r.id >= X.EXT_ID and q.ext is not None and X.is_ours(r):
             # The put tags' records (binlog/ext.py): a job's tags come just
             # before its full record; a message is never split across frames.
             reader = reader or X.Reader()
@@ -43,24 +40,25 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
                 _ours(q, msg, wall_offset)
             continue
         if seen is not None:
-            seen.add(r[0])
-        if (r[14] == READY and r[8:14] == _NONE and name and not r[6] and r[0] not in jobs
-                and (r[15] == mark and not r[2] or r[15] == F.MARK_CRC)):
+            seen.add(r.id)
+        if (r.state == READY and not r.deadline and not r.counts and name and not r.pad2
+                and r.id not in jobs and (r.mark == mark and not r.pad1 or r.mark == F.MARK_CRC)):
             # A put, the usual record: its bytes are the ones this node would
             # write (F.encode), so they are stored as they came. (A record
             # with a name is a full one: its body is not None.)
-            j = replica.put_ready(q, r[0], name, r[1], r[3], r[4], body,  # type: ignore[arg-type]
-                                  r[7] - wall_offset, now)
+            j = replica.put_ready(q, r.id, name, r.pri, r.delay, r.ttr, body,  # type: ignore[arg-type]
+                                  r.created - wall_offset, now)
             if j is None:
-                raise ApplyError(f"job {r[0]}: no room in this node's binlog")
-            store.write(j, data[start:start + F.full_size(name, r[5])])
+                raise ApplyError(f"job {r.id}: no room in this node's binlog")
+            start = r.offset
+            store.write(j, data[start:start + F.full_size(name, r.size)])
             n += 1
             continue
-        deadline = r[8] - wall_offset if r[8] else 0
-        if not replica.apply(q, r[0], name or None, r[1], r[3], r[4],
+        deadline = r.deadline - wall_offset if r.deadline else 0
+        if not replica.apply(q, r.id, name or None, r.pri, r.delay, r.ttr,
                              body,  # type: ignore[arg-type]  # (a frame's: bytes, no ram_min)
-                             r[7] - wall_offset, deadline, pack_counters(*r[9:14]), r[14], now):
-            raise ApplyError(f"job {r[0]}: no room in this node's binlog")
+                             r.created - wall_offset, deadline, r.counts, r.state, now):
+            raise ApplyError(f"job {r.id}: no room in this node's binlog")
         n += 1
     if problems or not st[1]:
         raise ApplyError("; ".join(problems) or "a torn record")
