@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from . import format as F
 from ..core.tags import EXT_ID, Clear, Cooldown, Tags, void_idp
 
-__all__ = ["EXT_ID", "Codec", "Reader", "Recovered", "chunks", "decode", "is_ours"]
+__all__ = ["EXT_ID", "Codec", "Reader", "Recovered", "chunks", "decode", "is_ours", "note_msg"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -100,10 +100,15 @@ class Codec:
 
     @staticmethod
     def note(rec: Cooldown | Clear, wall_offset: int) -> bytes:
-        if isinstance(rec, Cooldown):
-            return chunks(_COOL.pack(COOL, rec.orig, F.wall(rec.expires, wall_offset))
-                          + _s(rec.tube) + _s(rec.key))
-        return chunks(_CLEAR.pack(CLEAR, rec.last) + _s(rec.tube))
+        return note_msg(rec, wall_offset)
+
+
+def note_msg(rec: Cooldown | Clear, wall_offset: int) -> bytes:
+    """The records of a cooldown (its end in wall ns), or of a flush-tube's end."""
+    if isinstance(rec, Cooldown):
+        return chunks(_COOL.pack(COOL, rec.orig, F.wall(rec.expires, wall_offset))
+                      + _s(rec.tube) + _s(rec.key))
+    return chunks(_CLEAR.pack(CLEAR, rec.last) + _s(rec.tube))
 
 
 class Reader:
@@ -168,52 +173,41 @@ def _strings(msg: bytes, pos: int, n: int) -> list[bytes | None]:
     return out
 
 
-class Recovered(Reader):
-    """Recovery's reader: tags by job id, and the cooldowns, each keeping
-    the file it was read from (as a job's full record does)."""
+class Recovered:
+    """Recovery's side of the records of ours (apply.py gives them to its
+    Loader, which hands them here): tags by job id, and the cooldowns, each
+    keeping the file it was read from (as a job's full record does)."""
 
-    def __init__(self, wal: Wal, state: ExtState, warn: F.Warn) -> None:
-        super().__init__()
+    def __init__(self, wal: Wal, state: ExtState) -> None:
         self.wal = wal
-        self.warn = warn
         # (the queue's own dict: the Wal counts a job's tags in its record's
         # size from the start, as it does once the queue runs)
         self.tags = state.jobs
         self.cools: dict[tuple[bytes, bytes], Cooldown] = {}
         self.last_id = EXT_ID  # the cooldowns' ids (compaction finds them by id)
 
-    def take(self, r: F.JobRecord, f: File, tube_of: Callable[[int], bytes | None]) -> None:
-        msg = self.chunk(r)
-        if msg is None:
-            return
-        try:
-            kind, fields = decode(msg)
-        except ValueError:
-            self.warn(f"{f.path}: a bad tags record, skipped")
-            return
-        if kind == TAGS:
-            id_, tags = fields
-            self.tags[id_] = tags
-            self.wal.alive += len(chunks(msg))  # (with the full record after it)
-        elif kind == COOL:
-            orig, end, tube, key = fields
-            old = self.cools.pop((tube, key), None)
-            if old is not None:
-                self.wal.drop(old)  # type: ignore[arg-type]
-            self.last_id += 1
-            cd = Cooldown(self.last_id, tube, key, orig, end)  # (end: wall ns, for now)
-            self.cools[(tube, key)] = cd
-            cd.file = f
-            f.ids.append(cd.id)
-            f.refs += 1
-            self.wal.alive += len(Codec.note(cd, 0))
-        else:
-            last, tube = fields
-            for k in [k for k in self.cools if k[0] == tube]:
-                self.wal.drop(self.cools.pop(k))  # type: ignore[arg-type]
-            for id_, tags in list(self.tags.items()):
-                if tags.idp is not None and id_ < last and tube_of(id_) == tube:
-                    self.tags[id_] = void_idp(tags)
+    def tagged(self, id_: int, tags: Tags, size: int) -> None:
+        self.tags[id_] = tags
+        self.wal.alive += size  # (with the full record after it)
+
+    def cooled(self, orig: int, end: int, tube: bytes, key: bytes, f: File) -> None:
+        old = self.cools.pop((tube, key), None)
+        if old is not None:
+            self.wal.drop(old)  # type: ignore[arg-type]
+        self.last_id += 1
+        cd = Cooldown(self.last_id, tube, key, orig, end)  # (end: wall ns, for now)
+        self.cools[(tube, key)] = cd
+        cd.file = f
+        f.ids.append(cd.id)
+        f.refs += 1
+        self.wal.alive += len(note_msg(cd, 0))
+
+    def cleared(self, last: int, tube: bytes, tube_of: Callable[[int], bytes | None]) -> None:
+        for k in [k for k in self.cools if k[0] == tube]:
+            self.wal.drop(self.cools.pop(k))  # type: ignore[arg-type]
+        for id_, tags in list(self.tags.items()):
+            if tags.idp is not None and id_ < last and tube_of(id_) == tube:
+                self.tags[id_] = void_idp(tags)
 
     def install(self, q: ExtQueue, live: Callable[[int], bool], wall_offset: int,
                 now: int) -> None:
