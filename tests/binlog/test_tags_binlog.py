@@ -198,7 +198,8 @@ def test_a_damaged_record_of_ours_loses_only_its_tags(tmp_path, damage):
     from pybeanstalkd.binlog.files import Wal
     from pybeanstalkd.binlog.recovery import recover
     from fakeclock import Harness
-    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append)
+    from pybeanstalkd.binlog.codec import TaggedCodec
+    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append, codec=TaggedCodec())
     h2 = Harness(store=wal2, extensions=True)
     recover(wal2, h2.e.q, h2.e.max_job_size, h2.now, warnings.append)
     c = h2.conn()

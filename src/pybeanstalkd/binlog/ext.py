@@ -35,13 +35,12 @@ from typing import TYPE_CHECKING, Any
 from . import format as F
 from ..core.tags import EXT_ID, Clear, Cooldown, Tags, void_idp
 
-__all__ = ["EXT_ID", "Codec", "Reader", "Recovered", "chunks", "decode", "is_ours", "note_msg"]
+__all__ = ["EXT_ID", "Reader", "Recovered", "chunks", "decode", "is_ours", "note_msg"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..core.extqueue import ExtQueue
-    from ..core.job import Job
     from ..core.tags import ExtState
     from .files import File, Wal
 
@@ -79,28 +78,6 @@ def tags_msg(id_: int, t: Tags) -> bytes:
 
 def is_ours(r: F.JobRecord) -> bool:
     return r.id >= EXT_ID and r.mark == MARK
-
-
-class Codec:
-    """The Wal's view of the tags' state: what to write with a job's full
-    record, and the records of cooldowns and clearings."""
-
-    def __init__(self, state: ExtState) -> None:
-        self.tags_of: Callable[[int], Tags | None] = state.jobs.get
-
-    def prefix(self, j: Job) -> bytes:
-        """The records that go before job j's full record (its tags)."""
-        t = self.tags_of(j.id)
-        return b"" if t is None else chunks(tags_msg(j.id, t))
-
-    def extra(self, j: Job) -> int:
-        """What prefix(j) adds to the size of j's full record."""
-        t = self.tags_of(j.id)
-        return 0 if t is None else chunked_size(len(tags_msg(j.id, t)))
-
-    @staticmethod
-    def note(rec: Cooldown | Clear, wall_offset: int) -> bytes:
-        return note_msg(rec, wall_offset)
 
 
 def note_msg(rec: Cooldown | Clear, wall_offset: int) -> bytes:

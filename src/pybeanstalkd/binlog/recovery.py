@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from . import format as F
 from .apply import apply
-from .ext import Codec, Reader, Recovered
+from .ext import Reader, Recovered
 from ..core.job import Job, OnDisk, times
 from .bodies import DiskWal
 from .files import SHORT, File, Wal
@@ -73,10 +73,11 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     jobs: dict[int, Job] = {}  # in order of first appearance
     err = False
     wall_offset = time.time_ns() - now
+    # (the Wal's codec writes tags exactly when q has them: ValueError if not)
+    find = wal.codec.attach(q)
     reader = None
     if q.ext is not None:  # --extensions: the put tags' records too (ext.py)
         reader = Recovered(wal, q.ext)
-        wal.ext = Codec(q.ext)
     to = Loader(q, wal, jobs, wall_offset, warn, reader)
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
     # --bodies-on-disk: bodies this size or more stay in the files (bodies.py)
@@ -142,7 +143,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     if reader is not None:
         reader.install(q, jobs.__contains__, wall_offset, now)  # type: ignore[arg-type]
     q.load(jobs.values(), now, wall_offset)
-    wal.find = q.jobs.get if reader is None else q.find_record  # type: ignore[attr-defined]
+    wal.find = find  # type: ignore[assignment]  # (a cooldown is found as a job is)
     return len(jobs)
 
 

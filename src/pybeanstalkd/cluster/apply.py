@@ -10,6 +10,7 @@ import errno
 
 from ..binlog import ext as X, format as F
 from ..binlog.apply import apply
+from ..binlog.codec import TaggedCodec
 from ..core import replica
 from ..core.job import BURIED, READY
 
@@ -112,7 +113,7 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     out, size = [], 0
     codec = None
     if q.ext is not None:  # the put tags: cooldowns first, tags before each job
-        codec = X.Codec(q.ext)
+        codec = TaggedCodec(q.ext)
         out = [codec.note(cd, wall_offset) for cd in list(q.ext.cool_ids.values())]
     for id_ in ids:
         j = jobs.get(id_)
