@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pybeanstalkd.binlog.bodies import DiskWal
+from pybeanstalkd.binlog.codec import codec_for
 from pybeanstalkd.binlog.files import Wal, _falloc
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.binlog.sync import sync_inline
@@ -70,11 +71,13 @@ def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, r
     wired as the server does: the binlog is the engine's store from the start.
     ram_min: --bodies-on-disk, bodies of ram_min bytes (CRLF included) or
     more left in the files."""
+    codec = codec_for(kw.get("extensions", False))
     if ram_min is None:
-        wal = Wal(str(tmp_path), filesize, warn=warn, falloc=falloc, zero_ahead=zero_ahead)
+        wal = Wal(str(tmp_path), filesize, warn=warn, falloc=falloc, zero_ahead=zero_ahead,
+                  codec=codec)
     else:
         wal = DiskWal(str(tmp_path), filesize, ram_min, warn=warn, falloc=falloc,
-                      zero_ahead=zero_ahead)
+                      zero_ahead=zero_ahead, codec=codec)
         kw["bodies_on_disk"] = True
     OPEN_WALS.append(wal)
     h = Harness(filesize=filesize, store=wal, **kw)

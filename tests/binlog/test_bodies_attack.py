@@ -175,12 +175,15 @@ def _records(path):
     job's bury position in the pads, where the other has it as a deadline)."""
     data = open(path, "rb").read()
     out = []
-    for off, name, f, body in F.read_records(data, F.VERSION, 1 << 20, path, print, [0, True]):
-        if f[15] == F.MARK_CRC:
-            f = f[:2] + (0,) + f[3:15] + (F.MARK,)
-        elif f[15] == F.MARK_BURIED_CRC:
+    for r in F.read_records(data, F.VERSION, 1 << 20, path, print, [0, True]):
+        off, name, body = r.offset, r.name, r.body
+        f = (r.id, r.pri, r.pad1, r.delay, r.ttr, r.size, r.pad2, r.created, r.deadline,
+             r.counts, r.state, r.mark)
+        if f[11] == F.MARK_CRC:
+            f = f[:2] + (0,) + f[3:11] + (F.MARK,)
+        elif f[11] == F.MARK_BURIED_CRC:
             pos = f[8]
-            f = f[:2] + (pos & 0xFFFFFFFF,) + f[3:6] + (pos >> 32, f[7], 0) + f[9:15] + (F.MARK,)
+            f = f[:2] + (pos & 0xFFFFFFFF,) + f[3:6] + (pos >> 32, f[7], 0) + f[9:11] + (F.MARK,)
         out.append((off, name, f, body))
     return data[:4], out
 
@@ -191,10 +194,9 @@ def _in_a_checked_record(path, at) -> bool:
     differently by design: INTERNAL_ERROR at run time, and at a restart
     the record counts as a short one, against the changed bytes served."""
     data = open(path, "rb").read()
-    for off, name, f, _body in F.read_records(data, F.VERSION, 1 << 20, str(path), lambda m: None,
-                                            [0, True]):
-        if name and f[15] in (F.MARK_CRC, F.MARK_BURIED_CRC):
-            if off <= at < off + F.full_size(name, f[5]):
+    for r in F.read_records(data, F.VERSION, 1 << 20, str(path), lambda m: None, [0, True]):
+        if r.name and r.mark in (F.MARK_CRC, F.MARK_BURIED_CRC):
+            if r.offset <= at < r.offset + F.full_size(r.name, r.size):
                 return True
     return False
 

@@ -107,7 +107,8 @@ def test_a_torn_record_of_ours_is_dropped(tmp_path):
     msg = X.tags_msg(5, X.decode(X.tags_msg(5, _tags()))[1][1])  # type: ignore[index]
     data = X.chunks(msg + b"y" * 200)
     r = X.Reader()
-    recs = [F.JOBREC.unpack_from(data, i + 4) for i in range(0, len(data), 84)]
+    recs = [F.JobRecord(i, b"", F.JOBREC_C.unpack_from(data, i + 4), None)
+            for i in range(0, len(data), 84)]
     assert r.chunk(recs[0]) is None
     assert r.chunk(recs[2]) is None  # (a chunk missing: the message is dropped)
     assert r.chunk(recs[1]) is None
@@ -166,8 +167,8 @@ def _ours_at(data: bytes) -> list[int]:
                 break
             pos += 4 + namelen + 80 + r[5]
             continue
-        r = F.JOBREC.unpack_from(data, pos + 4)
-        if r[0] == 0:
+        r = F.JobRecord(pos, b"", F.JOBREC_C.unpack_from(data, pos + 4), None)
+        if r.id == 0:
             break
         if X.is_ours(r):
             out.append(pos)
@@ -197,7 +198,8 @@ def test_a_damaged_record_of_ours_loses_only_its_tags(tmp_path, damage):
     from pybeanstalkd.binlog.files import Wal
     from pybeanstalkd.binlog.recovery import recover
     from fakeclock import Harness
-    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append)
+    from pybeanstalkd.binlog.codec import TaggedCodec
+    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append, codec=TaggedCodec())
     h2 = Harness(store=wal2, extensions=True)
     recover(wal2, h2.e.q, h2.e.max_job_size, h2.now, warnings.append)
     c = h2.conn()

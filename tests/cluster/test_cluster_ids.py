@@ -8,7 +8,7 @@ import pytest
 
 from fakeclock import Harness
 from pybeanstalkd.cluster import ids as ids_mod
-from pybeanstalkd.cluster.ids import JobIds
+from pybeanstalkd.cluster.ids import IdBlocks
 from pybeanstalkd.core import admin
 from pybeanstalkd.core.outcome import Outcome
 
@@ -34,7 +34,7 @@ def leader(block=4, first=1):
     logged = []
     h.e.log = logged.append
     counter = Counter(first)
-    ids = JobIds(h.e, counter.take, logged.append)
+    ids = IdBlocks(h.e, counter.take, logged.append)
     return h, ids, counter, logged
 
 

@@ -307,10 +307,9 @@ def test_a_followers_put_records_are_the_leaders_bytes_and_its_own(tmp_path):
     end = 4 + p.fwal.written  # (the version, then the records; zeros after them)
     assert follower[:end] == leader[:end]
     records = {}
-    for start, name, r, _ in F.read_records(follower[:end], F.VERSION, 65535, "f", print,
-                                            [0, True]):
-        if name:  # a full record: the job's latest
-            records[r[0]] = follower[start:start + 84 + len(name) + r[5]]
+    for r in F.read_records(follower[:end], F.VERSION, 65535, "f", print, [0, True]):
+        if r.name:  # a full record: the job's latest
+            records[r.id] = follower[r.offset:r.offset + 84 + len(r.name) + r.size]
     fq = p.fh.e.q
     assert sorted(fq.jobs) == [2, 3, 4]
     for id_ in fq.jobs:

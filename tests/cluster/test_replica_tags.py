@@ -7,6 +7,7 @@ import pytest
 
 from fakeclock import OPEN_WALS, Harness
 from pybeanstalkd.binlog.bodies import DiskWal
+from pybeanstalkd.binlog.codec import TaggedCodec
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from test_replica import Pair, quiet
@@ -16,10 +17,10 @@ def ext_node(path, now=None, ram_min=None):
     """ram_min: --bodies-on-disk, as in test_replica.node."""
     os.makedirs(path, exist_ok=True)
     if ram_min is None:
-        wal = Wal(path, 1 << 20, warn=quiet)
+        wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec())
         h = Harness(store=wal, extensions=True)
     else:
-        wal = DiskWal(path, 1 << 20, ram_min, warn=quiet)
+        wal = DiskWal(path, 1 << 20, ram_min, warn=quiet, codec=TaggedCodec())
         h = Harness(store=wal, extensions=True, bodies_on_disk=True)
     OPEN_WALS.append(wal)  # (closed after the test: conftest.py)
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)

@@ -317,7 +317,7 @@ def test_reinsert_into_a_thinned_block_then_delete(h):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
     b0 = q.blocks[0]
     assert b0.__class__ is Sparse and b0.live == THIN
-    # a job parked with its id (as replica.apply would find it): take one
+    # a job parked with its id (as a follower's record would find it: binlog/apply.py): take one
     # out by the map, put it back, and one of the ids deleted
     gone = ids[0]
     j = q.jobs[ids[SIZE - 2]]

@@ -35,13 +35,12 @@ from typing import TYPE_CHECKING, Any
 from . import format as F
 from ..core.tags import EXT_ID, Clear, Cooldown, Tags, void_idp
 
-__all__ = ["EXT_ID", "Codec", "Reader", "Recovered", "chunks", "decode", "is_ours"]
+__all__ = ["EXT_ID", "Reader", "Recovered", "chunks", "decode", "is_ours", "note_msg"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..core.extqueue import ExtQueue
-    from ..core.job import Job
     from ..core.tags import ExtState
     from .files import File, Wal
 
@@ -77,33 +76,16 @@ def tags_msg(id_: int, t: Tags) -> bytes:
             + _s(t.idp) + _s(t.grp) + _s(t.aft) + _s(t.con))
 
 
-def is_ours(r: F.Jobrec) -> bool:
-    return r[0] >= EXT_ID and r[15] == MARK
+def is_ours(r: F.JobRecord) -> bool:
+    return r.id >= EXT_ID and r.mark == MARK
 
 
-class Codec:
-    """The Wal's view of the tags' state: what to write with a job's full
-    record, and the records of cooldowns and clearings."""
-
-    def __init__(self, state: ExtState) -> None:
-        self.tags_of: Callable[[int], Tags | None] = state.jobs.get
-
-    def prefix(self, j: Job) -> bytes:
-        """The records that go before job j's full record (its tags)."""
-        t = self.tags_of(j.id)
-        return b"" if t is None else chunks(tags_msg(j.id, t))
-
-    def extra(self, j: Job) -> int:
-        """What prefix(j) adds to the size of j's full record."""
-        t = self.tags_of(j.id)
-        return 0 if t is None else chunked_size(len(tags_msg(j.id, t)))
-
-    @staticmethod
-    def note(rec: Cooldown | Clear, wall_offset: int) -> bytes:
-        if isinstance(rec, Cooldown):
-            return chunks(_COOL.pack(COOL, rec.orig, F.wall(rec.expires, wall_offset))
-                          + _s(rec.tube) + _s(rec.key))
-        return chunks(_CLEAR.pack(CLEAR, rec.last) + _s(rec.tube))
+def note_msg(rec: Cooldown | Clear, wall_offset: int) -> bytes:
+    """The records of a cooldown (its end in wall ns), or of a flush-tube's end."""
+    if isinstance(rec, Cooldown):
+        return chunks(_COOL.pack(COOL, rec.orig, F.wall(rec.expires, wall_offset))
+                      + _s(rec.tube) + _s(rec.key))
+    return chunks(_CLEAR.pack(CLEAR, rec.last) + _s(rec.tube))
 
 
 class Reader:
@@ -116,10 +98,10 @@ class Reader:
         self.want = -1  # the message's length; -1: between messages
         self.next = 0  # the chunk index expected
 
-    def chunk(self, r: F.Jobrec) -> bytes | None:
+    def chunk(self, r: F.JobRecord) -> bytes | None:
         """Take one chunk; a whole message once its last chunk is in."""
-        index, n = r[0] >> 32 & 0x7FFFFFFF, r[0] & _M32
-        payload = F.JOBREC.pack(*r)[8:8 + PAYLOAD]
+        index, n = r.id >> 32 & 0x7FFFFFFF, r.id & _M32
+        payload = F.JOBREC_C.pack(*r.fields())[8:8 + PAYLOAD]
         if index == 0:
             self.msg = bytearray()
             self.want, self.next = n, 0
@@ -168,52 +150,41 @@ def _strings(msg: bytes, pos: int, n: int) -> list[bytes | None]:
     return out
 
 
-class Recovered(Reader):
-    """Recovery's reader: tags by job id, and the cooldowns, each keeping
-    the file it was read from (as a job's full record does)."""
+class Recovered:
+    """Recovery's side of the records of ours (apply.py gives them to its
+    Loader, which hands them here): tags by job id, and the cooldowns, each
+    keeping the file it was read from (as a job's full record does)."""
 
-    def __init__(self, wal: Wal, state: ExtState, warn: F.Warn) -> None:
-        super().__init__()
+    def __init__(self, wal: Wal, state: ExtState) -> None:
         self.wal = wal
-        self.warn = warn
         # (the queue's own dict: the Wal counts a job's tags in its record's
         # size from the start, as it does once the queue runs)
         self.tags = state.jobs
         self.cools: dict[tuple[bytes, bytes], Cooldown] = {}
         self.last_id = EXT_ID  # the cooldowns' ids (compaction finds them by id)
 
-    def take(self, r: F.Jobrec, f: File, tube_of: Callable[[int], bytes | None]) -> None:
-        msg = self.chunk(r)
-        if msg is None:
-            return
-        try:
-            kind, fields = decode(msg)
-        except ValueError:
-            self.warn(f"{f.path}: a bad tags record, skipped")
-            return
-        if kind == TAGS:
-            id_, tags = fields
-            self.tags[id_] = tags
-            self.wal.alive += len(chunks(msg))  # (with the full record after it)
-        elif kind == COOL:
-            orig, end, tube, key = fields
-            old = self.cools.pop((tube, key), None)
-            if old is not None:
-                self.wal.drop(old)  # type: ignore[arg-type]
-            self.last_id += 1
-            cd = Cooldown(self.last_id, tube, key, orig, end)  # (end: wall ns, for now)
-            self.cools[(tube, key)] = cd
-            cd.file = f
-            f.ids.append(cd.id)
-            f.refs += 1
-            self.wal.alive += len(Codec.note(cd, 0))
-        else:
-            last, tube = fields
-            for k in [k for k in self.cools if k[0] == tube]:
-                self.wal.drop(self.cools.pop(k))  # type: ignore[arg-type]
-            for id_, tags in list(self.tags.items()):
-                if tags.idp is not None and id_ < last and tube_of(id_) == tube:
-                    self.tags[id_] = void_idp(tags)
+    def tagged(self, id_: int, tags: Tags, size: int) -> None:
+        self.tags[id_] = tags
+        self.wal.alive += size  # (with the full record after it)
+
+    def cooled(self, orig: int, end: int, tube: bytes, key: bytes, f: File) -> None:
+        old = self.cools.pop((tube, key), None)
+        if old is not None:
+            self.wal.drop(old)  # type: ignore[arg-type]
+        self.last_id += 1
+        cd = Cooldown(self.last_id, tube, key, orig, end)  # (end: wall ns, for now)
+        self.cools[(tube, key)] = cd
+        cd.file = f
+        f.ids.append(cd.id)
+        f.refs += 1
+        self.wal.alive += len(note_msg(cd, 0))
+
+    def cleared(self, last: int, tube: bytes, tube_of: Callable[[int], bytes | None]) -> None:
+        for k in [k for k in self.cools if k[0] == tube]:
+            self.wal.drop(self.cools.pop(k))  # type: ignore[arg-type]
+        for id_, tags in list(self.tags.items()):
+            if tags.idp is not None and id_ < last and tube_of(id_) == tube:
+                self.tags[id_] = void_idp(tags)
 
     def install(self, q: ExtQueue, live: Callable[[int], bool], wall_offset: int,
                 now: int) -> None:

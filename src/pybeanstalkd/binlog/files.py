@@ -33,12 +33,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from . import format as F
+from .codec import PlainCodec
 from ..core.tags import EXT_ID, Cooldown
 
 if TYPE_CHECKING:
     from ..core.job import Job
     from ..core.store import Record
-    from .ext import Codec
+    from .codec import RecordCodec
 
 SHORT = F.SHORT_SIZE
 BLOCK = 4096
@@ -109,7 +110,8 @@ class Wal:
     transient = False  # (DiskWal's: a body not read for want of descriptors)
 
     def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
-                 falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False) -> None:
+                 falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False,
+                 codec: RecordCodec | None = None) -> None:
         self.dir = dirname
         self.filesize = filesize
         self.wantsync = wantsync
@@ -148,8 +150,9 @@ class Wal:
         # --cluster: called with each batch of records written (tap())
         self.tapped: Callable[[bytes], object] | None = None
         self.zero_ahead = zero_ahead  # -f0 (Options.fsync_each_write): see ZERO_AHEAD
-        # --extensions: the put tags' records (ext.py), set by recovery
-        self.ext: Codec | None = None
+        # What a full record is written as, and the records of ours
+        # (codec.py): a plain binlog's, or --extensions' with the tags
+        self.codec: RecordCodec = PlainCodec() if codec is None else codec
 
     def tap(self, fn: Callable[[bytes], object]) -> None:
         """Have fn called with each batch of records as it is written: a
@@ -360,10 +363,7 @@ class Wal:
     def reserve_put(self, j: Job) -> bool:
         # its full record (its tags' before it), and the short record of its
         # future delete
-        n = F.full_size(j.tube.name, len(j.body)) + SHORT
-        if self.ext is not None:
-            n += self.ext.extra(j)
-        return self.reserve(n) != 0
+        return self.reserve(self.codec.size(j) + SHORT) != 0
 
     def reserve_update(self, j: Job) -> bool:
         return self.reserve(SHORT) != 0
@@ -393,8 +393,8 @@ class Wal:
             j.deadline = (f.seq << 32) | self.used(f)
         if rec is None:
             rec = F.encode(j, full, self.wall_offset)
-        if full and self.ext is not None:
-            rec = self.ext.prefix(j) + rec
+        if full:
+            rec = self.codec.full(j, rec)
         n = len(rec)
         self.buf.append(rec)
         self.lsn += n
@@ -422,26 +422,19 @@ class Wal:
         if f is None:
             return
         j.file = None
-        self.alive -= (F.full_size(j.tube.name, len(j.body)) if self.ext is None
-                       else self.size_of(j))
+        self.alive -= self.codec.size(j)
         self.decref(f)
 
     def size_of(self, j: Job) -> int:
         """The bytes of j's full record (a record of ours: its own)."""
-        ext = self.ext
-        if ext is None:
-            return F.full_size(j.tube.name, len(j.body))
-        if j.id >= EXT_ID:
-            return len(ext.note(j, 0))  # type: ignore[arg-type]  # (a Cooldown)
-        return F.full_size(j.tube.name, len(j.body)) + ext.extra(j)
+        return self.codec.size(j)
 
     def note(self, rec: Record) -> bool:
         """Reserve room for a record of ours (ext.py) and write it: a
         cooldown keeps its file, as a job's full record does."""
         if not self.use:
             return True
-        assert self.ext is not None  # (records of ours come with --extensions)
-        if not self.reserve(len(self.ext.note(rec, 0))):
+        if not self.reserve(len(self.codec.note(rec, 0))):
             return False
         ok = self._note(rec)
         if self.nfile * self.filesize >= 3 * (self.alive + self.resv):
@@ -451,8 +444,7 @@ class Wal:
     def _note(self, rec: Record) -> bool:
         """Write a record of ours whose room is reserved (as _write does a
         job's; that one stays inline: every put and delete runs it)."""
-        assert self.ext is not None
-        data = self.ext.note(rec, self.wall_offset)
+        data = self.codec.note(rec, self.wall_offset)
         n = len(data)
         if self.cur.resv <= 0 and not self._usenext():
             self.fail("no reserved space left")

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING
 
-from ..core.job import OnDisk, on_disk
+from ..core.job import OnDisk, on_disk, pack_counters
 from ..core.tags import I64_MAX
 
 if TYPE_CHECKING:
@@ -49,13 +49,57 @@ assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 
 INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
 
-# A JOBREC as unpacked: id, pri, pad, delay, ttr, body_size, pad, created_at,
-# deadline_at, the five counters, state, and the 3-byte pad (MARK).
-Jobrec = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, bytes]
-# What read_records yields: (offset, name, fields, body); a short record has
-# name b"" and body None. A body left in the file (read_records' ram_min)
-# is an OnDisk: where it starts, and its size.
-Record = tuple[int, bytes, Jobrec, bytes | OnDisk | None]
+# A JOBREC as unpacked, with the five counters as one 20-byte field (their
+# little-endian bytes are Job.counts): id, pri, pad, delay, ttr, body_size,
+# pad, created_at, deadline_at, the counters, state, and the 3-byte pad.
+Jobrec = tuple[int, int, int, int, int, int, int, int, int, bytes, int, bytes]
+JOBREC_C = struct.Struct("<QIIqqiIqq20sB3s")
+_NO_COUNTS = bytes(20)
+
+
+class JobRecord:
+    """One record as read_records yields it: a full record (name and body
+    set) or a short one (name b"", body None). Times are the wall-clock ns
+    the file holds; counts is the five counters packed as Job.counts."""
+
+    __slots__ = ("offset", "name", "body", "id", "pri", "pad1", "delay", "ttr", "size",
+                 "pad2", "created", "deadline", "counts", "state", "mark")
+
+    offset: int  # where the record starts in its file (or frame)
+    name: bytes  # the tube's name; b"" in a short record
+    # A full record's body, CRLF included (an OnDisk when read_records'
+    # ram_min leaves it in the file); None in a short record.
+    body: bytes | OnDisk | None
+    id: int
+    pri: int
+    # The two 32-bit pads: our bury position (MARK), or pad1 the body's
+    # CRC-32 (MARK_CRC, MARK_BURIED_CRC); see bury_pos.
+    pad1: int
+    delay: int
+    ttr: int
+    size: int  # the body's size, as the record says
+    pad2: int
+    created: int
+    deadline: int
+    counts: int
+    state: int
+    mark: bytes  # the 3-byte pad: MARK, MARK_CRC... in a record of ours
+
+    def __init__(self, offset: int, name: bytes, f: Jobrec,
+                 body: bytes | OnDisk | None) -> None:
+        self.offset, self.name, self.body = offset, name, body
+        counters: bytes
+        (self.id, self.pri, self.pad1, self.delay, self.ttr, self.size, self.pad2,
+         self.created, self.deadline, counters, self.state, self.mark) = f
+        self.counts = 0 if counters == _NO_COUNTS else int.from_bytes(counters, "little")
+
+    def fields(self) -> Jobrec:
+        """The Jobrec as unpacked (JOBREC_C): what packs back to its 80 bytes."""
+        return (self.id, self.pri, self.pad1, self.delay, self.ttr, self.size, self.pad2,
+                self.created, self.deadline, self.counts.to_bytes(20, "little"), self.state,
+                self.mark)
+
+
 # Where warnings go: called with the message (what it returns is not used).
 Warn = Callable[[str], object]
 
@@ -78,11 +122,10 @@ def version_of(data: bytes, path: str, warn: Warn) -> int | None:
 
 
 def read_records(data: bytes, version: int, max_job_size: int, path: str, warn: Warn,
-                 st: list[int], ram_min: int | None = None) -> Iterator[Record]:
-    """Yield (offset, name, fields, body) for each record of one file's bytes.
-
-    `fields` is a JOBREC tuple (v5 records are converted to it). A short
-    record has an empty name and a body of None. Reading stops at EOF or at
+                 st: list[int], ram_min: int | None = None) -> Iterator[JobRecord]:
+    """Yield a JobRecord for each record of one file's bytes (v5 records
+    are converted to v7's fields). A short record has an empty name and a
+    body of None. Reading stops at EOF or at
     trailing zeros; on a bad or torn record it warns "<path>:<offset>:
     <reason>", sets st[1] = False and stops. st[0] is raised to the largest
     id of a full record, torn ones included: like the reference, such an id
@@ -167,7 +210,7 @@ def _body(data: bytes, pos: int, id_: int, size: int, start: int, max_job_size: 
 
 # The readers yield None after warning about a bad or torn record, then stop.
 def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
-             st: list[int], ram_min: int | None, resync: bool = True) -> Iterator[Record | None]:
+             st: list[int], ram_min: int | None, resync: bool = True) -> Iterator[JobRecord | None]:
     """The records from pos on. Where zeros stand in for records (a file
     cut short in use, whose writer went on at its offset; a hole a crash
     left) and records follow them, reading goes on there (_cut): the
@@ -187,11 +230,11 @@ def _read_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
 
 
 def _run_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn, st: list[int],
-            ram_min: int | None) -> Generator[Record, None, tuple[int, bool] | None]:
+            ram_min: int | None) -> Generator[JobRecord, None, tuple[int, bool] | None]:
     """Records from pos until the file's end (None), zeros where a record
     should be ((its offset, True)) or a bad record, warned ((offset, False))."""
     n = len(data)
-    unpack = JOBREC.unpack_from
+    unpack = JOBREC_C.unpack_from
     unpack_len = FULL_HEAD.unpack_from
     while pos < n:
         start = pos
@@ -214,20 +257,20 @@ def _run_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn, st:
         pos += 80
         if f[0] == 0:
             return start, True  # (as a rule the zeros of preallocation, to the end)
-        if f[14] > DELAYED:
-            warn(f"{path}:{start}: unknown job state: {f[14]}")
+        if f[10] > DELAYED:
+            warn(f"{path}:{start}: unknown job state: {f[10]}")
             return start, False
         body = None
         if namelen:
             body = _body(data, pos, f[0], f[5], start, max_job_size, path, warn, st, "job body",
-                         ram_min, f[2] if f[15] in CRC_MARKS else None)
+                         ram_min, f[2] if f[11] in CRC_MARKS else None)
             if body is None:
                 return start, False
             pos += f[5]
             if not body:  # (it failed its CRC) the record's fields, as a short record's
-                yield start, b"", f, None
+                yield JobRecord(start, b"", f, None)
                 continue
-        yield start, name, f, body
+        yield JobRecord(start, name, f, body)
     return None
 
 
@@ -288,7 +331,7 @@ def _quiet(message: str) -> None:
 
 
 def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
-             st: list[int], ram_min: int | None) -> Iterator[Record | None]:
+             st: list[int], ram_min: int | None) -> Iterator[JobRecord | None]:
     n = len(data)
     while pos < n:
         start = pos
@@ -317,7 +360,7 @@ def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
             yield None
             return
         f = (id_, pri, 0, delay * 1000, ttr * 1000, size, 0, created * 1000,
-             deadline * 1000, *counts, state, b"\0\0\0")
+             deadline * 1000, pack_counters(*counts).to_bytes(20, "little"), state, b"\0\0\0")
         body = None
         if namelen:
             body = _body(data, pos, id_, size, start, max_job_size, path, warn, st, "v5 job body",
@@ -326,15 +369,16 @@ def _read_v5(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn,
                 yield None
                 return
             pos += size
-        yield start, name, f, body
+        yield JobRecord(start, name, f, body)
 
 
-def bury_pos(f: Jobrec, seq: int, offset: int) -> int:
-    """Where the job was buried: stored by us, else this record's position."""
-    mark = f[15]
+def bury_pos(r: JobRecord, seq: int) -> int:
+    """Where the job was buried: stored by us, else this record's position
+    (in file seq)."""
+    mark = r.mark
     if mark == MARK:
-        return f[6] << 32 | f[2]
-    return f[8] if mark == MARK_BURIED_CRC else seq << 32 | offset
+        return r.pad2 << 32 | r.pad1
+    return r.deadline if mark == MARK_BURIED_CRC else seq << 32 | r.offset
 
 
 def wall(t: int, wall_offset: int) -> int:
@@ -400,7 +444,7 @@ def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
                      mark) + body
 
 
-_OUT = "<QIIqqiIqq20sB3s"  # JOBREC with the counters as one 20-byte field
+_OUT = JOBREC_C.format
 _SHORT_OUT = struct.Struct("<i" + _OUT[1:])
 assert _SHORT_OUT.size == SHORT_SIZE
 _FULL: dict[int, struct.Struct] = {}  # a full record's head, by tube name length

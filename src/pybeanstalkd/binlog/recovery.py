@@ -15,18 +15,20 @@ import fcntl
 import gc
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import format as F
-from .ext import Codec, Recovered, is_ours
-from ..core.job import Job, OnDisk, pack_counters, times
+from .apply import apply
+from .ext import Reader, Recovered
+from ..core.job import Job, OnDisk, times
 from .bodies import DiskWal
 from .files import SHORT, File, Wal
 
 if TYPE_CHECKING:
     from ..core.queue import Queue
     from ..core.job import Tube
+    from ..core.tags import Tags
 
 
 class RecoveryError(Exception):
@@ -69,14 +71,14 @@ def recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> in
 def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> int:
     seqs = scan(wal.dir)
     jobs: dict[int, Job] = {}  # in order of first appearance
-    loading: dict[Tube, int] = {}
-    q.loading = loading
     err = False
     wall_offset = time.time_ns() - now
+    # (the Wal's codec writes tags exactly when q has them: ValueError if not)
+    find = wal.codec.attach(q)
     reader = None
     if q.ext is not None:  # --extensions: the put tags' records too (ext.py)
-        reader = Recovered(wal, q.ext, warn)
-        wal.ext = Codec(q.ext)
+        reader = Recovered(wal, q.ext)
+    to = Loader(q, wal, jobs, wall_offset, warn, reader)
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
     # --bodies-on-disk: bodies this size or more stay in the files (bodies.py)
     ram_min = wal.ram_min if isinstance(wal, DiskWal) else None
@@ -110,9 +112,12 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
             f.refs = 1  # held while reading
             wal.add_file(f)
             st[1] = True
-            records = F.read_records(data, version, max_job_size, path, warn, st, ram_min)
-            if (not _load_file(records, f, jobs, q, loading, wal, wall_offset, warn, reader)
-                    or not st[1]):
+            to.file = f
+            for r in F.read_records(data, version, max_job_size, path, warn, st, ram_min):
+                if not apply(to, r):
+                    err = True
+                    break
+            if not st[1]:
                 err = True
             wal.decref(f)
     if err:
@@ -138,7 +143,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     if reader is not None:
         reader.install(q, jobs.__contains__, wall_offset, now)  # type: ignore[arg-type]
     q.load(jobs.values(), now, wall_offset)
-    wal.find = q.jobs.get if reader is None else q.find_record  # type: ignore[attr-defined]
+    wal.find = find  # type: ignore[assignment]  # (a cooldown is found as a job is)
     return len(jobs)
 
 
@@ -168,97 +173,107 @@ def _sync_files(wal: Wal, warn: F.Warn) -> bool:
     return True
 
 
-def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Queue,
-               loading: dict[Tube, int], wal: Wal, wall_offset: int, warn: F.Warn,
-               reader: Recovered | None = None) -> bool:
-    """Load one file's records; False if one was bad. loading is q.loading."""
-    tubes, fids, new_job = q.tubes, f.ids, Job.__new__
-    alive = 0
-    last_created = -1
-    fixed = F.full_size(b"", 0)  # a full record's bytes besides name and body
-    for off, name, r, body in records:
-        id_ = r[0]
-        j = jobs.get(id_)
-        # (body is not None: a full record, its name not empty)
-        if j is None and body is not None and r[14] != F.INVALID:
-            # The common case, kept fast: a new job's full record, every
-            # slot set once.
-            t = tubes.get(name) or q.tube(name)
-            j = jobs[id_] = new_job(Job)
-            j.id, j.tube, j.pri, j.times = id_, t, r[1], times(r[3], r[4])
-            j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
-            created = r[7] - wall_offset
-            if created == last_created:
-                created = last_created  # (one int for the jobs of one read: 32 bytes each)
-            j.created = last_created = created
-            j.counts = _counts(r)
-            j.file = f
-            state = r[14]
-            if state == F.BURIED:
-                j.state, j.deadline = state, F.bury_pos(r, f.seq, off)
-            else:
-                j.state, j.deadline = (F.READY if state == F.RESERVED else state), r[8]
-            alive += fixed + len(name) + len(body)
-            fids.append(id_)
-            f.refs += 1
-            loading[t] = loading.get(t, 0) + 1
-        elif j is None and reader is not None and is_ours(r):
-            reader.take(r, f, lambda i: (jobs[i].tube.name if i in jobs else None))
-        elif not _apply(off, name, r, body, j, f, jobs, q, wal, wall_offset, warn):
-            wal.alive += alive
-            return False
-    wal.alive += alive
-    return True
+class Loader:
+    """The queue as recovery fills it (apply.py's Applier): the jobs read so
+    far, in jobs, with the wall-clock times of their records until the
+    queue loads them all at the end (Queue.load), each held by the file
+    of its latest full record (file: the one being read)."""
 
+    def __init__(self, q: Queue, wal: Wal, jobs: dict[int, Job], wall_offset: int,
+                 warn: F.Warn, reader: Recovered | None) -> None:
+        self.q, self.wal, self.jobs = q, wal, jobs
+        self.wall_offset = wall_offset
+        self.warn = warn
+        self.reader = reader
+        self.job: Callable[[int], Job | None] = jobs.get
+        self.chunks: Reader | None = None if reader is None else Reader()
+        self.file = File(0, "")  # (set before each file's records)
+        # q.loading: each tube's jobs, so that none is freed while loading
+        self.loading: dict[Tube, int] = {}
+        q.loading = self.loading
+        self.last_created = -1  # (one int for the jobs put at one time: 32 bytes each)
 
-def _counts(r: F.Jobrec) -> int:
-    # r[9:14]: reserve, timeout, release, bury and kick counts
-    return pack_counters(*r[9:14]) if r[9] or r[10] or r[11] or r[12] or r[13] else 0
-
-
-def _set_fields(j: Job, r: F.Jobrec, f: File, off: int) -> None:
-    j.deadline = r[8]  # wall clock until the queue loads it
-    j.counts = _counts(r)
-    state = r[14]
-    j.state = F.READY if state == F.RESERVED else state
-    if state == F.BURIED:
-        j.deadline = F.bury_pos(r, f.seq, off)
-
-
-def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | OnDisk | None, j: Job | None,
-           f: File, jobs: dict[int, Job], q: Queue, wal: Wal, wall_offset: int,
-           warn: F.Warn) -> bool:
-    """Any other record: a short one, or one for a job already seen."""
-    if j is None:
-        return True  # a short record whose job was deleted or moved
-    if r[14] == F.INVALID:
-        _forget(j, jobs, q, wal)
-        return True
-    if body is not None and len(body) != len(j.body):  # (a full record)
-        warn(f"{f.path}:{off}: job {j.id} size changed")
-        warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
-        _forget(j, jobs, q, wal)
-        return False
-    j.pri, j.times, j.created = r[1], times(r[3], r[4]), r[7] - wall_offset
-    _set_fields(j, r, f, off)
-    if body is not None:
+    def put(self, r: F.JobRecord) -> bool:
+        """The common case, kept fast: a new job's full record, every slot
+        set once."""
+        q, f, id_, name = self.q, self.file, r.id, r.name
+        body: bytes | OnDisk = r.body  # type: ignore[assignment]  # (a full record's)
+        t = q.tubes.get(name) or q.tube(name)
+        j = self.jobs[id_] = Job.__new__(Job)
+        j.id, j.tube, j.pri, j.times = id_, t, r.pri, times(r.delay, r.ttr)
         j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
-        wal.drop(j)
+        created = r.created - self.wall_offset
+        if created == self.last_created:
+            created = self.last_created
+        j.created = self.last_created = created
+        j.counts = r.counts
         j.file = f
-        f.ids.append(j.id)
+        state = r.state
+        if state == F.BURIED:
+            j.state, j.deadline = state, F.bury_pos(r, f.seq)
+        else:
+            j.state, j.deadline = (F.READY if state == F.RESERVED else state), r.deadline
+        self.wal.alive += _FIXED + len(name) + len(body)
+        f.ids.append(id_)
         f.refs += 1
-        wal.alive += F.full_size(name, len(body))
-    return True
+        loading = self.loading
+        loading[t] = loading.get(t, 0) + 1
+        return True
+
+    def update(self, j: Job, r: F.JobRecord) -> bool:
+        """A later record of a job read: its fields, and with a full record
+        its body and file. A full record whose body's size changed is bad:
+        the job is dropped and the file read no further, as the reference
+        does."""
+        body, f, wal = r.body, self.file, self.wal
+        if body is not None and len(body) != len(j.body):
+            off = r.offset
+            self.warn(f"{f.path}:{off}: job {j.id} size changed")
+            self.warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
+            self.delete(j)
+            return False
+        j.pri, j.times, j.created = r.pri, times(r.delay, r.ttr), r.created - self.wall_offset
+        j.deadline = r.deadline  # wall clock until the queue loads it
+        j.counts = r.counts
+        state = r.state
+        j.state = F.READY if state == F.RESERVED else state
+        if state == F.BURIED:
+            j.deadline = F.bury_pos(r, f.seq)
+        if body is not None:
+            j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
+            wal.drop(j)
+            j.file = f
+            f.ids.append(j.id)
+            f.refs += 1
+            wal.alive += F.full_size(r.name, len(body))
+        return True
+
+    def delete(self, j: Job) -> None:
+        del self.jobs[j.id]
+        self.wal.drop(j)
+        t = j.tube
+        self.loading[t] -= 1
+        self.q.maybe_free(t)
+
+    # -- records of ours (--extensions: self.reader is set) --------------------
+
+    def tags(self, id_: int, tags: Tags, size: int) -> None:
+        self.reader.tagged(id_, tags, size)  # type: ignore[union-attr]
+
+    def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
+        self.reader.cooled(orig, end, tube, key, self.file)  # type: ignore[union-attr]
+
+    def clear(self, last: int, tube: bytes) -> None:
+        jobs = self.jobs
+        self.reader.cleared(  # type: ignore[union-attr]
+            last, tube, lambda i: (jobs[i].tube.name if i in jobs else None))
+
+    def bad(self, why: str) -> bool:
+        self.warn(f"{self.file.path}: a bad tags record, skipped")
+        return True
 
 
-def _forget(j: Job, jobs: dict[int, Job], q: Queue, wal: Wal) -> None:
-    del jobs[j.id]
-    wal.drop(j)
-    t = j.tube
-    # q.loading is _recover's dict while recovery runs: not None here (left
-    # unchecked, as it was, once per deleted job)
-    q.loading[t] -= 1  # type: ignore[index]
-    q.maybe_free(t)
+_FIXED = F.full_size(b"", 0)  # a full record's bytes besides name and body
 
 
 def _reserve_deletes(jobs: dict[int, Job], wal: Wal) -> None:

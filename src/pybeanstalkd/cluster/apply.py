@@ -1,4 +1,5 @@
-"""A follower applies the records of a frame to its queue (core/replica.py).
+"""A follower applies the records of a frame to its queue (binlog/apply.py says
+what each record means; core/replica.py does it to the queue).
 
 The records are the leader's binlog v7 bytes; their times are wall clock,
 turned into the follower's monotonic clock with its own wall offset.
@@ -8,11 +9,12 @@ from __future__ import annotations
 import errno
 
 from ..binlog import ext as X, format as F
+from ..binlog.apply import apply
+from ..binlog.codec import TaggedCodec
 from ..core import replica
-from ..core.job import BURIED, READY, pack_counters
+from ..core.job import BURIED, READY
 
 _HEAD = F.FULL_HEAD.pack(F.VERSION)
-_NONE = (0,) * 6  # a Jobrec's deadline and counters, in a put's record
 
 
 class ApplyError(Exception):
@@ -22,65 +24,76 @@ class ApplyError(Exception):
 
 def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: int,
                   seen: set | None = None) -> int:
-    """Apply every record of a frame to queue q; the number applied. The
-    ids of the records go into seen, if given."""
+    """Apply every record of a frame to queue q; the number read. The ids
+    of the records go into seen, if given."""
     problems: list[str] = []
     st = [0, True]
     n = 0
-    data = _HEAD + records
-    jobs, store, mark = q.jobs, q.store, F.MARK
-    reader = None
-    for rec in F.read_records(data, F.VERSION, max_job_size, "frame", problems.append, st):
-        if rec is None:
-            break
-        start, name, r, body = rec
-        if r[0] >= X.EXT_ID and q.ext is not None and X.is_ours(r):
-            # The put tags' records (binlog/ext.py): a job's tags come just
-            # before its full record; a message is never split across frames.
-            reader = reader or X.Reader()
-            msg = reader.chunk(r)
-            if msg is not None:
-                _ours(q, msg, wall_offset)
-            continue
-        if seen is not None:
-            seen.add(r[0])
-        if (r[14] == READY and r[8:14] == _NONE and name and not r[6] and r[0] not in jobs
-                and (r[15] == mark and not r[2] or r[15] == F.MARK_CRC)):
-            # A put, the usual record: its bytes are the ones this node would
-            # write (F.encode), so they are stored as they came. (A record
-            # with a name is a full one: its body is not None.)
-            j = replica.put_ready(q, r[0], name, r[1], r[3], r[4], body,  # type: ignore[arg-type]
-                                  r[7] - wall_offset, now)
-            if j is None:
-                raise ApplyError(f"job {r[0]}: no room in this node's binlog")
-            store.write(j, data[start:start + F.full_size(name, r[5])])
-            n += 1
-            continue
-        deadline = r[8] - wall_offset if r[8] else 0
-        if not replica.apply(q, r[0], name or None, r[1], r[3], r[4],
-                             body,  # type: ignore[arg-type]  # (a frame's: bytes, no ram_min)
-                             r[7] - wall_offset, deadline, pack_counters(*r[9:14]), r[14], now):
-            raise ApplyError(f"job {r[0]}: no room in this node's binlog")
+    to = Follower(q, _HEAD + records, wall_offset, now, seen)
+    for r in F.read_records(to.data, F.VERSION, max_job_size, "frame", problems.append, st):
+        if not apply(to, r):
+            raise ApplyError(f"job {r.id}: no room in this node's binlog")
         n += 1
     if problems or not st[1]:
         raise ApplyError("; ".join(problems) or "a torn record")
     return n
 
 
-def _ours(q, msg: bytes, wall_offset: int) -> None:
-    try:
-        kind, fields = X.decode(msg)
-    except ValueError as e:
-        raise ApplyError(str(e)) from None
-    if kind == X.TAGS:
-        id_, tags = fields
-        q.ext.jobs[id_] = tags  # (the job's full record follows)
-    elif kind == X.COOL:
-        orig, end, tube, key = fields
-        q.apply_cool(tube, key, orig, end - wall_offset)
-    else:
-        last, tube = fields
-        q.clear_tube(tube, last)
+class Follower:
+    """The follower's queue as the leader's records are applied to it
+    (binlog/apply.py's Applier), through the queue's own operations
+    (core/replica.py). data: the frame's records, after a version."""
+
+    def __init__(self, q, data: bytes, wall_offset: int, now: int, seen: set | None) -> None:
+        self.q, self.data, self.wall_offset, self.now = q, data, wall_offset, now
+        self.seen = seen
+        # The put tags' records: a job's tags come just before its full
+        # record, and a message is never split across frames.
+        self.chunks = X.Reader() if q.ext is not None else None
+        self.job = q.jobs.get if seen is None else self._seen
+
+    def _seen(self, id_: int):
+        self.seen.add(id_)  # type: ignore[union-attr]  # (the job lookup when seen is given)
+        return self.q.jobs.get(id_)
+
+    def put(self, r: F.JobRecord) -> bool:
+        q, name, created = self.q, r.name, r.created - self.wall_offset
+        if (r.state == READY and not r.deadline and not r.counts and not r.pad2
+                and (r.mark == F.MARK and not r.pad1 or r.mark == F.MARK_CRC)):
+            # A put, the usual record: its bytes are the ones this node would
+            # write (F.encode), so they are stored as they came.
+            j = replica.put_ready(q, r.id, name, r.pri, r.delay, r.ttr,
+                                  r.body, created, self.now)  # type: ignore[arg-type]
+            if j is None:
+                return False
+            start = r.offset
+            q.store.write(j, self.data[start:start + F.full_size(name, r.size)])
+            return True
+        # (a frame's body: bytes, read without ram_min)
+        return replica.put(q, r.id, name, r.pri, r.delay, r.ttr, r.body,  # type: ignore[arg-type]
+                           created, self._deadline(r), r.counts, r.state, self.now)
+
+    def update(self, j, r: F.JobRecord) -> bool:
+        return replica.update(self.q, j, r.pri, r.delay, r.ttr, self._deadline(r), r.counts,
+                              r.state, self.now)
+
+    def delete(self, j) -> None:
+        replica.delete(self.q, j, self.now)
+
+    def _deadline(self, r: F.JobRecord) -> int:
+        return r.deadline - self.wall_offset if r.deadline else 0
+
+    def tags(self, id_: int, tags, size: int) -> None:
+        self.q.ext.jobs[id_] = tags  # (the job's full record follows)
+
+    def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
+        self.q.apply_cool(tube, key, orig, end - self.wall_offset)
+
+    def clear(self, last: int, tube: bytes) -> None:
+        self.q.clear_tube(tube, last)
+
+    def bad(self, why: str) -> bool:
+        raise ApplyError(why)
 
 
 PART_BYTES = 1 << 18  # a snapshot goes out in parts of about this size
@@ -100,7 +113,7 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     out, size = [], 0
     codec = None
     if q.ext is not None:  # the put tags: cooldowns first, tags before each job
-        codec = X.Codec(q.ext)
+        codec = TaggedCodec(q.ext)
         out = [codec.note(cd, wall_offset) for cd in list(q.ext.cool_ids.values())]
     for id_ in ids:
         j = jobs.get(id_)

@@ -9,8 +9,8 @@ leader holds its epoch, only its own transactions move etcd's counter, so
 its blocks follow one another: each one extends the range it owns, and
 the ids go on without a gap.
 
-The queue never hands out an id past the end of that range
-(JobIds.last, which commands.admit and the HTTP moves check): if etcd is
+The queue never hands out an id past the end of that range (q.ids.last:
+core/jobids.py, which commands.admit and the HTTP moves check): if etcd is
 slow or unreachable, puts are refused (INTERNAL_ERROR) until the next
 block, rather than use an id another leader may be given. The next block
 is taken while half a block is still left, so that a leader busy at 100k
@@ -34,7 +34,10 @@ ID_BLOCK = 1 << 18  # job ids taken from etcd at a time
 REFILL_S = 0.05  # how often a leader checks what it has left
 
 
-class JobIds:
+class IdBlocks:
+    """A leader's blocks of ids, taken from etcd and handed to the queue's
+    id owner (core/jobids.py) as the range it may use."""
+
     def __init__(self, engine: Engine, take: Callable[[int, int], Awaitable[range | None]],
                  log: Callable[[str], None]):
         """take(n, at_least): n ids no other leader has or will have,

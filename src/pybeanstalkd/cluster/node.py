@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from .coord import UNREACHABLE, Coordinator
 from .frame import MAX_NAME
-from .ids import REFILL_S, JobIds
+from .ids import REFILL_S, IdBlocks
 from .link import RETRY_S, FollowerNode, Replicator
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Node:
         self.rep: Replicator | None = None
         self.lease_until = 0  # monotonic ns: past it, nothing is acknowledged
         # The job ids this node may hand out: none until it leads.
-        self.ids = JobIds(engine, self.coord.take_ids, self.log)
+        self.ids = IdBlocks(engine, self.coord.take_ids, self.log)
         self.peer_srv: asyncio.AbstractServer | _TlsListener | None = None  # while following
         self.missing: dict[str, int] = {}  # ISR member -> since when it has no link
         # The leader as this node last saw it: its name ("" while none

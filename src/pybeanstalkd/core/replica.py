@@ -12,36 +12,32 @@ is ready here, a release without delay or a touch changes nothing, and
 delayed jobs come due by the follower's own clock. No client is served
 here, so nothing here is reserved.
 
-Pure: times are monotonic ns (the caller converts the records' wall clock)
-and `now` is passed in.
+Which record is which is binlog/apply.py's (the one reading of a record,
+recovery's too); cluster/apply.py calls these for it. Pure: times are
+monotonic ns (the caller converts the records' wall clock) and `now` is
+passed in.
 """
 from __future__ import annotations
 
-from .job import BURIED, DELAYED, INVALID, UNPLACED, Job, times
+from .job import BURIED, DELAYED, UNPLACED, Job, times
 from .queue import Queue
 
 
-def apply(q: Queue, id_: int, name: bytes | None, pri: int, delay: int, ttr: int,
-          body: bytes | None, created: int, deadline: int, counts: int, state: int,
-          now: int) -> bool:
-    """Apply one record; name and body are None for a short record.
-    False if the follower's own binlog has no room for it."""
-    j = q.jobs.get(id_)
-    if j is None:
-        if body is None or state == INVALID:
-            return True  # a short record of a job deleted meanwhile
-        # A record with a body is a full one, which always has the tube's name.
-        return _put(q, id_, name, pri, delay, ttr, body, created,  # type: ignore[arg-type]
-                    deadline, counts, state, now)
-    if state == INVALID:
-        q.delete(None, id_, now, count=False)  # (not reserved: nothing is, here)
-        return True
+def update(q: Queue, j: Job, pri: int, delay: int, ttr: int, deadline: int, counts: int,
+           state: int, now: int) -> bool:
+    """A record of job j, held here, that is not its delete. False if the
+    follower's own binlog has no room for it."""
     if not q.store.reserve_update(j):
         return False
     q.remove(j)
     j.pri, j.counts, j.times = pri, counts, times(delay, ttr)
     _place(q, j, state, deadline, now)
     return True
+
+
+def delete(q: Queue, j: Job, now: int) -> None:
+    """Job j's delete record."""
+    q.delete(None, j.id, now, count=False)  # (not reserved: nothing is, here)
 
 
 def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
@@ -59,8 +55,12 @@ def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, b
     return j
 
 
-def _put(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
-         created: int, deadline: int, counts: int, state: int, now: int) -> bool:
+def put(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
+        created: int, deadline: int, counts: int, state: int, now: int) -> bool:
+    """The full record of a job this follower lacks, in any state: a put
+    whose record is not the usual one (put_ready), or compaction's copy of
+    a job put before this follower followed. False if its binlog has no
+    room for it."""
     # insert() places a job by its delay: the time left, not the original.
     left = deadline - now if state == DELAYED and deadline > now else 0
     j = _new(q, id_, name, pri, left, ttr, body, created)

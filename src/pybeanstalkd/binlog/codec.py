@@ -1,0 +1,110 @@
+"""What the Wal writes for a job's full record, and for the records of ours.
+
+The Wal (files.py) is given one codec when it is made, from the settings
+(codec_for): PlainCodec writes jobs' records alone, beanstalkd's binlog;
+TaggedCodec (--extensions) writes each job's tags just before its full
+record, and the cooldowns' and flush-tubes' records (ext.py). The Wal asks
+it every size and every full record's bytes, and so never asks which
+binlog it writes.
+
+What a codec reads the tags from is the queue's own state, which exists
+once the engine does (the Wal is made before it, as its store): recovery
+hands the queue over (attach) before it reads the first record.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from . import ext as X, format as F
+from ..core.tags import EXT_ID
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from ..core.job import Job
+    from ..core.queue import Queue
+    from ..core.store import Record
+    from ..core.tags import Cooldown, ExtState, Tags
+
+    # What compaction finds by id: a job, or (--extensions) a cooldown.
+    Found: TypeAlias = "Job | Cooldown | None"
+
+
+class RecordCodec(Protocol):
+    def attach(self, q: Queue) -> Callable[[int], Found]:
+        """The queue the Wal stores for (it must have tags state exactly
+        when the codec writes tags: ValueError if not); returns how
+        compaction finds a record's job (or cooldown) by its id."""
+
+    def size(self, j: Job) -> int:
+        """The bytes of j's full record, with what goes before it; of a
+        record of ours (a cooldown: its id is EXT_ID or more), its own."""
+
+    def full(self, j: Job, rec: bytes) -> bytes:
+        """What is written for j's full record rec."""
+
+    def note(self, rec: Record, wall_offset: int) -> bytes:
+        """The bytes of a record of ours (a cooldown, a flush-tube's end)."""
+
+
+class PlainCodec:
+    """Jobs' records alone: a binlog beanstalkd reads as its own."""
+
+    def attach(self, q: Queue) -> Callable[[int], Found]:
+        if q.ext is not None:
+            raise ValueError("a queue with --extensions' tags needs a binlog that writes them"
+                             " (TaggedCodec)")
+        return q.jobs.get
+
+    def size(self, j: Job) -> int:
+        return F.full_size(j.tube.name, len(j.body))
+
+    def full(self, j: Job, rec: bytes) -> bytes:
+        return rec
+
+    def note(self, rec: Record, wall_offset: int) -> bytes:
+        raise ValueError("records of ours are written with --extensions only (TaggedCodec)")
+
+
+class TaggedCodec:
+    """--extensions: each job's tags, in records of ours (ext.py), just
+    before its every full record, so that they move with it through
+    compaction and leave with its file; and the cooldowns' and
+    flush-tubes' records."""
+
+    def __init__(self, state: ExtState | None = None) -> None:
+        # the queue's tags by job id (ExtState.jobs): attach() gives them
+        self.tags: dict[int, Tags] = {} if state is None else state.jobs
+
+    def attach(self, q: Queue) -> Callable[[int], Found]:
+        if q.ext is None:
+            raise ValueError("a binlog that writes --extensions' tags needs a queue that has"
+                             " them")
+        self.tags = q.ext.jobs
+        find: Callable[[int], Found] = q.find_record  # type: ignore[attr-defined]  # (ExtQueue's)
+        return find
+
+    def prefix(self, j: Job) -> bytes:
+        """The records that go before job j's full record (its tags)."""
+        t = self.tags.get(j.id)
+        return b"" if t is None else X.chunks(X.tags_msg(j.id, t))
+
+    def size(self, j: Job) -> int:
+        if j.id >= EXT_ID:
+            return len(X.note_msg(j, 0))  # type: ignore[arg-type]  # (a Cooldown)
+        t = self.tags.get(j.id)
+        extra = 0 if t is None else X.chunked_size(len(X.tags_msg(j.id, t)))
+        return F.full_size(j.tube.name, len(j.body)) + extra
+
+    def full(self, j: Job, rec: bytes) -> bytes:
+        t = self.tags.get(j.id)
+        return rec if t is None else X.chunks(X.tags_msg(j.id, t)) + rec
+
+    def note(self, rec: Record, wall_offset: int) -> bytes:
+        return X.note_msg(rec, wall_offset)
+
+
+def codec_for(extensions: bool) -> PlainCodec | TaggedCodec:
+    """The codec of a binlog: --extensions' tags or not."""
+    return TaggedCodec() if extensions else PlainCodec()
