@@ -22,7 +22,7 @@ reference keeps it delayed (until a kick) and serves the plain jobs.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, STATE_NAMES, Job
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .store import Store
     from .job import Conn, Tube
 
-NEVER = 1 << 62  # max_tries when only some jobs have a limit (try:N)
+NEVER: Final = 1 << 62  # max_tries when only some jobs have a limit (try:N)
 STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
 
 

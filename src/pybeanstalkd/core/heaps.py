@@ -13,7 +13,9 @@ O(live) and no rebuild stops the server.
 from __future__ import annotations
 
 from heapq import heapify, heappop
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+from mypy_extensions import mypyc_attr
 
 from .slices import SLICE
 
@@ -22,12 +24,12 @@ if TYPE_CHECKING:
 
     from .slices import Slices
 
-SHIFT = 64
-MASK = (1 << SHIFT) - 1
-SMALL_HEAP = 2048  # a heap this small is compacted at once (under 1 ms)
-TUBE_SLACK = 64  # a tube's ready and delayed heaps, its run, the tube index
-SHARED_SLACK = 1024  # the queue's delay and TTR heaps
-CONN_SLACK = 16  # a connection's deadlines
+SHIFT: Final = 64
+MASK: Final = (1 << SHIFT) - 1
+SMALL_HEAP: Final = 2048  # a heap this small is compacted at once (under 1 ms)
+TUBE_SLACK: Final = 64  # a tube's ready and delayed heaps, its run, the tube index
+SHARED_SLACK: Final = 1024  # the queue's delay and TTR heaps
+CONN_SLACK: Final = 16  # a connection's deadlines
 
 
 def _rise(heap: list[int], i: int) -> None:
@@ -60,6 +62,9 @@ def _sink(heap: list[int], i: int) -> None:
     heap[i] = item
 
 
+# A list, which heapq's functions and the hot paths index in C: a native
+# class cannot subclass one, so compiled it is an ordinary class.
+@mypyc_attr(native_class=False)
 class StaleHeap(list[int]):
     """A heap whose entries go stale where they are. It owns its slack,
     the rule for when it is swept, and the sweep; the queue, which counts

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .job import (
     BURIED,
@@ -62,9 +62,12 @@ if TYPE_CHECKING:
     from .store import Store
     from .tags import ExtState
 
-WORK_DELETE, WORK_RELEASE, WORK_BURY = 0, 1, 2  # Tube.work_hist's outcomes
-URGENT_PRI = 1024
-SAFETY_MARGIN = NS  # DEADLINE_SOON one second before a reservation expires
+# Tube.work_hist's outcomes
+WORK_DELETE: Final = 0
+WORK_RELEASE: Final = 1
+WORK_BURY: Final = 2
+URGENT_PRI: Final = 1024
+SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
 
 
 class Queue:

@@ -10,7 +10,7 @@ at once or when a job comes or the wait ends.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .heaps import CONN_SLACK, SHIFT, StaleHeap
 from .held import drop_owners
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .job import Conn
     from .weighted import Weighted
 
-WIDE_WATCH = 16  # a reserve watching more tubes than this walks the tube index
+WIDE_WATCH: Final = 16  # a reserve watching more tubes than this walks the tube index
 
 
 # -- connections -------------------------------------------------------

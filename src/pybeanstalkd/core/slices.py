@@ -7,7 +7,7 @@ slice per `step`, which the I/O layer runs between other events, about
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # kick or a close costs 1 to 5 us of Python, but up to 100 us on memory left
 # idle for minutes: 64 keeps even such a slice near 6 ms. The I/O layer runs
 # slices until about 1 ms is spent (server/transport.py: run_work).
-SLICE = 64
+SLICE: Final = 64
 
 
 class Slices:
