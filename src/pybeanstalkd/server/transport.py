@@ -231,7 +231,7 @@ class _Client(asyncio.BaseProtocol):
             srv.acceptor.released()
         # The transport refers to this protocol: a cycle (with TLS one that
         # the transport keeps), never collected once frozen (loop.py).
-        self.transport = None
+        self.transport = None  # type: ignore[assignment]  # (see the class annotation)
 
     # A client that does not read its replies stops being read (as the
     # reference), and the engine stops at OUT_LIMIT bytes of replies per read
@@ -366,12 +366,14 @@ class HangupWatch:
         fd = c.s.fd
         if self.clients.get(fd) is c:
             del self.clients[fd]
+            assert self.ep is not None  # (watch() adds none without it)
             try:
                 self.ep.unregister(fd)
             except OSError:  # (closed already: epoll dropped it then)
                 pass
 
     def _ready(self):
+        assert self.ep is not None  # (the loop watches it only when there is one)
         for fd, _ in self.ep.poll(0):
             c = self.clients.get(fd)
             if c is not None:
@@ -449,7 +451,7 @@ class Server:
             backlog.clear()
         timers = engine.q.timers
         if timers.due is not None:  # (most events give no new time: no call)
-            due = timers.take_due()
+            due: int = timers.take_due()  # type: ignore[assignment]  # (not None: looked)
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
 
