@@ -175,7 +175,7 @@ def _records(path):
     job's bury position in the pads, where the other has it as a deadline)."""
     data = open(path, "rb").read()
     out = []
-    for off, name, f, body in F.read_records(data, F.VERSION, 1 << 20, path, print, [0, True]):
+    for off, name, f, body in F.read_records(data, F.VERSION, 1 << 20, str(path), print, [0, True]):
         if f[15] == F.MARK_CRC:
             f = f[:2] + (0,) + f[3:15] + (F.MARK,)
         elif f[15] == F.MARK_BURIED_CRC:

@@ -172,7 +172,7 @@ def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Qu
                loading: dict[Tube, int], wal: Wal, wall_offset: int, warn: F.Warn,
                reader: Recovered | None = None) -> bool:
     """Load one file's records; False if one was bad. loading is q.loading."""
-    tubes, fids, new_job = q.tubes, f.ids, Job.__new__
+    tubes, fids = q.tubes, f.ids
     alive = 0
     last_created = -1
     fixed = F.full_size(b"", 0)  # a full record's bytes besides name and body
@@ -181,16 +181,13 @@ def _load_file(records: Iterable[F.Record], f: File, jobs: dict[int, Job], q: Qu
         j = jobs.get(id_)
         # (body is not None: a full record, its name not empty)
         if j is None and body is not None and r[14] != F.INVALID:
-            # The common case, kept fast: a new job's full record, every
-            # slot set once.
+            # The common case, kept fast: a new job's full record.
             t = tubes.get(name) or q.tube(name)
-            j = jobs[id_] = new_job(Job)
-            j.id, j.tube, j.pri, j.times = id_, t, r[1], times(r[3], r[4])
-            j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
             created = r[7] - wall_offset
             if created == last_created:
                 created = last_created  # (one int for the jobs of one read: 32 bytes each)
-            j.created = last_created = created
+            last_created = created
+            j = jobs[id_] = Job(id_, t, r[1], r[3], r[4], body, created)
             j.counts = _counts(r)
             j.file = f
             state = r[14]
@@ -242,7 +239,7 @@ def _apply(off: int, name: bytes, r: F.Jobrec, body: bytes | OnDisk | None, j: J
     j.pri, j.times, j.created = r[1], times(r[3], r[4]), r[7] - wall_offset
     _set_fields(j, r, f, off)
     if body is not None:
-        j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
+        j.body = body
         wal.drop(j)
         j.file = f
         f.ids.append(j.id)

@@ -24,7 +24,7 @@ Queue's hot paths index both inline; these helpers serve the rarer steps.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .jobmap import THIN
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .queue import Queue
     from .tube import Conn
 
-SIZE = 4096  # reservations a block takes before the next one opens
+SIZE: Final = 4096  # reservations a block takes before the next one opens
 
 
 class Held:

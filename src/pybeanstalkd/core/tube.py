@@ -3,12 +3,15 @@ between their lists and heaps)."""
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
 
-FIFO, WEIGHTED, WEIGHTED_FAIR = 0, 1, 2  # how a reserve picks among its tubes (weighted.py)
-DEFAULT_TUBE = b"default"  # every connection's tube at first; never freed
+# How a reserve picks among its tubes (weighted.py)
+FIFO: Final = 0
+WEIGHTED: Final = 1
+WEIGHTED_FAIR: Final = 2
+DEFAULT_TUBE: Final = b"default"  # every connection's tube at first; never freed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -5,7 +5,7 @@ and reserves as the reference does: the best priority among its tubes,
 then the oldest job."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .protocol import NS
 from .tube import FIFO, WEIGHTED_FAIR
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
     from .tube import Tube
 
-FAIR_MIN_SAMPLES = 10  # weighted-fair uses a tube's moving average from this many deletes
-FAIR_FLOOR_S = 0.01  # ... and at least this (tuber's)
+FAIR_MIN_SAMPLES: Final = 10  # weighted-fair uses a tube's moving average from this many deletes
+FAIR_FLOOR_S: Final = 0.01  # ... and at least this (tuber's)
 
 
 class Weighted:
