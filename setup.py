@@ -17,6 +17,7 @@ import sysconfig
 from importlib.machinery import EXTENSION_SUFFIXES
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 # The modules compiled, relative to src/pybeanstalkd/. Not yet the queue's
 # (core/queue.py, extqueue.py, reserving.py, timers.py, heaps.py,
@@ -88,11 +89,22 @@ def remove_stale_extensions(compiled: list[str]) -> None:
                 os.remove(path)
 
 
+class PureBuildPy(build_py):
+    """build_py, saying why the build is pure Python: once, as the backend
+    runs this file for each of its steps (requirements, metadata, build)."""
+
+    reason = ""
+
+    def run(self) -> None:
+        print(f"pybeanstalkd: {self.reason}: building pure Python, not compiled with mypyc",
+              file=sys.stderr)
+        super().run()
+
+
 def ext_modules() -> list[object]:
     reason = why_pure()
     if reason is not None:
-        print(f"pybeanstalkd: {reason}: building pure Python, not compiled with mypyc",
-              file=sys.stderr)
+        PureBuildPy.reason = reason
         remove_stale_extensions([])
         return []
     from mypyc.build import mypycify
@@ -106,4 +118,5 @@ def ext_modules() -> list[object]:
     return list(mypycify(["--no-warn-unused-configs", *paths], group_name="pybeanstalkd"))
 
 
-setup(ext_modules=ext_modules())
+modules = ext_modules()
+setup(ext_modules=modules, cmdclass={} if modules else {"build_py": PureBuildPy})
