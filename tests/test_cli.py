@@ -21,7 +21,7 @@ import types
 
 import pytest
 
-from pybeanstalkd import BEANSTALKD_VERSION, __version__, cli, diag
+from pybeanstalkd import BEANSTALKD_VERSION, __version__, build, cli, diag
 from pybeanstalkd.server import listen as net
 from pybeanstalkd.cli import parse_args
 from pybeanstalkd.settings import Settings
@@ -309,8 +309,10 @@ def test_help(capsys):
 def test_version(capsys):
     _, code, out, err = parse(["-vx"], capsys)
     assert code == 0
-    assert out == f"beanstalkd {BEANSTALKD_VERSION} (pybeanstalkd {__version__})\n"
+    # (after the reference's two words: ours, and which build runs)
+    assert out == f"beanstalkd {BEANSTALKD_VERSION} (pybeanstalkd {__version__}, {build()})\n"
     assert out.startswith("beanstalkd 1.13 ")
+    assert build() in ("compiled with mypyc", "pure Python")
     assert err == ""
 
 
@@ -359,7 +361,8 @@ def test_version_format_matches_reference():
     assert re.fullmatch(rb"beanstalkd \S+\n", ref.stdout)
     ours = run(ours_stub("-v"))
     assert ours.returncode == 0
-    assert ours.stdout == f"beanstalkd 1.13 (pybeanstalkd {__version__})\n".encode()
+    # (the server the tests start runs the same build as they do)
+    assert ours.stdout == f"beanstalkd 1.13 (pybeanstalkd {__version__}, {build()})\n".encode()
     assert ours.stderr == b""
 
 

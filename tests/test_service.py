@@ -54,7 +54,8 @@ def test_make_run_says_listening_once_it_listens():
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         line = proc.stdout.readline()  # (only once the server holds its port)
-        assert re.fullmatch(r"beanstalkd 1\.13 \(pybeanstalkd \S+\): listening on 127\.0\.0\.1:%d "
+        assert re.fullmatch(r"beanstalkd 1\.13 \(pybeanstalkd \S+, (compiled with mypyc|pure Python)\): "
+                            r"listening on 127\.0\.0\.1:%d "
                             r"\(Ctrl-C stops it\)\n" % port, line), line
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:  # at once
             s.sendall(b"stats\r\n")

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 
-from pybeanstalkd import BEANSTALKD_VERSION, __version__
+from pybeanstalkd import BEANSTALKD_VERSION, __version__, build
 from pybeanstalkd.diag import program_name, write_line
 from pybeanstalkd.server.listen import ListenError, inherited_listen_fds, make_listener
 from pybeanstalkd.settings import (  # noqa: F401 (the defaults: cli's names for them too)
@@ -206,7 +206,7 @@ LONG_OPTIONS: dict[str, tuple[str, Callable[[str], object], str]] = {
 
 
 def version_line() -> str:
-    return f"beanstalkd {BEANSTALKD_VERSION} (pybeanstalkd {__version__})"
+    return f"beanstalkd {BEANSTALKD_VERSION} (pybeanstalkd {__version__}, {build()})"
 
 
 class _Diag:

@@ -175,7 +175,7 @@ def _records(path):
     job's bury position in the pads, where the other has it as a deadline)."""
     data = open(path, "rb").read()
     out = []
-    for r in F.read_records(data, F.VERSION, 1 << 20, path, print, [0, True]):
+    for r in F.read_records(data, F.VERSION, 1 << 20, str(path), print, [0, True]):
         off, name, body = r.offset, r.name, r.body
         f = (r.id, r.pri, r.pad1, r.delay, r.ttr, r.size, r.pad2, r.created, r.deadline,
              r.counts, r.state, r.mark)

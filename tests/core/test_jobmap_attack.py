@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from fakeclock import Harness, with_binlog
 from jobmaptools import check_map
 from pybeanstalkd.core.jobmap import BITS, THIN, Block, Sparse
+from pybeanstalkd.core.store import NullStore
 
 SIZE = 1 << BITS
 
@@ -26,6 +27,15 @@ def put_id(h, s, **kw) -> int:
     return int(out.split()[1])
 
 
+class Refusing(NullStore):
+    """No binlog, which has no room for a put (reserve_put) while `full`."""
+
+    full = False
+
+    def reserve_put(self, j):
+        return not self.full
+
+
 class EngineMap(RuleBasedStateMachine):
     """Random commands on a few connections; a model of which ids are stored."""
 
@@ -33,6 +43,7 @@ class EngineMap(RuleBasedStateMachine):
         super().__init__()
         self.h = Harness()
         self.q = self.h.e.q
+        self.q.store = Refusing()
         self.conns = [self.h.conn() for _ in range(3)]
         self.live: set[int] = set()
         self.held: list[set[int]] = [set() for _ in self.conns]  # reserved, as last told
@@ -67,12 +78,11 @@ class EngineMap(RuleBasedStateMachine):
         """A put refused once its body is in (the binlog has no room) uses its id up."""
         s = self.conns[c]
         store = self.q.store
-        orig = store.reserve_put
-        store.reserve_put = lambda j: False
+        store.full = True
         try:
             assert put(self.h, s) != b""
         finally:
-            store.reserve_put = orig
+            store.full = False
 
     @rule(c=st.integers(0, 2))
     def drained_put(self, c):
@@ -224,6 +234,7 @@ class EngineMapExt(EngineMap):
         RuleBasedStateMachine.__init__(self)
         self.h = Harness(extensions=True)
         self.q = self.h.e.q
+        self.q.store = Refusing()
         self.conns = [self.h.conn() for _ in range(3)]
         self.live = set()
         self.held = [set() for _ in self.conns]
@@ -348,9 +359,10 @@ def test_a_refused_put_at_a_block_boundary_leaves_no_empty_block(why):
     q.ids.next = SIZE - 1
     assert put_id(h, a) == SIZE - 1
     if why == "no-room":
-        q.store.reserve_put = lambda j: False
+        q.store = store = Refusing()
+        store.full = True
         assert put(h, a) == b"OUT_OF_MEMORY\r\n"  # (the reference's word for it)
-        del q.store.reserve_put
+        store.full = False
     elif why == "too-big":
         assert put(h, a, body=b"x" * 70000) == b"JOB_TOO_BIG\r\n"
     else:

@@ -11,6 +11,7 @@ import pytest
 
 from fakeclock import Harness
 from pybeanstalkd.core.job import KICKS, M32, RESERVES, Job, bump, counters, pack_counters
+from pybeanstalkd.core.job import Tube
 
 
 def stats_job(h, c, jid) -> dict:
@@ -157,7 +158,7 @@ def test_counters_are_uint32_and_wrap_alone():
     c = pack_counters(M32, 0, 7, 0, M32)
     c = bump(c, RESERVES)
     c = bump(c, KICKS)
-    j = Job.__new__(Job)
+    j = Job(1, Tube(b"default"), 0, 0, 0, b"x\r\n", 0)
     j.counts = c
     assert counters(j) == (0, 0, 7, 0, 0)
     j.counts = bump(bump(0, KICKS), RESERVES)

@@ -121,7 +121,7 @@ class DiskWal(Wal):
                     body: bytes | OnDisk = j.body
                     # (not deleted, nor moved on since: its record is this one)
                     if j.file is f and body.__class__ is bytes:
-                        j.body = on_disk(crc, pos, len(body))  # type: ignore[assignment]
+                        j.body = on_disk(crc, pos, len(body))
                         bodies.on_disk += len(body)
             unwritten.clear()
 
@@ -161,10 +161,10 @@ class DiskWal(Wal):
     # -- reading back ----------------------------------------------------------
 
     def body(self, j: Job) -> bytes | None:
-        b: bytes | OnDisk = j.body
-        if b.__class__ is not OnDisk:
-            return j.body
-        return self.bodies.read(j, b)  # (an OnDisk: narrowed by the line above)
+        b = j.body
+        if isinstance(b, bytes):
+            return b
+        return self.bodies.read(j, b)
 
     @property
     def transient(self) -> bool:  # type: ignore[override]  # (Wal's is a class attribute: False)

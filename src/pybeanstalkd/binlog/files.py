@@ -468,7 +468,8 @@ class Wal:
 
     def body(self, j: Job) -> bytes | None:
         """j's body (this binlog leaves none in its files: bodies.py does)."""
-        return j.body
+        body = j.body
+        return body if isinstance(body, bytes) else None
 
     def _ratio(self) -> int:
         d = self.alive + self.resv

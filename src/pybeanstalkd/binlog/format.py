@@ -19,7 +19,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..core.job import OnDisk, on_disk, pack_counters
 from ..core.tags import I64_MAX
@@ -27,27 +27,32 @@ from ..core.tags import I64_MAX
 if TYPE_CHECKING:
     from ..core.job import Job
 
-VERSION = 7
-VERSION5 = 5
-MAX_NAME = 200
+VERSION: Final = 7
+VERSION5: Final = 5
+MAX_NAME: Final = 200
 
 # id, pri, pad, delay, ttr, body_size, pad, created_at, deadline_at,
 # reserve_ct, timeout_ct, release_ct, bury_ct, kick_ct, state, pad
-JOBREC = struct.Struct("<QIIqqiIqqIIIIIB3s")
-FULL_HEAD = struct.Struct("<i")
-SHORT = struct.Struct("<iQIIqqiIqqIIIIIB3s")
-SHORT_SIZE = SHORT.size  # 84
-JOBREC5 = struct.Struct("<QI4xQQi4xQQIIIIIB")  # 77 bytes, times in microseconds
-MARK = b"pyb"  # in the last padding bytes: the two 32-bit pads hold a bury position
-MARK_CRC = b"pyc"  # ... the first pad holds the body's CRC-32 (zlib.crc32), the second 0
+JOBREC: Final = struct.Struct("<QIIqqiIqqIIIIIB3s")
+FULL_HEAD: Final = struct.Struct("<i")
+SHORT: Final = struct.Struct("<iQIIqqiIqqIIIIIB3s")
+SHORT_SIZE: Final = SHORT.size  # 84
+JOBREC5: Final = struct.Struct("<QI4xQQi4xQQIIIIIB")  # 77 bytes, times in microseconds
+MARK: Final = b"pyb"  # in the last padding bytes: the two 32-bit pads hold a bury position
+MARK_CRC: Final = b"pyc"  # ... the first pad holds the body's CRC-32 (zlib.crc32), the second 0
 # ... a buried job's: the first pad its body's CRC-32, the second 0, and
 # the deadline (no buried job has one) its bury position
-MARK_BURIED_CRC = b"pyd"
-CRC_MARKS = (MARK_CRC, MARK_BURIED_CRC)
+MARK_BURIED_CRC: Final = b"pyd"
+CRC_MARKS: Final = (MARK_CRC, MARK_BURIED_CRC)
 
 assert JOBREC.size == 80 and SHORT_SIZE == 84 and JOBREC5.size == 77
 
-INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4
+# A job's states (core/job.py's)
+INVALID: Final = 0
+READY: Final = 1
+RESERVED: Final = 2
+BURIED: Final = 3
+DELAYED: Final = 4
 
 # A JOBREC as unpacked, with the five counters as one 20-byte field (their
 # little-endian bytes are Job.counts): id, pri, pad, delay, ttr, body_size,
@@ -274,8 +279,8 @@ def _run_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn, st:
     return None
 
 
-CUT = bytes(SHORT_SIZE)  # a cut's zeros, at least: valid records hold shorter runs
-RESYNC_TRIES = 64  # non-zero bytes _resync looks at before giving up
+CUT: Final = bytes(SHORT_SIZE)  # a cut's zeros, at least: valid records hold shorter runs
+RESYNC_TRIES: Final = 64  # non-zero bytes _resync looks at before giving up
 _NON_ZERO = re.compile(rb"[^\0]")
 
 
@@ -394,7 +399,13 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc:
     body: j's, when j.body is not its bytes (OnDisk: a full record needs them).
     crc: the body's CRC-32 for a full record to carry (MARK_CRC), or -1."""
     if body is None:
-        body = j.body
+        own = j.body
+        if isinstance(own, bytes):
+            body = own
+        elif full:
+            raise TypeError(f"job {j.id}'s body is in the binlog: a full record needs its bytes")
+        else:
+            body = b""  # (a short record holds no body: len(j.body) is its size)
     state = j.state
     if crc >= 0 and full:
         return _encode_crc(j, body, crc, wall_offset)
@@ -444,8 +455,8 @@ def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
                      mark) + body
 
 
-_OUT = JOBREC_C.format
-_SHORT_OUT = struct.Struct("<i" + _OUT[1:])
+_OUT: Final = JOBREC_C.format
+_SHORT_OUT: Final = struct.Struct("<i" + _OUT[1:])
 assert _SHORT_OUT.size == SHORT_SIZE
-_FULL: dict[int, struct.Struct] = {}  # a full record's head, by tube name length
-_FRESH: dict[int, struct.Struct] = {}  # the same, zero fields left out (see encode)
+_FULL: Final[dict[int, struct.Struct]] = {}  # a full record's head, by tube name length
+_FRESH: Final[dict[int, struct.Struct]] = {}  # the same, zero fields left out (see encode)

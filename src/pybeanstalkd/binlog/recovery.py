@@ -194,18 +194,16 @@ class Loader:
         self.last_created = -1  # (one int for the jobs put at one time: 32 bytes each)
 
     def put(self, r: F.JobRecord) -> bool:
-        """The common case, kept fast: a new job's full record, every slot
-        set once."""
+        """The common case, kept fast: a new job's full record."""
         q, f, id_, name = self.q, self.file, r.id, r.name
         body: bytes | OnDisk = r.body  # type: ignore[assignment]  # (a full record's)
         t = q.tubes.get(name) or q.tube(name)
-        j = self.jobs[id_] = Job.__new__(Job)
-        j.id, j.tube, j.pri, j.times = id_, t, r.pri, times(r.delay, r.ttr)
-        j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
         created = r.created - self.wall_offset
         if created == self.last_created:
-            created = self.last_created
-        j.created = self.last_created = created
+            created = self.last_created  # (one int for the jobs of one read: 32 bytes each)
+        self.last_created = created
+        # (made by its constructor: a compiled Job has no other way)
+        j = self.jobs[id_] = Job(id_, t, r.pri, r.delay, r.ttr, body, created)
         j.counts = r.counts
         j.file = f
         state = r.state
@@ -240,7 +238,7 @@ class Loader:
         if state == F.BURIED:
             j.deadline = F.bury_pos(r, f.seq)
         if body is not None:
-            j.body = body  # type: ignore[assignment]  # (OnDisk: --bodies-on-disk)
+            j.body = body  # (an OnDisk with --bodies-on-disk)
             wal.drop(j)
             j.file = f
             f.ids.append(j.id)

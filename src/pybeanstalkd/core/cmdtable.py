@@ -120,6 +120,9 @@ class CommandTable:
         ext = EXTENSION_COMMANDS if extensions else ()
         self.ext_words = {c.prefix[:-1]: c for c in ext if c.prefix[-1:] == b" "}
         self.ext_lines = {c.prefix: c for c in ext if c.prefix[-1:] != b" "}
+        # Lines looked up here: those Engine.command's fast paths left to
+        # the general parser (the tests check which those are).
+        self.lookups = 0
 
     def match(self, line: bytes) -> tuple[Spec | None, int]:
         """The reference's command for the line, and where its arguments
@@ -136,6 +139,7 @@ class CommandTable:
     def lookup(self, line: bytes) -> tuple[Spec, Command] | None:
         """The command and its parsed arguments; None for UNKNOWN_COMMAND.
         Raises Bad for BAD_FORMAT."""
+        self.lookups += 1
         if self.ext_words or self.ext_lines:
             sp = line.find(b" ")
             c = self.ext_words.get(line[:sp]) if sp > 0 else self.ext_lines.get(line)

@@ -12,7 +12,7 @@ Session): so the commands import nothing of this module.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from . import protocol as P
 from . import extensions as extensions_mod
@@ -40,9 +40,11 @@ if TYPE_CHECKING:
     from .putlines import PutHead
 
 # Engine.hold: which commands' replies wait for the binlog (Session.hold).
-HOLD_NONE, HOLD_WRITES, HOLD_ALL = 0, 1, 2
-STAMP = 1 << 17  # ns (131 µs) a put's created time may be shared (Engine.stamp)
-BIG_REST = 4096  # a partial body larger than this is kept as a view, not copied
+HOLD_NONE: Final = 0
+HOLD_WRITES: Final = 1
+HOLD_ALL: Final = 2
+STAMP: Final = 1 << 17  # ns (131 µs) a put's created time may be shared (Engine.stamp)
+BIG_REST: Final = 4096  # a partial body larger than this is kept as a view, not copied
 
 
 class Engine(EngineState):

@@ -23,7 +23,7 @@ tuber's exact-prefix matching makes it; a bad argument is BAD_FORMAT.
 from __future__ import annotations
 
 from itertools import chain
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from . import protocol as P
 from . import admin
@@ -49,13 +49,13 @@ if TYPE_CHECKING:
     from .session import Session
     from .job import Tube
 
-MAX_BATCH = 1000  # ids a delete-batch, jobs a reserve-batch may name
-MAX_WEIGHT = 9999  # a watched tube's weight (tuber's MAX_TUBE_WEIGHT)
+MAX_BATCH: Final = 1000  # ids a delete-batch, jobs a reserve-batch may name
+MAX_WEIGHT: Final = 9999  # a watched tube's weight (tuber's MAX_TUBE_WEIGHT)
 MODES = {b"fifo": FIFO, b"weighted": WEIGHTED, b"weighted-fair": WEIGHTED_FAIR}
 MODE_NAMES = {v: k for k, v in MODES.items()}
 # The longest line with --extensions: a delete-batch of MAX_BATCH ids of 20
 # digits (tuber's MAX_LINE_LEN); without it, the reference's LINE_BUF_SIZE.
-LINE_MAX = 13 + MAX_BATCH * 21 + 2
+LINE_MAX: Final = 13 + MAX_BATCH * 21 + 2
 # Whitespace as Rust's trim and split_whitespace see it, in ASCII.
 _SPACE = b" \t\n\v\f\r"
 

@@ -24,7 +24,7 @@ Queue's hot paths index both inline; these helpers serve the rarer steps.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .job import Held
 from .jobmap import THIN
@@ -32,7 +32,7 @@ from .jobmap import THIN
 if TYPE_CHECKING:
     from .job import Conn
 
-SIZE = 4096  # reservations a block takes before the next one opens
+SIZE: Final = 4096  # reservations a block takes before the next one opens
 
 
 def open_block(c: Conn) -> Held:

@@ -11,9 +11,11 @@ histograms at 4.5% of a job's cost instead of under 3%.
 """
 from __future__ import annotations
 
+from typing import Final
+
 from .protocol import NS
 
-SUM = 64  # the slot holding the sum
+SUM: Final = 64  # the slot holding the sum
 JOB_LE = tuple(range(20, 43, 2))  # reported bounds, 2**k ns: 1.05 ms to 73 min, x4 apart
 FSYNC_LE = tuple(range(14, 33))  # 16 us to 4.3 s, x2 apart
 

@@ -14,7 +14,9 @@ job has no deadline.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+from mypy_extensions import mypyc_attr
 
 from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
 
@@ -24,22 +26,31 @@ if TYPE_CHECKING:
     from .outcome import Outcome
     from .weighted import Weighted
 
-DEFAULT_TUBE = b"default"  # every connection's tube at first; never freed
+DEFAULT_TUBE: Final = b"default"  # every connection's tube at first; never freed
 
-INVALID, READY, RESERVED, BURIED, DELAYED = 0, 1, 2, 3, 4  # the binlog's values
-STATE_NAMES = {READY: b"ready", RESERVED: b"reserved", BURIED: b"buried",
+# A job's states: the binlog's values
+INVALID: Final = 0
+READY: Final = 1
+RESERVED: Final = 2
+BURIED: Final = 3
+DELAYED: Final = 4
+STATE_NAMES: Final = {READY: b"ready", RESERVED: b"reserved", BURIED: b"buried",
                DELAYED: b"delayed", INVALID: b"invalid"}
-M32 = 0xFFFFFFFF
+M32: Final = 0xFFFFFFFF
 # Job.counts packs the five per-job counters as uint32 fields (they wrap, as
 # the reference's do). A job never reserved has counts 0: a shared small int.
-RESERVES, TIMEOUTS, RELEASES, BURIES, KICKS = 0, 32, 64, 96, 128
-UNPLACED = -1  # Job.deadline of a buried job the binlog has not positioned
+RESERVES: Final = 0
+TIMEOUTS: Final = 32
+RELEASES: Final = 64
+BURIES: Final = 96
+KICKS: Final = 128
+UNPLACED: Final = -1  # Job.deadline of a buried job the binlog has not positioned
 # What a stored job costs beyond its body's bytes, for --max-memory: the Job,
 # its id map and heap or run entries, the body's bytes-object header and
 # allocator rounding; a reservation adds its TTR heap entry and two dict
 # entries. Measured as RSS growth per job (docs/PERFORMANCE.md, memory cap).
-JOB_OVERHEAD = 400
-RESERVED_OVERHEAD = 224
+JOB_OVERHEAD: Final = 400
+RESERVED_OVERHEAD: Final = 224
 
 
 def bump(counts: int, field: int) -> int:
@@ -59,7 +70,7 @@ def pack_counters(reserves: int, timeouts: int, releases: int, buries: int, kick
     return reserves | timeouts << 32 | releases << 64 | buries << 96 | kicks << 128
 
 
-_TIMES: dict[tuple[int, int], tuple[int, int]] = {}
+_TIMES: Final[dict[tuple[int, int], tuple[int, int]]] = {}
 
 
 def times(delay: int, ttr: int) -> tuple[int, int]:
@@ -73,6 +84,9 @@ def times(delay: int, ttr: int) -> tuple[int, int]:
     return shared
 
 
+# An int, so that it costs no more than one (a native class would hold one
+# as well): compiled, an ordinary (non-native) class.
+@mypyc_attr(native_class=False)
 class OnDisk(int):
     """A body left in the binlog (--bodies-on-disk): the CRC-32 of its
     bytes << 64 | where it starts in its job's file (Job.file, under 2**31:
@@ -107,7 +121,7 @@ class Job:
     __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
                  "deadline", "counts", "file")
 
-    def __init__(self, id_: int, tube: Tube, pri: int, delay: int, ttr: int, body: bytes,
+    def __init__(self, id_: int, tube: Tube, pri: int, delay: int, ttr: int, body: bytes | OnDisk,
                  created: int) -> None:
         self.id = id_
         self.tube = tube
@@ -115,10 +129,9 @@ class Job:
         # ns: the last put or release delay, and ttr (times(), inline)
         self.times = _TIMES.get((delay, ttr)) or times(delay, ttr)
         # bytes, with the trailing CRLF. With --bodies-on-disk, an OnDisk
-        # once the binlog holds it (binlog/bodies.py): typed as bytes all the
-        # same, for the many places that only ever see bytes; those that may
-        # see an OnDisk (DiskSession, Store.body, the binlog) say so.
-        self.body = body
+        # once the binlog holds it (binlog/bodies.py). len() is the body's
+        # size either way; what needs the bytes asks the store (Store.body).
+        self.body: bytes | OnDisk = body
         self.state = INVALID
         self.created = created
         # ns: when reserved, TTR expiry; when delayed, ready time. When buried:

@@ -20,7 +20,9 @@ still name a job in that state with that key.
 from __future__ import annotations
 
 from itertools import compress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+from mypy_extensions import mypyc_attr
 
 from .heaps import MASK, SHIFT
 from .job import DELAYED, M32, READY, RESERVED
@@ -32,15 +34,19 @@ if TYPE_CHECKING:
     from .job import Job
     from .jobids import JobIds
 
-BITS = 12  # ids per block: 1 << BITS
-LOW = (1 << BITS) - 1  # id & LOW: a job's slot in its block
-THIN = 16  # a block down to this many jobs is copied to a small one
+BITS: Final = 12  # ids per block: 1 << BITS
+LOW: Final = (1 << BITS) - 1  # id & LOW: a job's slot in its block
+THIN: Final = 16  # a block down to this many jobs is copied to a small one
 # The dict that is empty (never written to). It stands in for a missing
 # block of Queue.owners ({id: Held}), for a freed Held's jobs, and for a
 # missing dict of the put tags' maps: Any, as one object passes for all.
-EMPTY: dict[int, Any] = {}
+EMPTY: Final[dict[int, Any]] = {}
 
 
+# Block and Sparse stay a list and a dict, which the queue's hot paths
+# index inline (`block[id & LOW]`, in C). A native class cannot subclass
+# them: compiled, they are ordinary (non-native) classes.
+@mypyc_attr(native_class=False)
 class Block(list["Job | None"]):
     """The jobs of one block of ids, by id & LOW; `live` counts them."""
 
@@ -64,6 +70,7 @@ class Block(list["Job | None"]):
         return [base + i for i in self.slots()]
 
 
+@mypyc_attr(native_class=False)
 class Sparse(dict[int, "Job | None"]):
     """A block thinned out: the same `b[id & LOW]` (None where no job is)
     and `live`, in a dict of a few entries."""
@@ -82,11 +89,11 @@ class Sparse(dict[int, "Job | None"]):
         return [base + i for i, j in self.items() if j is not None]
 
 
-_NONES: list[None] = [None] * (1 << BITS)
-_SLOTS = range(1 << BITS)
+_NONES: Final[list[None]] = [None] * (1 << BITS)
+_SLOTS: Final = range(1 << BITS)
 # The block of ids that have no jobs (never written to): what the hot paths
 # index for a missing block.
-NO_JOBS = Block()
+NO_JOBS: Final = Block()
 
 
 class JobMap:

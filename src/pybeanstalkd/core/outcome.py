@@ -8,6 +8,8 @@ finds no room in the binlog answers OUT_OF_MEMORY, a bury INTERNAL_ERROR.
 """
 from __future__ import annotations
 
+from typing import Final
+
 from enum import IntEnum
 
 
@@ -33,17 +35,17 @@ class Outcome(IntEnum):
 
 
 # The names the hot paths load as globals (an enum's attribute is a lookup more).
-DONE = Outcome.DONE
-NOT_FOUND = Outcome.NOT_FOUND
-WRONG_STATE = Outcome.WRONG_STATE
-NO_ROOM = Outcome.NO_ROOM
-NOT_LOGGED = Outcome.NOT_LOGGED
-TIMED_OUT = Outcome.TIMED_OUT
-DEADLINE_SOON = Outcome.DEADLINE_SOON
-MALFORMED = Outcome.MALFORMED
-TOO_BIG = Outcome.TOO_BIG
-IDS_USED_UP = Outcome.IDS_USED_UP
-OVER_CAP = Outcome.OVER_CAP
-DRAINING = Outcome.DRAINING
-TRIES_USED_UP = Outcome.TRIES_USED_UP
-UNREADABLE = Outcome.UNREADABLE
+DONE: Final = Outcome.DONE
+NOT_FOUND: Final = Outcome.NOT_FOUND
+WRONG_STATE: Final = Outcome.WRONG_STATE
+NO_ROOM: Final = Outcome.NO_ROOM
+NOT_LOGGED: Final = Outcome.NOT_LOGGED
+TIMED_OUT: Final = Outcome.TIMED_OUT
+DEADLINE_SOON: Final = Outcome.DEADLINE_SOON
+MALFORMED: Final = Outcome.MALFORMED
+TOO_BIG: Final = Outcome.TOO_BIG
+IDS_USED_UP: Final = Outcome.IDS_USED_UP
+OVER_CAP: Final = Outcome.OVER_CAP
+DRAINING: Final = Outcome.DRAINING
+TRIES_USED_UP: Final = Outcome.TRIES_USED_UP
+UNREADABLE: Final = Outcome.UNREADABLE

@@ -5,7 +5,7 @@ clients and their test suites depend on the exact replies.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -16,37 +16,37 @@ if TYPE_CHECKING:
     # each handler reads the ones its own op has.
     Command: TypeAlias = tuple[Any, ...]
 
-LINE_BUF_SIZE = 224  # a command line, CRLF included, may be at most this long
-MAX_TUBE_NAME_LEN = 200
-U32_MAX = 0xFFFFFFFF
-U64_MAX = 0xFFFFFFFFFFFFFFFF
-INT_MAX = 0x7FFFFFFF
-NS = 1_000_000_000
+LINE_BUF_SIZE: Final = 224  # a command line, CRLF included, may be at most this long
+MAX_TUBE_NAME_LEN: Final = 200
+U32_MAX: Final = 0xFFFFFFFF
+U64_MAX: Final = 0xFFFFFFFFFFFFFFFF
+INT_MAX: Final = 0x7FFFFFFF
+NS: Final = 1_000_000_000
 
-NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
+NAME_CHARS: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
 # Each byte to 'a' if a name may hold it, else to '!': name.translate(NAME_TABLE)
 # .isalpha() says a name is not empty and all name chars, in half the time
 # that translate(None, NAME_CHARS) takes (which builds its table per call).
-NAME_TABLE = bytes(97 if c in NAME_CHARS else 33 for c in range(256))
+NAME_TABLE: Final = bytes(97 if c in NAME_CHARS else 33 for c in range(256))
 
 # Replies that carry no arguments.
-OUT_OF_MEMORY = b"OUT_OF_MEMORY\r\n"
-INTERNAL_ERROR = b"INTERNAL_ERROR\r\n"
-DRAINING = b"DRAINING\r\n"
-BAD_FORMAT = b"BAD_FORMAT\r\n"
-UNKNOWN_COMMAND = b"UNKNOWN_COMMAND\r\n"
-EXPECTED_CRLF = b"EXPECTED_CRLF\r\n"
-JOB_TOO_BIG = b"JOB_TOO_BIG\r\n"
-NOT_FOUND = b"NOT_FOUND\r\n"
-DELETED = b"DELETED\r\n"
-RELEASED = b"RELEASED\r\n"
-BURIED = b"BURIED\r\n"
-TOUCHED = b"TOUCHED\r\n"
-KICKED = b"KICKED\r\n"
-PAUSED = b"PAUSED\r\n"
-NOT_IGNORED = b"NOT_IGNORED\r\n"
-TIMED_OUT = b"TIMED_OUT\r\n"
-DEADLINE_SOON = b"DEADLINE_SOON\r\n"
+OUT_OF_MEMORY: Final = b"OUT_OF_MEMORY\r\n"
+INTERNAL_ERROR: Final = b"INTERNAL_ERROR\r\n"
+DRAINING: Final = b"DRAINING\r\n"
+BAD_FORMAT: Final = b"BAD_FORMAT\r\n"
+UNKNOWN_COMMAND: Final = b"UNKNOWN_COMMAND\r\n"
+EXPECTED_CRLF: Final = b"EXPECTED_CRLF\r\n"
+JOB_TOO_BIG: Final = b"JOB_TOO_BIG\r\n"
+NOT_FOUND: Final = b"NOT_FOUND\r\n"
+DELETED: Final = b"DELETED\r\n"
+RELEASED: Final = b"RELEASED\r\n"
+BURIED: Final = b"BURIED\r\n"
+TOUCHED: Final = b"TOUCHED\r\n"
+KICKED: Final = b"KICKED\r\n"
+PAUSED: Final = b"PAUSED\r\n"
+NOT_IGNORED: Final = b"NOT_IGNORED\r\n"
+TIMED_OUT: Final = b"TIMED_OUT\r\n"
+DEADLINE_SOON: Final = b"DEADLINE_SOON\r\n"
 
 
 class Bad(Exception):

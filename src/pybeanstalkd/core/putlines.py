@@ -13,7 +13,7 @@ words, under 4 MiB (tests/core/test_client_bounds.py measures it).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .protocol import U32_MAX
 from .tags import with_idp
@@ -29,16 +29,16 @@ if TYPE_CHECKING:
 # The u32 arguments of put and release, by their bytes: most clients send a
 # few values (priority, delay, ttr, body size), and a lookup costs half of
 # isdigit and int. Only plain digits that fit are ever added.
-U32S: dict[bytes, int] = {}
+U32S: Final[dict[bytes, int]] = {}
 
 
 # Whole put lines, parsed: a producer sends the same few (they differ only
 # where the body size does). Only lines the fast path took are added.
-PUTS: dict[bytes, tuple[int, int, int, int]] = {}
+PUTS: Final[dict[bytes, tuple[int, int, int, int]]] = {}
 
 
 # The same for put lines with tags that repeat (no idp: key; --extensions).
-TAGGED_PUTS: dict[bytes, tuple[int, int, int, int, Tags]] = {}
+TAGGED_PUTS: Final[dict[bytes, tuple[int, int, int, int, Tags]]] = {}
 
 
 def keyed_put(line: bytes, i: int) -> tuple[PutHead | None, Tags | None]:

@@ -9,6 +9,8 @@ answers NOT_FOUND for every failure, as the reference's does.
 """
 from __future__ import annotations
 
+from typing import Final
+
 from . import protocol as P
 from .outcome import (
     DEADLINE_SOON, DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, NOT_FOUND, NOT_LOGGED,
@@ -34,11 +36,11 @@ REPLIES: dict[str, dict[Outcome, bytes]] = {
 }
 
 # Each command's row, loaded as a global by the hot paths.
-DELETE = REPLIES["delete"]
-RELEASE = REPLIES["release"]
-BURY = REPLIES["bury"]
-TOUCH = REPLIES["touch"]
-KICK_JOB = REPLIES["kick-job"]
-RESERVE_JOB = REPLIES["reserve-job"]
-RESERVE = REPLIES["reserve"]
-PUT = REPLIES["put"]
+DELETE: Final = REPLIES["delete"]
+RELEASE: Final = REPLIES["release"]
+BURY: Final = REPLIES["bury"]
+TOUCH: Final = REPLIES["touch"]
+KICK_JOB: Final = REPLIES["kick-job"]
+RESERVE_JOB: Final = REPLIES["reserve-job"]
+RESERVE: Final = REPLIES["reserve"]
+PUT: Final = REPLIES["put"]

@@ -3,10 +3,10 @@ state, its pending input and its share of the work; and the engine's state
 as the commands see it (EngineState), which keeps lists of sessions."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from .. import BEANSTALKD_VERSION
-from .job import Conn, OnDisk
+from .job import Conn
 from .protocol import INTERNAL_ERROR, NS
 from .replies import RESERVE
 
@@ -30,27 +30,31 @@ class Transport(Protocol):
 
 
 # Framing states: a command line next, the rest of an over-long line to
-# skip, a put's body, a body to discard (its reply in skip_reply).
-LINE, SKIP, BODY, BITBUCKET = 0, 1, 2, 3
-BUSY = 4  # a command runs in background slices; later input waits for its reply
+# skip, a put's body, a body to discard (its reply in skip_reply). Typed
+# int, not each its literal: a state read again after a call may differ.
+LINE: Final[int] = 0
+SKIP: Final[int] = 1
+BODY: Final[int] = 2
+BITBUCKET: Final[int] = 3
+BUSY: Final[int] = 4  # a command runs in background slices; later input waits for its reply
 # Commands one call may run (Session.budget): the I/O layer lowers it while
 # clients take turns.
-UNLIMITED = 1 << 62
+UNLIMITED: Final = 1 << 62
 # A client watching many tubes pays for each in its reserves (waiting in
 # each tube's queue, and leaving them): past WIDE tubes, each of its
 # commands counts as len(watch) // WIDE of CALL_UNITS, the most one call
 # runs of cheap commands (engine.py; a reserve-batch's reserves likewise).
 # 340 `reserve-with-timeout 0` from one client watching 20,000 tubes held
 # everyone else for 0.8 s when run at once.
-WIDE = 16
-CALL_UNITS = 4096
+WIDE: Final = 16
+CALL_UNITS: Final = 4096
 # A read's replies stop at about this many bytes (one reply past it at
 # most: the size is looked at from the first command on); the rest of the
 # read waits until they are written (engine.backlog), so a client that
 # pipelines and never reads holds a bounded buffer. A reserve-batch's
 # reply stops there too (extensions.py), its bodies read back from disk
 # included.
-OUT_LIMIT = 64 << 10
+OUT_LIMIT: Final = 64 << 10
 
 
 def wide_budget(budget: int, watched: int) -> int:
@@ -101,8 +105,7 @@ class Session(Conn):
         buried (Engine.unreadable): it stays, and the next reserve gets
         another."""
         body = job.body
-        where: bytes | OnDisk = body  # (Job.body is typed bytes)
-        if where.__class__ is OnDisk:
+        if not isinstance(body, bytes):  # (an OnDisk)
             got = self.engine.q.store.body(job)
             if got is None:
                 self.engine.unreadable(self, job, word == b"RESERVED")
@@ -146,6 +149,9 @@ class VerboseSession(Session):
         return True
 
 
+VERSION: Final = BEANSTALKD_VERSION.encode()  # for stats (EngineState.version)
+
+
 def no_rusage() -> tuple[float, float]:
     return 0.0, 0.0
 
@@ -168,7 +174,7 @@ class Host:
         self.rusage = rusage  # () -> (user, system) CPU seconds
 
 
-FIXED_HOST = Host()  # Engine's default host (one instance, shared)
+FIXED_HOST: Final = Host()  # Engine's default host (one instance, shared)
 
 
 class Verifier(Protocol):
@@ -285,7 +291,9 @@ class EngineState:
     # -- for stats ----------------------------------------------------------
     # (what it says of the process is read from self.host)
 
-    version = BEANSTALKD_VERSION.encode()
+    @property
+    def version(self) -> bytes:
+        return VERSION
 
     def uptime(self) -> int:
         return (self.now - self.start) // NS

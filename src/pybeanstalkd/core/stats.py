@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from .protocol import NS
 from .job import DELAYED, RESERVED, STATE_NAMES, counters
 from .tags import HELD_MIN
@@ -26,6 +28,9 @@ def _secs(ns: int) -> int:
     return ns // NS if ns >= 0 else -((-ns) // NS)
 
 
+# A bytes, which ops/ reads as any other value's (JSON, metrics): compiled,
+# an ordinary (non-native) class.
+@mypyc_attr(native_class=False)
 class Quoted(bytes):
     """A string value, double-quoted in the YAML."""
 

@@ -21,7 +21,7 @@ names are tube names (no ':').
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from .protocol import LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, U32_MAX, Bad, name_ok
 
@@ -36,23 +36,23 @@ if TYPE_CHECKING:
 # performance/2026-11-26-put-tags.md): idp:key-<n> +251 bytes a job (its
 # tags and key are its own), idp: grp: con: +303, tags that repeat +52; a
 # job deleted into a cooldown left 357 bytes more than it freed.
-TAGS_OVERHEAD = 256
-COOL_OVERHEAD = 400
+TAGS_OVERHEAD: Final = 256
+COOL_OVERHEAD: Final = 400
 # Binlog ids from EXT_ID on name the records of this state (binlog/ext.py),
 # never a job: with --extensions, job ids stop below it.
-EXT_ID = 1 << 63
+EXT_ID: Final = 1 << 63
 # A held job's deadline: far past any delay (2**32 s is 4.3e18 ns), so that
 # its binlog record (state delayed) keeps it delayed in the reference too,
 # until a kick. A recovered deadline at or past HELD_MIN is a held job's;
 # the margin between them is for the wall clock's lead on the monotonic
 # one growing between a record and its recovery (a held record may wait
 # for decades, and a reboot restarts the monotonic clock).
-HELD = 3 << 61
-HELD_MIN = 1 << 62
+HELD: Final = 3 << 61
+HELD_MIN: Final = 1 << 62
 # The latest time a binlog record holds (wall ns, an int64). A held job's
 # deadline plus the wall clock passes it in 2043: its record holds this
 # instead (binlog/format.py, wall), and recovery takes it for a held one.
-I64_MAX = (1 << 63) - 1
+I64_MAX: Final = (1 << 63) - 1
 
 
 def held(deadline: int, wall_offset: int) -> bool:
@@ -77,7 +77,7 @@ class Tags(NamedTuple):
 
 # Tags(...) without NamedTuple's Python __new__: new_tags(Tags, (7 fields))
 new_tags = tuple.__new__
-NO_TAGS = Tags()
+NO_TAGS: Final = Tags()
 
 
 def void_idp(tags: Tags) -> Tags:
@@ -113,7 +113,7 @@ def _keyed(value: bytes) -> tuple[bytes, int | None]:
 # puts repeat a few con:/grp:/aft:/try: words). Shared by the jobs put with
 # them, so never changed. Bounded as putlines.py's caches are: 4,096 tails
 # of at most LINE_BUF_SIZE bytes.
-_TAGS: dict[bytes, Tags] = {}
+_TAGS: Final[dict[bytes, Tags]] = {}
 
 
 def tags_of(tail: bytes) -> Tags:
@@ -191,7 +191,7 @@ def parse_tags(words: list[bytes]) -> Tags:
     return new_tags(Tags, (idp, ttl, con, limit, grp, aft, tries))
 
 
-BITS = 12  # ids per block of Members: 1 << BITS, as the job map's (jobmap.py)
+BITS: Final = 12  # ids per block of Members: 1 << BITS, as the job map's (jobmap.py)
 
 
 class Members:

@@ -5,17 +5,20 @@ and reserves as the reference does: the best priority among its tubes,
 then the oldest job."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .protocol import NS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-FIFO, WEIGHTED, WEIGHTED_FAIR = 0, 1, 2  # how a reserve picks among its tubes
+# How a reserve picks among its tubes
+FIFO: Final = 0
+WEIGHTED: Final = 1
+WEIGHTED_FAIR: Final = 2
 
-FAIR_MIN_SAMPLES = 10  # weighted-fair uses a tube's moving average from this many deletes
-FAIR_FLOOR_S = 0.01  # ... and at least this (tuber's)
+FAIR_MIN_SAMPLES: Final = 10  # weighted-fair uses a tube's moving average from this many deletes
+FAIR_FLOOR_S: Final = 0.01  # ... and at least this (tuber's)
 
 
 class Weighted:
