@@ -10,8 +10,7 @@ import random
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd.core.job import KICKS, M32, RESERVES, Job, bump, counters, pack_counters
-from pybeanstalkd.core.job import Tube
+from pybeanstalkd.core.job import KICKS, M32, RESERVES, Job, Tube, bump, counters, pack_counters
 
 
 def stats_job(h, c, jid) -> dict:
