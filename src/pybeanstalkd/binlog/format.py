@@ -36,7 +36,7 @@ MAX_NAME: Final = 200
 JOBREC: Final = struct.Struct("<QIIqqiIqqIIIIIB3s")
 FULL_HEAD: Final = struct.Struct("<i")
 SHORT: Final = struct.Struct("<iQIIqqiIqqIIIIIB3s")
-SHORT_SIZE: Final = SHORT.size  # 84
+SHORT_SIZE: Final[int] = SHORT.size  # 84
 JOBREC5: Final = struct.Struct("<QI4xQQi4xQQIIIIIB")  # 77 bytes, times in microseconds
 MARK: Final = b"pyb"  # in the last padding bytes: the two 32-bit pads hold a bury position
 MARK_CRC: Final = b"pyc"  # ... the first pad holds the body's CRC-32 (zlib.crc32), the second 0
@@ -279,7 +279,7 @@ def _run_v7(data: bytes, pos: int, max_job_size: int, path: str, warn: Warn, st:
     return None
 
 
-CUT: Final = bytes(SHORT_SIZE)  # a cut's zeros, at least: valid records hold shorter runs
+CUT: Final[bytes] = bytes(SHORT_SIZE)  # a cut's zeros, at least: valid records hold shorter runs
 RESYNC_TRIES: Final = 64  # non-zero bytes _resync looks at before giving up
 _NON_ZERO = re.compile(rb"[^\0]")
 
@@ -455,7 +455,7 @@ def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
                      mark) + body
 
 
-_OUT: Final = JOBREC_C.format
+_OUT: Final[str] = JOBREC_C.format
 _SHORT_OUT: Final = struct.Struct("<i" + _OUT[1:])
 assert _SHORT_OUT.size == SHORT_SIZE
 _FULL: Final[dict[int, struct.Struct]] = {}  # a full record's head, by tube name length
