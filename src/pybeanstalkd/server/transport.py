@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..binlog.sync import Syncer
+    from ..cluster.node import Node
     from .accept import Acceptor
 
 
@@ -401,7 +402,7 @@ class Server:
         self.acceptor: Acceptor | None = None  # our accept loop, told of each close
         self.replaying = replaying  # the binlog is being replayed (in a thread; --http only)
         self.passes = 0  # since the last young-generation collection
-        self.cluster = None  # --cluster: the Node (cluster/node.py), from join()
+        self.cluster: Node | None = None  # --cluster: the Node (cluster/node.py), from join()
         self.gate = gate(self)
         self.held = self.gate.held  # sessions whose replies wait for the gate
         self.replies = self.gate.replies  # (bound once: it runs every pass)
@@ -410,7 +411,7 @@ class Server:
         """The binlog's replay, run aside while the HTTP side answered, is done."""
         self.replaying = False
 
-    def join(self, node) -> None:
+    def join(self, node: Node) -> None:
         """--cluster: the node this server is a member of (made after the
         server, which it drives); the HTTP side and shutdown ask it."""
         self.cluster = node
