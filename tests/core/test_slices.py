@@ -434,10 +434,11 @@ def test_deletes_by_id_start_the_sweeps(h):
 # -- reservations in blocks (held.py) ----------------------------------------
 
 @pytest.fixture
-def small_held(monkeypatch):
-    import pybeanstalkd.core.queue as queue_mod
-    monkeypatch.setattr(queue_mod, "HELD_SIZE", 64)
-    return 64
+def small_held():
+    """The reservations a block holds (held.SIZE: a constant the compiled
+    queue inlines, so the tests run with the real one)."""
+    from pybeanstalkd.core.held import SIZE
+    return SIZE
 
 
 def test_reservations_across_blocks_return_in_reservation_order(h, small_held):

@@ -86,6 +86,7 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
         n -= 1
         entry = heappop(waits)
         c = entry[2]
-        if c.waiting and c.wait_key is entry:
+        # (equal, not the same object: compiled, a tuple is copied as a value)
+        if c.waiting and c.wait_key == entry:
             q.wait_expired(c, now)
     return False

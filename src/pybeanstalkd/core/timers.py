@@ -97,6 +97,6 @@ class Timers:
         2**31 s."""
         heap = self.wait_heap
         if len(heap) > 2 * nwaiting + CONN_SLACK:
-            live = [e for e in heap if e[2].waiting and e[2].wait_key is e]
+            live = [e for e in heap if e[2].waiting and e[2].wait_key == e]  # (see tick.py)
             heapify(live)
             self.wait_heap = live
