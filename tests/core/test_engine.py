@@ -779,7 +779,10 @@ def test_engine_and_queue_keep_fast_attribute_loads(extensions):
 
     h = Harness(extensions=extensions)
     h.send(h.conn(), b"put 0 0 60 1\r\nx\r\nreserve\r\ndelete 1\r\n")
-    for obj in (h.e, h.e.q):
+    # The engine keeps its attributes in slots (pure) or fields (compiled):
+    # no dict, no limit.
+    assert not hasattr(h.e, "__dict__")
+    for obj in (h.e.q,):
         attrs = getattr(obj, "__dict__", None)
         if attrs is None:  # a native class (compiled): fields, no dict
             assert build() == "compiled with mypyc", type(obj).__name__
