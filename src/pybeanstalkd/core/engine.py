@@ -39,11 +39,11 @@ if TYPE_CHECKING:
     from .store import Store
     from .putlines import PutHead
 
-# Engine.hold: which commands' replies wait for the binlog (Session.hold).
+# EngineState.hold: which commands' replies wait for the binlog (Session.hold).
 HOLD_NONE: Final = 0
 HOLD_WRITES: Final = 1
 HOLD_ALL: Final = 2
-STAMP: Final = 1 << 17  # ns (131 µs) a put's created time may be shared (Engine.stamp)
+STAMP: Final = 1 << 17  # ns (131 µs) a put's created time may be shared (EngineState.stamp)
 BIG_REST: Final = 4096  # a partial body larger than this is kept as a view, not copied
 
 

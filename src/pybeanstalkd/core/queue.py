@@ -433,7 +433,7 @@ class Queue:
             self._leave_buried(j)
 
     def ready_top(self, t: Tube) -> Job | None:
-        # _run_job and _top(t.ready, _ready_live), inline: every reserve's path
+        # jobs.run_job and jobs.top(t.ready, jobs.ready_live), inline: every reserve's path
         blocks = self.blocks
         run = t.run
         j: Job | None = None

@@ -102,7 +102,7 @@ class Session(Conn):
         """The job's header and body; False if its body is in the binlog
         (--bodies-on-disk: an OnDisk) and could not be read back: then
         the client is answered INTERNAL_ERROR, and a reserved job is
-        buried (Engine.unreadable): it stays, and the next reserve gets
+        buried (EngineState.unreadable): it stays, and the next reserve gets
         another."""
         body = job.body
         if not isinstance(body, bytes):  # (an OnDisk)
