@@ -72,7 +72,13 @@ def in_table(family, ip):
     return "".join(b[i:i + 4][::-1].hex().upper() for i in range(0, len(b), 4))
 def holds(pid, inodes):
     fds = f"/proc/{pid}/fd"
-    return any(os.readlink(f"{fds}/{fd}") in inodes for fd in os.listdir(fds))
+    for fd in os.listdir(fds):
+        try:
+            if os.readlink(f"{fds}/{fd}") in inodes:
+                return True
+        except FileNotFoundError:  # closed since the listing (a start-up opens many)
+            pass
+    return False
 if mode == "taken":
     try:
         found = {(a[0], a[4][0]) for a in socket.getaddrinfo(sys.argv[3], port)}
