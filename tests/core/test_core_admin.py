@@ -499,7 +499,7 @@ def test_flush_deletes_ready_jobs_hidden_by_a_concurrency_key():
     assert h.send(w, b"reserve-with-timeout 0\r\n") == b"TIMED_OUT\r\n"
     q = h.e.q
     t = q.tubes[b"default"]
-    assert len(q.hidden(t)) == 2 and t.nready == 2
+    assert len(q.tags.hidden(t)) == 2 and t.nready == 2
     h.advance(0.001)
     (value, outcome), _ = run(admin.flush(q, t, READY, h.now), h)
     assert (value, outcome) == (2, Outcome.DONE)

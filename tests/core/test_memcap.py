@@ -4,6 +4,7 @@ import pytest
 
 from fakeclock import Harness
 from pybeanstalkd.core.outcome import Outcome
+from pybeanstalkd.core.loading import load
 from pybeanstalkd.core.protocol import NS
 from pybeanstalkd.core.job import JOB_OVERHEAD, RESERVED_OVERHEAD
 
@@ -160,7 +161,7 @@ def test_jobs_recovered_from_the_binlog_count_toward_the_cap():
     q = Queue(0)
     t = q.tube(b"t")
     jobs = [Job(i, t, 0, 0, NS, b"x" * 10 + b"\r\n", 0) for i in (1, 2, 3)]
-    q.load(jobs, 0, 0)
+    load(q, jobs, 0, 0)
     q.ids.next = 4  # as recovery sets it
     assert q.memory_used() == 3 * (12 + JOB_OVERHEAD)
     h = Harness()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from . import ext as X, format as F
+from ..core.tagged import policy
 from ..core.tags import EXT_ID
 
 if TYPE_CHECKING:
@@ -81,9 +82,9 @@ class TaggedCodec:
         if q.ext is None:
             raise ValueError("a binlog that writes --extensions' tags needs a queue that has"
                              " them")
-        self.tags = q.ext.jobs
-        find: Callable[[int], Found] = q.find_record  # type: ignore[attr-defined]  # (ExtQueue's)
-        return find
+        p = policy(q)
+        self.tags = p.ext.jobs
+        return lambda id_: p.find_record(q, id_)
 
     def prefix(self, j: Job) -> bytes:
         """The records that go before job j's full record (its tags)."""

@@ -33,6 +33,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from . import format as F
+from ..core.tagged import policy
 from ..core.tags import EXT_ID, Clear, Cooldown, Tags, void_idp
 
 __all__ = ["EXT_ID", "Reader", "Recovered", "chunks", "decode", "is_ours", "note_msg"]
@@ -40,7 +41,7 @@ __all__ = ["EXT_ID", "Reader", "Recovered", "chunks", "decode", "is_ours", "note
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..core.extqueue import ExtQueue
+    from ..core.queue import Queue
     from ..core.tags import ExtState
     from .files import File, Wal
 
@@ -186,11 +187,12 @@ class Recovered:
             if tags.idp is not None and id_ < last and tube_of(id_) == tube:
                 self.tags[id_] = void_idp(tags)
 
-    def install(self, q: ExtQueue, live: Callable[[int], bool], wall_offset: int,
+    def install(self, q: Queue, live: Callable[[int], bool], wall_offset: int,
                 now: int) -> None:
         """Hand the live jobs' tags and the cooldowns not yet ended to q,
         before it loads the jobs."""
-        ext = q.tagged
+        p = policy(q)
+        ext = p.ext
         for id_ in [i for i in self.tags if not live(i)]:
             del self.tags[id_]
         ext.next_ext = self.last_id
@@ -199,4 +201,4 @@ class Recovered:
             if cd.expires <= now:
                 self.wal.drop(cd)  # type: ignore[arg-type]
             else:
-                q.cooled(cd)
+                p.cooled(q, cd)

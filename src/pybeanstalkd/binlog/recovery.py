@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from . import format as F
 from .apply import apply
 from .ext import Reader, Recovered
+from ..core import loading
 from ..core.job import Job, OnDisk, times
 from .bodies import DiskWal
 from .files import SHORT, File, Wal
@@ -141,8 +142,8 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
         wal.bodies.on_disk = on_disk
     q.loading = None
     if reader is not None:
-        reader.install(q, jobs.__contains__, wall_offset, now)  # type: ignore[arg-type]
-    q.load(jobs.values(), now, wall_offset)
+        reader.install(q, jobs.__contains__, wall_offset, now)
+    loading.load(q, jobs.values(), now, wall_offset)
     wal.find = find  # type: ignore[assignment]  # (a cooldown is found as a job is)
     return len(jobs)
 

@@ -13,6 +13,7 @@ from ..binlog.apply import apply
 from ..binlog.codec import TaggedCodec
 from ..core import replica
 from ..core.job import BURIED, READY
+from ..core.tagged import policy
 
 _HEAD = F.FULL_HEAD.pack(F.VERSION)
 
@@ -87,10 +88,10 @@ class Follower:
         self.q.ext.jobs[id_] = tags  # (the job's full record follows)
 
     def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
-        self.q.apply_cool(tube, key, orig, end - self.wall_offset)
+        policy(self.q).apply_cool(self.q, tube, key, orig, end - self.wall_offset)
 
     def clear(self, last: int, tube: bytes) -> None:
-        self.q.clear_tube(tube, last)
+        self.q.tags.flushed(self.q, tube, last)
 
     def bad(self, why: str) -> bool:
         raise ApplyError(why)

@@ -234,7 +234,7 @@ def state_keys(q: Queue, t: Tube, states: Iterable[int] = (READY, DELAYED, BURIE
     if BURIED in states:
         keys += t.buried
     if READY in states:
-        keys += q.hidden(t)
+        keys += q.tags.hidden(t)
     return keys
 
 

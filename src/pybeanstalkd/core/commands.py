@@ -7,19 +7,17 @@ from typing import TYPE_CHECKING
 
 from . import jobmoves, protocol as P, replies as R, reserving
 from .job import JOB_OVERHEAD, Job
-from .jobmap import EMPTY
 from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
 from .protocol import NS, name_ok
-from .queue import Queue
 from .session import BITBUCKET, BODY, BUSY
 from .stats import job_stats, server_stats, tube_stats
+from .tagged import policy
 from .tags import Tags, new_tags
 
 if TYPE_CHECKING:
     from typing import Literal
 
     from .session import EngineState
-    from .extqueue import ExtQueue
     from .protocol import Command
     from .job import Tube
     from .session import Session
@@ -35,7 +33,7 @@ def put(e: EngineState, s: Session, pri: int, delay: int, ttr: int, size: int, c
     """put's command line; its body comes next (finish_put). The checks
     go in the reference's order: the size, the line's tail, then the rest
     of the admission. With tags (--extensions), the job's id waits for
-    its body: a duplicate uses none (finish_tagged, finish_keyed)."""
+    its body: a duplicate uses none (finish_put's tags' stage)."""
     outcome = admit(e, size, clean)
     if outcome is TOO_BIG:
         _skip_body(s, size, outcome)
@@ -129,95 +127,56 @@ def store_put(e: EngineState, j: Job, body: bytes, now: int) -> Outcome:
 
 
 def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
+    """A put's body is in: admitted at its line, its id taken (at its line,
+    or here after the tags' stage), stored, inserted."""
     j: Job  # put() set s.in_job for the BODY state that led here
     j, s.in_job = s.in_job, None  # type: ignore[assignment]
+    tags, s.in_tags = s.in_tags, None
     if e.max_memory is not None:
         e.inflight -= len(body) + JOB_OVERHEAD
     if body[-2:] != b"\r\n":
         s.send(P.EXPECTED_CRLF)
         return
-    if not j.id:
-        if type(s.in_tags) is bytes:  # (isinstance: slow for a Tags)
-            finish_keyed(e, s, j, body, now)
-        else:
-            finish_tagged(e, s, j, body, now)
+    if tags is not None and not _tags_stage(e, s, j, tags, now):
         return
     if e.verbose >= 2:
         e.log("<%d job %d" % (s.fd, j.id))
     outcome = store_put(e, j, body, now)
-    s.send(b"INSERTED %d\r\n" % j.id if outcome is DONE else R.PUT[outcome])
+    if outcome is DONE:
+        s.send(b"INSERTED %d\r\n" % j.id)
+        return
+    if tags is not None:
+        del policy(e.q).ext.jobs[j.id]
+    s.send(R.PUT[outcome])
 
 
-def finish_tagged(e: EngineState, s: Session, j: Job, body: bytes, now: int) -> None:
-    """A tagged put's body is in: DRAINING; a duplicate's answer (no
-    job, no id used); or a new job with its tags, in tuber's order."""
-    tags: Tags
-    tags, s.in_tags = s.in_tags, None  # type: ignore[assignment]  # (put set it)
+def _tags_stage(e: EngineState, s: Session, j: Job, tags: Tags | bytes, now: int) -> bool:
+    """A tagged put's tags, before its id (in tuber's order): False if it
+    was answered here (DRAINING; a duplicate, which uses no id; no ids
+    left); else j has its id and the tags' state its tags. tags: bytes for
+    a put whose one tag is idp:KEY (the engine's fast path, putlines.py)."""
+    if type(tags) is bytes:
+        tags = new_tags(Tags, (tags, 0, None, 1, None, None, 0))
+    assert isinstance(tags, Tags)
     if e.draining:
         s.send(P.DRAINING)
-        return
-    q: ExtQueue = e.q  # type: ignore[assignment]  # (tags come with --extensions)
-    ext = q.tagged
-    idp = tags.idp
-    if idp is not None and (idp in ext.keys.get(j.tube.name, EMPTY)
-                            or (ext.cools and idp in ext.cools.get(j.tube.name, EMPTY))):
-        dup = q.duplicate(j.tube, idp, j.pri, now)
+        return False
+    q = e.q
+    p = policy(q)
+    if tags.idp is not None:
+        dup = p.duplicate(q, j.tube, tags.idp, j.pri, now)
         if dup is not None:
             id_, word, lowered = dup
             s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
                    else b"INSERTED %d %s %d\r\n" % (id_, word, lowered))
-            return
+            return False
     id_ = j.id = q.ids.take()
     if not id_:
         _ids_used_up(e)
         s.send(R.PUT[IDS_USED_UP])
-        return
-    jobs = ext.jobs
-    jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
-    if e.verbose >= 2:
-        e.log("<%d job %d" % (s.fd, id_))
-    j.body = body  # (store_put, inline: draining was looked at above)
-    if q.store.reserve_put(j):
-        q.insert_tagged(j, tags, now)
-        s.send(b"INSERTED %d\r\n" % id_)
-    else:
-        del jobs[id_]
-        s.send(R.PUT[NO_ROOM])
-
-
-def finish_keyed(e: EngineState, s: Session, j: Job, body: bytes, now: int) -> None:
-    """finish_tagged, for a put whose one tag is idp:KEY (s.in_tags holds
-    the key: EngineState.command's fast path), in its commonest case: a new
-    key in a tube that has keys. Any other case (a duplicate, a key in
-    its cooldown, the first key of its tube, draining, no ids left)
-    goes to finish_tagged with the key's tags."""
-    key: bytes = s.in_tags  # type: ignore[assignment]  # (put set it)
-    tags = new_tags(Tags, (key, 0, None, 1, None, None, 0))
-    q: ExtQueue = e.q  # type: ignore[assignment]  # (tags come with --extensions)
-    ext = q.tagged
-    keys = ext.keys.get(j.tube.name)
-    if keys is None or key in keys or ext.cools or e.draining or q.ids.used_up():
-        s.in_tags = tags
-        finish_tagged(e, s, j, body, now)
-        return
-    # (from here, finish_tagged's steps written again: a helper for both
-    # would cost every tagged put a call, about 490 instructions, and
-    # put an aft: put past 1.10x a plain put's 40,800)
-    s.in_tags = None
-    id_ = j.id = q.ids.take()
-    jobs = ext.jobs
-    jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
-    if e.verbose >= 2:
-        e.log("<%d job %d" % (s.fd, id_))
-    j.body = body
-    if not q.store.reserve_put(j):
-        del jobs[id_]
-        s.send(R.PUT[NO_ROOM])
-        return
-    keys[key] = id_  # (insert_tagged, inline: a key is all these tags hold)
-    ext.nkeys += 1
-    Queue.insert(q, j, now)
-    s.send(b"INSERTED %d\r\n" % id_)
+        return False
+    p.ext.jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
+    return True
 
 
 def _found(e: EngineState, s: Session, j: Job | None) -> None:
@@ -260,7 +219,7 @@ def c_reserve_timeout(e: EngineState, s: Session, cmd: Command, now: int) -> Non
 
 
 def c_reserve_job(e: EngineState, s: Session, cmd: Command, now: int) -> None:
-    outcome = e.q.reserve_job(s, cmd[1], now)
+    outcome = reserving.reserve_job(e.q, s, cmd[1], now)
     if outcome is not DONE:
         s.send(R.RESERVE_JOB[outcome])
         return

@@ -21,8 +21,8 @@ from . import commands, jobmoves, reserving
 from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, Bad
 from .job import JOB_OVERHEAD, RESERVED
 from .outcome import DONE
-from .extqueue import ExtQueue
-from .queue import Queue
+from .tagged import Tagged
+from .queue import NO_TAGS_POLICY, Queue
 from .slices import SLICE
 from .tick import tick
 from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
@@ -63,8 +63,9 @@ class Engine(EngineState):
         # (with --extensions, draws for weighted reserves: the server's are
         # seeded from the OS; here a fixed seed, so that the pure layer gives
         # the same answers)
-        q = (ExtQueue(now, store, max_tries, rand or extensions_mod.XorShift().random)
-             if extensions else Queue(now, store, max_tries))
+        tags = (Tagged(max_tries, rand or extensions_mod.XorShift().random)
+                if extensions else NO_TAGS_POLICY)
+        q = Queue(now, store, max_tries, tags)
         if store is None:
             q.store.filesize = filesize  # shown by stats even without -b
         # what each command line is: its parser, handler and counter
@@ -178,9 +179,7 @@ class Engine(EngineState):
     def tick(self, now: int, n: int = SLICE) -> bool:
         """Run what is due (at most n timer entries); True if more is."""
         self._clock(now)
-        more = tick(self.q, now, n)
-        if self.extensions:
-            more = extensions_mod.xq(self).tick_cools(now, more)
+        more = self.q.tags.tick(self.q, now, tick(self.q, now, n))
         self._resume(now)
         return more
 

@@ -34,6 +34,7 @@ from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, OUT_LIMIT, WIDE, wide_budget
 from .slices import SLICE
 from .stats import Quoted, yaml
+from .tagged import policy
 from .tags import HELD, parse_tags, rust_uint
 
 from .weighted import FIFO, WEIGHTED, WEIGHTED_FAIR, Weighted
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from .session import EngineState
     from .outcome import Outcome
     from .protocol import Command
-    from .extqueue import ExtQueue
     from .queue import Queue
     from .session import Session
     from .job import Tube
@@ -220,15 +220,10 @@ def c_reserve_mode(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 def weighted(e: EngineState, s: Session) -> Weighted:
     """s's reserve policy, made when it first names a mode or a weight."""
     if s.weighted is None:
-        rand = xq(e).tagged.rand
-        assert rand is not None  # (the engine gives an ExtQueue its draws)
+        rand = policy(e.q).ext.rand
+        assert rand is not None  # (the engine gives the tags' policy its draws)
         s.weighted = Weighted(rand)
     return s.weighted
-
-
-def xq(e: EngineState) -> ExtQueue:
-    """The queue, as the ExtQueue --extensions makes it."""
-    return e.q  # type: ignore[return-value]
 
 
 def c_put_tagged(e: EngineState, s: Session, cmd: Command, now: int) -> None:
@@ -245,7 +240,7 @@ def c_stats_group(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     members are counted in slices."""
     e.counts["stats"] += 1
     name = cmd[1]
-    g = xq(e).tagged.groups.get(name)
+    g = policy(e.q).ext.groups.get(name)
     if g is None:
         s.send(P.NOT_FOUND)
         return
@@ -280,7 +275,7 @@ def c_stats_group(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 def c_peek_reserved(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """tuber's peek-reserved: the reserved job of the used tube with
     the lowest id (whoever holds it), from the tube's index of them."""
-    j = xq(e).peek_reserved(s.use)
+    j = policy(e.q).peek_reserved(e.q, s.use)
     if j is None:
         s.send(P.NOT_FOUND)
         return
@@ -368,8 +363,7 @@ def flush_every(q: Queue, t: Tube, now: int,
                 n += got
                 if outcome is NOT_LOGGED:
                     return n, outcome
-        if q.ext is not None:
-            q.clear_tube(t.name, last)  # type: ignore[attr-defined]  # (an ExtQueue)
+        q.tags.flushed(q, t.name, last)
         return n, DONE
     keys = state_keys(q, t)
     want = t.nreserved
@@ -391,6 +385,5 @@ def flush_every(q: Queue, t: Tube, now: int,
     n, outcome = yield from delete_each(q, chain(held, keys), last, stays, now, count, k)
     if outcome is NOT_LOGGED:
         return n, outcome
-    if q.ext is not None:
-        q.clear_tube(t.name, last)  # type: ignore[attr-defined]  # (an ExtQueue)
+    q.tags.flushed(q, t.name, last)
     return n, DONE

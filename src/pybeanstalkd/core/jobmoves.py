@@ -10,7 +10,7 @@ from __future__ import annotations
 from heapq import heappush
 from typing import TYPE_CHECKING
 
-from .job import BURIED, DELAYED, KICKS, M32, RELEASES, bump, times
+from .job import BURIED, BURIES, DELAYED, KICKS, M32, RELEASES, UNPLACED, bump, times
 from .jobmap import BITS, EMPTY, LOW, NO_JOBS
 from .heaps import SHIFT
 from .hist import SUM, new as new_hist
@@ -37,6 +37,34 @@ def worked(j: Job, outcome: int, now: int) -> None:
     h[SUM] += d
 
 
+def tries_used_up(q: Queue, j: Job) -> bool:
+    """--max-tries N (or a job's try:N): a job's tries are its releases and
+    TTR expiries; the one that makes N buries it instead of putting it back,
+    so that a job that keeps failing waits in the buried list (where every
+    beanstalkd tool looks) instead of coming back for ever. A kick gives it
+    one more try. Asked only when q.checks_tries."""
+    limit = q.tags.tries_limit(q, j)
+    c = j.counts
+    return limit > 0 and (c >> 32 & M32) + (c >> 64 & M32) + 1 >= limit
+
+
+def logs_tries(q: Queue, j: Job) -> bool:
+    """Must j's releases and expiries be logged (its tries counted, so
+    that they outlive a restart)? Asked only when q.checks_tries."""
+    return q.tags.tries_limit(q, j) > 0
+
+
+def bury_held(q: Queue, j: Job, pri: int) -> None:
+    """Bury a reserved job whose record the binlog has room for."""
+    j.tube.buries += 1
+    q._unreserve(j)
+    j.pri = pri
+    j.counts = bump(j.counts, BURIES)
+    j.deadline = UNPLACED  # the binlog records where, for the buried order
+    q.place_buried(j)
+    q.store.write(j)
+
+
 def held_by(q: Queue, c: Conn, id_: int) -> Job | None:
     """The job id_ if c has it reserved."""
     held: Held | None = q.owners.get(id_ >> BITS, EMPTY).get(id_)
@@ -52,11 +80,11 @@ def release(q: Queue, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outc
     j = held_by(q, c, id_)
     if j is None:
         return NOT_FOUND
-    if q.max_tries and q.tries_used_up(j) and q.store.reserve_update(j):
+    if q.checks_tries and tries_used_up(q, j) and q.store.reserve_update(j):
         worked(j, WORK_RELEASE, now)
         j.counts = bump(j.counts, RELEASES)
         j.tube.tries_used_up += 1
-        q.bury_held(j, pri)
+        bury_held(q, j, pri)
         return TRIES_USED_UP
     if delay and not q.store.reserve_update(j):
         return NO_ROOM
@@ -71,7 +99,7 @@ def release(q: Queue, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outc
         # With --max-tries the tries must outlive a restart, so a release
         # is logged (the reference logs only a delayed one); with no room
         # in the binlog the count may go back at a restart.
-        q.place_ready(j, now, log=q.max_tries > 0 and q.logs_tries(j)
+        q.place_ready(j, now, log=q.checks_tries and logs_tries(q, j)
                          and q.store.reserve_update(j))
     return DONE
 
@@ -84,7 +112,7 @@ def bury(q: Queue, c: Conn, id_: int, pri: int, now: int) -> Outcome:
     if not q.store.reserve_update(j):
         return NO_ROOM
     worked(j, WORK_BURY, now)
-    q.bury_held(j, pri)
+    bury_held(q, j, pri)
     return DONE
 
 

@@ -4,9 +4,10 @@ every answer is an outcome (outcome.py), never reply bytes.
 
 It owns its parts, each with its own state: the job table and which heap
 entries are live (jobmap.py), the ids (jobids.py), the timers' heaps
-(timers.py) and the background slices (slices.py). What it does for
-connections and their reserves are functions of it (reserving.py). A job
-itself, its tube and a connection's fields: job.py.
+(timers.py), the background slices (slices.py) and the put tags' policy
+(TagPolicy below: none, or tagged.py's with --extensions). What it does
+for connections and their reserves are functions of it (reserving.py). A
+job itself, its tube and a connection's fields: job.py.
 
 `now` is a monotonic clock in nanoseconds, so a wall-clock jump cannot time
 out every reserved job (beanstalkd issue #166).
@@ -31,7 +32,6 @@ from typing import TYPE_CHECKING, Final
 
 from .job import (
     BURIED,
-    BURIES,
     DELAYED,
     INVALID,
     JOB_OVERHEAD,
@@ -39,9 +39,7 @@ from .job import (
     READY,
     RESERVED,
     RESERVED_OVERHEAD,
-    UNPLACED,
     Job,
-    bump,
 )
 from .outcome import DEADLINE_SOON, TIMED_OUT, DONE, NOT_FOUND, NOT_LOGGED, Outcome
 from .protocol import NS
@@ -55,6 +53,8 @@ from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
 from .slices import SLICE, Slices, free_list
 from .timers import Timers, paused
 from .store import NullStore
+from .protocol import U64_MAX
+from .tags import HELD_MIN
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable
@@ -70,14 +70,110 @@ URGENT_PRI: Final = 1024
 SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
 
 
+class TagPolicy:
+    """What the put tags (--extensions) add to the queue's steps; this one,
+    the null policy, adds nothing: a queue without tags. tagged.py's Tagged
+    is the other. The queue asks it at each step a tag can change (each
+    hook is given the queue), and the steps stay the queue's."""
+
+    def state(self) -> ExtState | None:  # the tags' state (Queue.ext)
+        return None
+
+    def last_id(self) -> int:  # the last job id the queue may hand out
+        return U64_MAX
+
+    def checks_tries(self, max_tries: int) -> bool:  # may a job have a limit of tries?
+        return max_tries > 0
+
+    def tries_limit(self, q: Queue, j: Job) -> int:  # j's limit of tries (0: none)
+        return q.max_tries
+
+    def holds(self, q: Queue, j: Job, log: bool) -> bool:  # is a put's job held, not placed?
+        return False
+
+    def holds_due(self, q: Queue, j: Job) -> bool:  # is a job come due held, not made ready?
+        return False
+
+    def place_held(self, q: Queue, j: Job, now: int, log: bool) -> bool:
+        """A record delayed past HELD_MIN (a held job's, on a follower):
+        placed by the policy? (False: delayed as it says.)"""
+        return False
+
+    def removing(self, q: Queue, j: Job) -> bool:  # j leaves its state: was it held?
+        return False
+
+    def buried(self, q: Queue, j: Job) -> None:
+        pass
+
+    def parks(self, q: Queue, t: Tube, j: Job) -> bool:
+        """j tops t's ready jobs: is it hidden instead (taken out of t's
+        run or heap, still ready)?"""
+        return False
+
+    def reserved(self, q: Queue, j: Job) -> None:
+        pass
+
+    def returned(self, q: Queue, j: Job) -> None:  # j's reservation ended
+        pass
+
+    def deleted(self, q: Queue, j: Job, worked: int, now: int, flushed: bool) -> None:
+        """worked: the ns its holder worked on it (a delete by its holder),
+        else -1. flushed: by a flush-tube."""
+
+    def may_reserve(self, id_: int) -> bool:  # by id
+        return True
+
+    def peek_ready(self, q: Queue, t: Tube, best: Job | None) -> Job | None:
+        return best  # (best: t's best ready job not hidden)
+
+    def hidden(self, t: Tube) -> list[int]:  # the heap keys of t's hidden jobs, stale or not
+        return []
+
+    def keeps(self, name: bytes) -> bool:  # must an unused, empty tube stay?
+        return False
+
+    def freed(self, name: bytes) -> None:
+        pass
+
+    def memory(self) -> int:  # what the tags hold, as --max-memory counts
+        return 0
+
+    def job_extra(self, q: Queue, j: Job) -> list[tuple[bytes, object]]:
+        """stats-job's fields past the reference's: with --max-tries, the
+        tries used (releases and TTR expiries) and the most it may use."""
+        if not q.max_tries:
+            return []
+        c = j.counts
+        return [(b"tries", (c >> 32 & M32) + (c >> 64 & M32)), (b"max-tries", q.max_tries)]
+
+    def loading(self, q: Queue, jobs: Iterable[Job], wall_offset: int) -> Iterable[Job]:
+        return jobs  # recovery: the jobs to place (loaded() places what it kept)
+
+    def loaded(self, q: Queue, now: int) -> None:
+        pass
+
+    def next_due(self, due: int | None) -> int | None:  # given the timers'
+        return due
+
+    def flushed(self, q: Queue, name: bytes, last: int) -> None:
+        """A flush-tube of tube `name` ended (`last`: the next id when it began)."""
+
+    def tick(self, q: Queue, now: int, more: bool) -> bool:  # after the timers' tick
+        return more
+
+
+NO_TAGS_POLICY: Final[TagPolicy] = TagPolicy()
+
+
 class Queue:
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
-                 ext: ExtState | None = None) -> None:
+                 tags: TagPolicy = NO_TAGS_POLICY) -> None:
         """store: where records go (the binlog with -b; written to only
         once recovery has loaded the queue, which writes nothing).
-        max_tries: --max-tries (0: none), see tries_used_up. ext: the put
-        tags' state, with --extensions (extqueue.py)."""
+        max_tries: --max-tries (0: none), see tries_used_up. tags: the put
+        tags' policy (tagged.py's with --extensions)."""
         self.ids = JobIds()
+        self.ids.bound(tags.last_id())
         self.jobs = JobMap(self.ids)
         self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
@@ -95,15 +191,20 @@ class Queue:
         self.delayed_ct = self.buried_ct = self.waiting_ct = 0
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
-        # With --extensions (ExtQueue): the tags' state; and deletes keep each
-        # tube's processing-time average (for weighted-fair reserves).
-        self.ext = ext
+        self.tags = tags
+        # Do releases and expiries ask tries_used_up?
+        self.checks_tries = tags.checks_tries(max_tries)
         self.store: Store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
         # The default tube, never freed. (Found by name, not kept in an
         # attribute: past 29 of them, an instance loses CPython's shared-key
         # dict and its fast attribute loads, 0.1 µs a queue operation.)
         self.tube(DEFAULT_TUBE)
+
+    @property
+    def ext(self) -> ExtState | None:
+        """The put tags' state, with --extensions (its policy's)."""
+        return self.tags.state()
 
     # -- tubes -------------------------------------------------------------
 
@@ -118,13 +219,21 @@ class Queue:
 
     def maybe_free(self, t: Tube) -> None:
         if (t.using or t.watching or t.nready or t.ndelayed or t.nreserved
-                or t.buried or t.name == DEFAULT_TUBE or (self.loading and self.loading.get(t))):
+                or t.buried or t.name == DEFAULT_TUBE or (self.loading and self.loading.get(t))
+                or self.tags.keeps(t.name)):
             return
         del self.tubes[t.name]
         self.tube_list.remove(t)
         t.alive = False
         if t.pause:
             self.timers.tidy_pauses(len(self.tubes))
+        self.tags.freed(t.name)
+
+    def maybe_free_name(self, name: bytes) -> None:
+        """Tube `name`, if it exists, may go (it lost what the tags kept)."""
+        t = self.tubes.get(name)
+        if t is not None:
+            self.maybe_free(t)
 
     def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True) -> None:
         """count: False for a pause that is not a pause-tube command (ops/)."""
@@ -141,7 +250,7 @@ class Queue:
 
     def job_count(self) -> int:
         """The jobs stored: each is in exactly one state (a held aft: job of
-        extqueue.py's is in none), so the counters give it, and the hot paths
+        tagged.py's is in none), so the counters give it, and the hot paths
         keep no counter of their own."""
         return self.ready_ct + self.reserved_ct + self.delayed_ct + self.buried_ct
 
@@ -152,7 +261,7 @@ class Queue:
         reserved = self.reserved_ct
         return (self.body_bytes - self.store.on_disk  # (bodies left in the binlog: not in RAM)
                 + (self.ready_ct + self.delayed_ct + self.buried_ct + reserved) * JOB_OVERHEAD
-                + reserved * RESERVED_OVERHEAD)
+                + reserved * RESERVED_OVERHEAD + self.tags.memory())
 
     # -- job state changes -------------------------------------------------
 
@@ -174,55 +283,13 @@ class Queue:
         t = j.tube
         t.total_jobs += 1
         self.total_jobs += 1
+        if self.tags.holds(self, j, log):
+            return
         delay = j.times[0]
         if delay:
             self.place_delayed(j, delay, now, log=log)
         else:
             self.place_ready(j, now, log=log, fresh=True)
-
-    def load(self, jobs: Iterable[Job], now: int, wall_offset: int) -> None:
-        """Place jobs recovered from the binlog, in bulk: one heapify per heap.
-
-        Delayed jobs keep their wall-clock deadline; buried ones their bury
-        order, and their `buries` count is not incremented (beanstalkd #668)."""
-        buried: list[Job] = []
-        touched: set[Tube] = set()
-        for j in jobs:
-            self.jobs[j.id] = j
-            self.body_bytes += len(j.body)
-            t = j.tube
-            touched.add(t)
-            if j.state == BURIED:
-                buried.append(j)
-                continue
-            deadline = j.deadline - wall_offset
-            if j.state == DELAYED and deadline > now:
-                j.deadline = deadline
-                key = (deadline << SHIFT) | j.id
-                t.delayed.append(key)
-                self.timers.delay_heap.append(key)
-                t.ndelayed += 1
-                self.timers.timer(deadline)
-            else:
-                j.state = READY
-                j.deadline = now  # ready since (for the wait histogram)
-                t.ready.append((j.pri << SHIFT) | j.id)
-                t.nready += 1
-                if j.pri < URGENT_PRI:
-                    t.urgent += 1
-        for t in touched:
-            heapify(t.ready)
-            heapify(t.delayed)
-            if t.ready:
-                self.index_push(t, t.ready[0])
-            self.ready_ct += t.nready
-            self.urgent_ct += t.urgent
-            self.delayed_ct += t.ndelayed
-        heapify(self.timers.delay_heap)
-        buried.sort(key=lambda j: j.deadline)  # the bury position
-        for j in buried:
-            self.place_buried(j)
-        self.jobs.shrink_all()  # (blocks the binlog's compaction left with a few jobs)
 
     def place_ready(self, j: Job, now: int, log: bool = False, fresh: bool = False) -> None:
         j.state = READY
@@ -256,12 +323,9 @@ class Queue:
             self._tidy_ready(t)
 
     def come_due(self, j: Job, now: int) -> None:
-        """A delayed job's time came (timers.py); ExtQueue may hold it instead."""
-        self.place_ready(j, now)
-
-    def _returned(self, j: Job) -> None:
-        """A closed connection's reservation of j went back (ExtQueue frees
-        its concurrency slot)."""
+        """A delayed job's time came (tick.py); the tags may hold it instead."""
+        if not self.tags.holds_due(self, j):
+            self.place_ready(j, now)
 
     def _tidy_ready(self, t: Tube) -> None:
         # One of the two holds more than its share of stale entries.
@@ -304,6 +368,8 @@ class Queue:
         j.state = INVALID
 
     def place_delayed(self, j: Job, delay: int, now: int, log: bool = False) -> None:
+        if now + delay >= HELD_MIN and self.tags.place_held(self, j, now, log):
+            return
         j.state = DELAYED
         j.deadline = now + delay
         if log:
@@ -344,6 +410,7 @@ class Queue:
         j.state = BURIED
         j.tube.buried[j.id] = j
         self.buried_ct += 1
+        self.tags.buried(self, j)
 
     def _leave_buried(self, j: Job) -> None:
         del j.tube.buried[j.id]
@@ -386,6 +453,7 @@ class Queue:
         due = timers.due  # timers.timer(deadline + 1), inline: expiry is "deadline < now"
         if due is None or deadline < due:
             timers.due = deadline + 1
+        self.tags.reserved(self, j)
         if c.waiting:
             self.unwait(c)
             c.woken()
@@ -416,6 +484,7 @@ class Queue:
             self._sweep_deadlines(c)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
+        self.tags.returned(self, j)
 
     def _sweep_ttr(self) -> None:
         self.timers.ttr_heap.sweep(self.slices, self.jobs.reserved_live, lambda: self.reserved_ct)
@@ -425,6 +494,8 @@ class Queue:
 
     def remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
+        if self.tags.removing(self, j):
+            return
         if j.state == READY:
             self._leave_ready(j)
         elif j.state == DELAYED:
@@ -433,28 +504,32 @@ class Queue:
             self._leave_buried(j)
 
     def ready_top(self, t: Tube) -> Job | None:
-        # jobs.run_job and jobs.top(t.ready, jobs.ready_live), inline: every reserve's path
+        """The best ready job of t (None: none, or the tags hide them all:
+        those whose concurrency keys have no room are hidden on the way)."""
         blocks = self.blocks
-        run = t.run
-        j: Job | None = None
-        while run:
-            id_ = run[0]
-            j = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-            if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
-                break
-            j = None
-            run.popleft()
-        ready = t.ready
-        while ready:
-            key = ready[0]
-            id_ = key & MASK
-            h: Job | None = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-            if h is not None and h.state == READY and h.pri == key >> SHIFT:
-                if j is None or key < ((j.pri << SHIFT) | j.id):
-                    return h
-                break
-            heappop(ready)
-        return j
+        while True:
+            # jobs.run_job and jobs.top(t.ready, jobs.ready_live), inline: every reserve's path
+            run = t.run
+            j: Job | None = None
+            while run:
+                id_ = run[0]
+                j = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+                if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
+                    break
+                j = None
+                run.popleft()
+            ready = t.ready
+            while ready:
+                key = ready[0]
+                id_ = key & MASK
+                h: Job | None = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+                if h is not None and h.state == READY and h.pri == key >> SHIFT:
+                    if j is None or key < ((j.pri << SHIFT) | j.id):
+                        j = h
+                    break
+                heappop(ready)
+            if j is None or not self.tags.parks(self, t, j):
+                return j
 
     def _pop_ready(self, t: Tube) -> Job | None:
         """Take the tube's best ready job out of its run or heap (None: all
@@ -471,12 +546,8 @@ class Queue:
         return j
 
     def peek_ready(self, t: Tube) -> Job | None:
-        """peek-ready's job (ExtQueue: hidden ones included)."""
-        return self.ready_top(t)
-
-    def hidden(self, t: Tube) -> list[int]:
-        """Ready jobs of t kept out of its heap (ExtQueue: their keys)."""
-        return []
+        """peek-ready's job (hidden ones included: tuber's)."""
+        return self.tags.peek_ready(self, t, self.ready_top(t))
 
     def delayed_top(self, t: Tube) -> Job | None:
         return self.jobs.top(t.delayed, self.jobs.delayed_live)
@@ -502,7 +573,7 @@ class Queue:
                 return 0
             j = self._pop_ready(t)
             if j is None:
-                break  # (hidden by their concurrency keys: extqueue.py)
+                break  # (hidden by their concurrency keys: tagged.py)
             n -= 1
             c = next(iter(t.waiting))
             self._reserve(c, j, now)
@@ -554,24 +625,9 @@ class Queue:
 
     def next_due(self) -> int | None:
         """The earliest time tick() may have work (stale entries may wake early)."""
-        return self.timers.next_due()
+        return self.tags.next_due(self.timers.next_due())
 
     # -- commands on jobs --------------------------------------------------
-
-    def reserve_job(self, c: Conn, id_: int, now: int) -> Outcome:
-        """Reserve job id_ whatever its state (not reserved by anyone):
-        DONE, and c.reserved(job); or NOT_FOUND."""
-        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-        if j is None or j.state == RESERVED:
-            return NOT_FOUND
-        ready = j.state == READY
-        self.remove(j)
-        if not ready:
-            j.deadline = now  # no wait from ready: counted as 0 by _reserve, taken back
-        self._reserve(c, j, now)
-        if not ready:
-            j.tube.wait_hist[0] -= 1  # type: ignore[index]  # (not None: _reserve made it)
-        return DONE
 
     def delete(self, c: Conn | None, id_: int, now: int, count: bool = True,
                any_holder: bool = False) -> Outcome:
@@ -586,6 +642,7 @@ class Queue:
         j = b[id_ & LOW]
         if j is None:
             return NOT_FOUND
+        worked = -1
         if j.state == RESERVED:
             if self.owners[id_ >> BITS][id_].conn is not c:
                 if not any_holder:
@@ -601,12 +658,7 @@ class Queue:
                 h = w[WORK_DELETE]
                 h[d.bit_length()] += 1
                 h[SUM] += d
-                if self.ext is not None:
-                    # The processing time's moving average, alpha 1/10 (tuber's,
-                    # for reserve-mode weighted-fair); -1 until the first sample.
-                    e = t.ewma
-                    t.ewma = d if e < 0 else e + (d - e) // 10
-                    t.ewma_n += 1
+                worked = d
                 self._unreserve(j)
         else:
             was = j.state
@@ -623,36 +675,9 @@ class Queue:
         ok = self.store.write(j)  # state INVALID: a delete record
         if not (t.using or t.watching):
             self.maybe_free(t)
+        self.tags.deleted(self, j, worked, now, any_holder)
         return DONE if ok else NOT_LOGGED
 
-    def tries_used_up(self, j: Job) -> bool:
-        """--max-tries N: a job's tries are its releases and TTR expiries;
-        the one that makes N buries it instead of putting it back, so that
-        a job that keeps failing waits in the buried list (where every
-        beanstalkd tool looks) instead of coming back for ever. A kick
-        gives it one more try."""
-        c = j.counts
-        return (c >> 32 & M32) + (c >> 64 & M32) + 1 >= self.max_tries
-
-    def logs_tries(self, j: Job) -> bool:
-        """Must j's releases and expiries be logged (its tries counted)?
-        Asked only when max_tries is set."""
-        return True
-
     def job_extra(self, j: Job) -> list[tuple[bytes, object]]:
-        """stats-job's fields past the reference's: with --max-tries, the
-        tries used (releases and TTR expiries) and the most it may use."""
-        if not self.max_tries:
-            return []
-        c = j.counts
-        return [(b"tries", (c >> 32 & M32) + (c >> 64 & M32)), (b"max-tries", self.max_tries)]
-
-    def bury_held(self, j: Job, pri: int) -> None:
-        """Bury a reserved job whose record the binlog has room for."""
-        j.tube.buries += 1
-        self._unreserve(j)
-        j.pri = pri
-        j.counts = bump(j.counts, BURIES)
-        j.deadline = UNPLACED  # the binlog records where, for the buried order
-        self.place_buried(j)
-        self.store.write(j)
+        """stats-job's fields past the reference's (the tags', the tries')."""
+        return self.tags.job_extra(self, j)

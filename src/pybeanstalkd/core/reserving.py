@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Final
 
 from .heaps import CONN_SLACK, SHIFT, StaleHeap
 from .held import drop_owners
-from .job import DEFAULT_TUBE, INVALID, RESERVED, Job
+from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, Job
 from .jobmap import BITS, EMPTY, THIN
-from .outcome import DEADLINE_SOON, TIMED_OUT
+from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
 from .timers import paused
 from .queue import SAFETY_MARGIN, URGENT_PRI, Queue
@@ -116,7 +116,7 @@ def _return_reserved(q: Queue, c: Conn, now: int) -> Generator[None, int, None]:
             j.tube.nreserved -= 1
             q.reserved_ct -= 1
             j.state = INVALID
-            q._returned(j)
+            q.tags.returned(q, j)
             q.place_ready(j, now)
         c.held.pop(h.key, None)  # (gone already if a flush emptied it)
         h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
@@ -164,7 +164,7 @@ def _best_ready(q: Queue, c: Conn, now: int) -> Job | None:
     best = None
     for t in c.watch:
         if t.nready and not paused(t, now):
-            j = q.ready_top(t)  # (None only if extqueue.py hides them all)
+            j = q.ready_top(t)  # (None only if the tags hide them all)
             if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
                 best = j
     return best
@@ -264,6 +264,23 @@ def reserve_now(q: Queue, c: Conn, now: int) -> bool:
         return False
     q._reserve(c, q._pop_ready(j.tube), now)  # type: ignore[arg-type]  # (j: its top)
     return True
+
+
+def reserve_job(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
+    """Reserve job id_ whatever its state (not reserved by anyone):
+    DONE, and c.reserved(job); or NOT_FOUND (also a job the tags keep
+    from it: a concurrency key with no room, an open aft: group)."""
+    j = q.jobs.get(id_)
+    if j is None or j.state == RESERVED or not q.tags.may_reserve(id_):
+        return NOT_FOUND
+    ready = j.state == READY
+    q.remove(j)
+    if not ready:
+        j.deadline = now  # no wait from ready: counted as 0 by _reserve, taken back
+    q._reserve(c, j, now)
+    if not ready:
+        j.tube.wait_hist[0] -= 1  # type: ignore[index]  # (not None: _reserve made it)
+    return DONE
 
 
 def hangup(q: Queue, c: Conn) -> None:

@@ -1,6 +1,6 @@
 """Put tags (--extensions): what a put may say about its job beyond the
 reference's four numbers, parsed as tuber 0.6.4 parses them, and the
-server-wide state they keep (extqueue.py applies it to the queue).
+server-wide state they keep (tagged.py applies it to the queue).
 
     idp:KEY[:TTL]   a unique job: while a job of this tube holds KEY, a put
                     with it answers that job (INSERTED <id> <STATE>[ <pri>],
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .job import Tube
 
 # What the tags add to a job, and what a cooldown costs, for --max-memory
-# (extqueue.py): measured with tracemalloc over 100,000 puts (docs/
+# (tagged.py): measured with tracemalloc over 100,000 puts (docs/
 # performance/2026-11-26-put-tags.md): idp:key-<n> +251 bytes a job (its
 # tags and key are its own), idp: grp: con: +303, tags that repeat +52; a
 # job deleted into a cooldown left 357 bytes more than it freed.

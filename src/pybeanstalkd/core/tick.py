@@ -9,6 +9,7 @@ from heapq import heappop
 from typing import TYPE_CHECKING
 
 from .heaps import MASK, SHIFT
+from .jobmoves import bury_held, logs_tries, tries_used_up
 from .job import TIMEOUTS, bump
 from .jobmap import BITS, LOW
 from .slices import SLICE
@@ -65,19 +66,19 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
             assert j is not None  # (live: its job is there)
             if owners[id_ >> BITS][id_].conn.gone:
                 continue  # closed: detach's slices return it, as at close
-            used_up = (q.max_tries and q.tries_used_up(j)
+            used_up = (q.checks_tries and tries_used_up(q, j)
                        and q.store.reserve_update(j))  # (a full disk: back to ready)
             j.counts = bump(j.counts, TIMEOUTS)
             q.timeouts_ct += 1
             j.tube.timeouts += 1
             if used_up:
                 j.tube.tries_used_up += 1
-                q.bury_held(j, j.pri)
+                bury_held(q, j, j.pri)
                 continue
             q._unreserve(j)
             # (--max-tries: the expiry is logged, so that the tries
             # outlive a restart; the reference logs none)
-            q.place_ready(j, now, log=q.max_tries > 0 and q.logs_tries(j)
+            q.place_ready(j, now, log=q.checks_tries and logs_tries(q, j)
                              and q.store.reserve_update(j))
     waits = timers.wait_heap
     while waits and waits[0][0] <= now:
