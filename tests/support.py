@@ -332,3 +332,65 @@ class Client:
 
     def close(self):
         self.sock.close()
+
+
+# Serves as the real server does, and writes what it has loaded to $MODS_OUT
+# (a module a line) and its collector's state to $MODS_OUT.gc once
+# $MODS_OUT.go exists.
+DUMP_MODULES = r"""
+import gc, os, sys, threading, time
+out = os.environ["MODS_OUT"]
+def dump():
+    while not os.path.exists(out + ".go"):
+        time.sleep(0.01)
+    with open(out + ".gc", "w") as f:
+        f.write(f"{gc.isenabled()} {gc.get_freeze_count()}")
+    with open(out + ".tmp", "w") as f:
+        f.write("\n".join(sorted(sys.modules)))
+    os.rename(out + ".tmp", out)
+threading.Thread(target=dump, daemon=True).start()
+from pybeanstalkd.cli import main
+sys.exit(main())
+"""
+
+
+def modules_of_a_serving_server(tmp_path, *extra) -> set[str]:
+    """The modules a server started with the flags `extra` has loaded once
+    it has served a put, a reserve, a delete and a stats."""
+    return serving_server_state(tmp_path, *extra)[0]
+
+
+def serving_server_state(tmp_path, *extra) -> tuple[set[str], bool, int]:
+    """What modules_of_a_serving_server gives, whether the collector is on
+    then, and how many objects it has frozen."""
+    out = str(tmp_path / "mods")
+    port = free_port()
+    argv = [sys.executable, "-c", DUMP_MODULES, "-l", "127.0.0.1", "-p", str(port), *extra]
+    proc = subprocess.Popen(argv, env=dict(os.environ, MODS_OUT=out),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 15
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < end
+                time.sleep(0.01)
+        sock.sendall(b"put 0 0 1 1\r\nx\r\nreserve\r\ndelete 1\r\nstats\r\n")
+        got = b""
+        while b"platform" not in got:
+            got += sock.recv(65536)
+        open(out + ".go", "w").close()
+        while not os.path.exists(out):
+            assert proc.poll() is None and time.monotonic() < end
+            time.sleep(0.01)
+        sock.close()
+        with open(out) as f:
+            modules = set(f.read().split())
+        with open(out + ".gc") as f:
+            enabled, frozen = f.read().split()
+        return modules, enabled == "True", int(frozen)
+    finally:
+        proc.terminate()
+        proc.wait(10)

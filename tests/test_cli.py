@@ -10,6 +10,7 @@ serving, a stub ``pybeanstalkd.server.loop`` module stands in for it.
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import re
 import socket
@@ -433,6 +434,20 @@ def test_main_exit_codes_before_serving(stub_server, capfd):
     assert cli.main(["-x"]) == 5
     assert cli.main(["-v"]) == 0
     assert stub_server == []
+
+
+def test_main_leaves_the_collector_as_it_found_it(stub_server, capfd):
+    # (off for start-up: serve() turns it on again)
+    assert gc.isenabled()
+    assert cli.main(["-l", "127.0.0.1", "-p", "0"]) == 42
+    assert cli.main(["-x"]) == 5
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert cli.main(["-x"]) == 5
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_main_bind_failure_exits_111(stub_server, capfd):

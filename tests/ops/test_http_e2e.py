@@ -1,8 +1,9 @@
 """--http end to end, on a real server process: /metrics against `stats` and
 `stats-tube` value by value after a workload over the protocol (and a scrape
 moves no counter), actions going into the binlog (restart with -b), and
-start-up: without --http neither aiohttp nor prometheus_client is loaded, and
-without aiohttp installed --http says what to install."""
+start-up: with --http aiohttp and prometheus_client are loaded (without it
+they are not: tests/server/test_startup.py), and without aiohttp installed
+--http says what to install."""
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import Server, drain_pipes, free_port, ours_argv
+from support import Server, drain_pipes, free_port, modules_of_a_serving_server, ours_argv
 
 ACT = {"X-Pybeanstalkd": "1", "Content-Type": "application/json"}
 NOT_NUMERIC = {"version", "id", "hostname", "os", "platform", "draining"}
@@ -365,62 +366,7 @@ def test_bodies_on_disk_over_http(tmp_path):
 
 # -- start-up --------------------------------------------------------------------------------
 
-# Serves as the real server does, and writes sys.modules to $MODS_OUT once
-# $MODS_OUT.go exists.
-DUMP_MODULES = r"""
-import os, sys, threading, time
-out = os.environ["MODS_OUT"]
-def dump():
-    while not os.path.exists(out + ".go"):
-        time.sleep(0.01)
-    with open(out + ".tmp", "w") as f:
-        f.write("\n".join(sorted(sys.modules)))
-    os.rename(out + ".tmp", out)
-threading.Thread(target=dump, daemon=True).start()
-from pybeanstalkd.cli import main
-sys.exit(main())
-"""
-
-
-def modules_of_a_serving_server(tmp_path, *extra) -> set[str]:
-    out = str(tmp_path / "mods")
-    port = free_port()
-    argv = [sys.executable, "-c", DUMP_MODULES, "-l", "127.0.0.1", "-p", str(port), *extra]
-    proc = subprocess.Popen(argv, env=dict(os.environ, MODS_OUT=out),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        end = time.monotonic() + 15
-        while True:
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < end
-                time.sleep(0.01)
-        sock.sendall(b"put 0 0 1 1\r\nx\r\nreserve\r\ndelete 1\r\nstats\r\n")
-        got = b""
-        while b"platform" not in got:
-            got += sock.recv(65536)
-        open(out + ".go", "w").close()
-        while not os.path.exists(out):
-            assert proc.poll() is None and time.monotonic() < end
-            time.sleep(0.01)
-        sock.close()
-        with open(out) as f:
-            return set(f.read().split())
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def test_without_http_neither_aiohttp_nor_prometheus_client_is_loaded(tmp_path):
-    mods = modules_of_a_serving_server(tmp_path)
-    assert "pybeanstalkd.server.transport" in mods  # it was serving
-    assert not {m for m in mods if m.split(".")[0] in ("aiohttp", "prometheus_client", "yarl", "multidict")}
-    assert not {m for m in mods if m.startswith("pybeanstalkd.ops")}
-
-
-def test_with_http_they_are(tmp_path):
+def test_with_http_aiohttp_and_prometheus_client_are_loaded(tmp_path):
     mods = modules_of_a_serving_server(tmp_path, "--http", f":{free_port()}")
     assert {"aiohttp", "prometheus_client", "pybeanstalkd.ops.http"} <= mods
 

@@ -1,7 +1,9 @@
 """The transport's bounds on one connection, with a fake event loop and a
 fake transport whose peer never reads: what a client may make the server
 hold (its unparsed input, its replies, the transport's buffer), and when
-the server stops reading it."""
+the server stops reading it. The server's clock is fake too (CommandClock):
+what a turn runs is what its commands are taken to cost, so that no
+machine's speed or load changes it."""
 from __future__ import annotations
 
 import asyncio
@@ -76,10 +78,25 @@ class StuckTransport:
         return self.reading
 
 
+class CommandClock:
+    """A monotonic clock that moves `per_command` ns for each command the
+    engine has run, and stands still otherwise."""
+
+    def __init__(self, engine: Engine, per_command: int):
+        self.engine = engine
+        self.per_command = per_command
+
+    def __call__(self) -> int:
+        return 1 + sum(self.engine.counts.values()) * self.per_command
+
+
+COST = 10_000  # what a command takes on the fake clock, in ns
+
+
 def connected():
     loop = Loop()
     engine = Engine(1, log=lambda m: None)
-    srv = Server(loop, engine)
+    srv = Server(loop, engine, clock=CommandClock(engine, COST))
     c = Client(srv)
     t = StuckTransport()
     t.protocol = c
@@ -157,29 +174,36 @@ def test_a_client_blocked_in_reserve_is_read_up_to_pending_limit():
 def test_a_big_read_runs_in_turns():
     # A read of more than CHUNK bytes runs as a turn of about TURN_NS of
     # commands; the rest waits for the next pass, the client not read
-    # meanwhile, so that other connections are served between.
+    # meanwhile, so that other connections are served between. A command
+    # takes COST on the clock, and the client's cost is COST from the start.
     loop, engine, c, t = connected()
-    c.cost = 10_000
+    c.cost = COST
     assert len(b"list-tube-used\r\n" * 1000) > CHUNK
     c.data_received(b"list-tube-used\r\n" * 1000)
-    assert c.s.ran == TURN_NS // 10_000 == 100
+    # (the first command of a read runs before the batch the budget holds)
+    assert c.s.ran == TURN_NS // COST == 100
     assert c.backlogged and not t.reading and c in c.srv.turns
     assert len(t.held) == 1 and t.held[0].count(b"USING") == 101
     passes = 0
     while loop.run_once():
         passes += 1
-    assert b"".join(t.held).count(b"USING") == 1000 and t.reading and not c.srv.turns
-    assert passes >= 1000 // (TURN_NS // c.cost + 1) - 1
+    # The rest in turns of the same size, a turn a pass, one write a turn.
+    turns = [w.count(b"USING") for w in t.held]
+    assert sum(turns) == 1000 and len(turns) == passes + 1 == 10
+    assert all(abs(n - TURN_NS // COST) <= 1 for n in turns[:-1])
+    assert t.reading and not c.srv.turns
     # It sent a big read: it is read CHUNK bytes at a time, one read a pass,
     # until a read does not fill the buffer.
     assert isinstance(c, BoundedClient)
-    t.held.clear()
     assert read(loop, c, t, b"list-tube-used\r\n" * 1024, passes=1) == CHUNK  # one a pass
     c.get_buffer(-1)[:16] = b"list-tube-used\r\n"
     c.buffer_updated(16)
     loop.run_once()
     assert type(c) is Client  # back to uvloop's reads
-    # A small read, no one else waiting: all of it at once.
+    # A small read, no one else waiting (its own turns over): all of it at once.
+    while loop.run_once():
+        pass
+    assert not c.srv.turns and not c.backlogged
     t.held.clear()
     c.data_received(b"list-tube-used\r\n" * 100)
     assert b"".join(t.held).count(b"USING") == 100 and not c.backlogged
@@ -191,10 +215,10 @@ def test_clients_that_take_turns_share_a_round():
     # a cost of 10 us, 10 commands.
     loop, engine, c, t = connected()
     c.srv.turns.update(object() for _ in range(99))
-    c.cost = 10_000
+    c.cost = COST
     c.data_received(b"list-tube-used\r\n" * 100)
     # (the first command of a read runs before the batch the budget holds)
-    assert c.s.ran == ROUND_NS // (100 * 10_000) == 10
+    assert c.s.ran == ROUND_NS // (100 * COST) == 10
     assert engine.backlog == [] and c.backlogged  # (flushed: its turn is queued)
     assert c in c.srv.turns
 

@@ -28,11 +28,11 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from ..binlog.sync import Syncer
 from ..core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
 
 if TYPE_CHECKING:
     from ..binlog.files import Wal
+    from ..binlog.sync import Syncer
     from ..settings import Settings
     from ..core.session import Session
     from .transport import Server
@@ -141,6 +141,8 @@ class Written(Immediate):
     same pass; the fsync thread syncs them on its own schedule."""
 
     def __init__(self, srv: Server, wal: Wal, wantsync: bool, rate_ns: int) -> None:
+        from ..binlog.sync import Syncer  # (binlog/ is loaded with -b only)
+
         super().__init__(srv)
         self.wal = wal
         self.syncer = Syncer(srv.loop, wal, self, wantsync, rate_ns)

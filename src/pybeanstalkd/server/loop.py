@@ -1,19 +1,23 @@
 """Start-up and the event loop: the Engine, the binlog's recovery and fsync thread,
-signals, and serve() until SIGTERM."""
+signals, and serve() until SIGTERM.
+
+Start-up loads what serving a client needs, and no more: what only a flag
+needs (binlog/ for -b, random for --extensions, the TLS, auth, HTTP and
+cluster sides) is imported where that flag is acted on, so that a server
+started without it does not wait for it (tests/server/test_startup.py).
+"""
 from __future__ import annotations
 
 import asyncio
 import gc
 import os
-import random
-import resource
+import resource  # (not in _rusage: `stats` may run out of descriptors, and an import opens files)
 import signal
 import socket
 import sys
 from time import monotonic_ns
 from typing import TYPE_CHECKING
 
-from ..binlog.files import Wal
 from ..core.engine import Engine
 from ..core.session import Host
 from ..diag import default_warn as warn
@@ -23,6 +27,9 @@ from .gate import gate_for, hold_for
 from .transport import Client, Server
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..binlog.files import Wal
     from ..settings import Settings
     from .runtime import Runtime
 
@@ -47,6 +54,13 @@ def new_loop():
     return uvloop.new_event_loop()
 
 
+def _draws() -> Callable[[], float]:
+    """--extensions: the draws of weighted reserves, seeded from the OS."""
+    import random
+
+    return random.Random().random
+
+
 def _freeze_survivors(phase: str, info: dict):
     if phase == "stop" and info["generation"] == 0:
         gc.freeze()
@@ -64,6 +78,12 @@ def serve(sock: socket.socket, settings: Settings, rt: Runtime) -> int:
     pin_mmap_threshold()
     loop = new_loop()
     asyncio.set_event_loop(loop)
+    # Start-up ran with the collector off (cli.main): what it made, the
+    # modules, classes and functions, lives as long as the process. It is
+    # frozen now, as a young collection would freeze it, and collections
+    # resume under the policy above.
+    gc.freeze()
+    gc.enable()
     try:
         return loop.run_until_complete(_serve(loop, sock, settings, rt))
     finally:
@@ -136,6 +156,7 @@ def start_accepting(loop, sock: socket.socket, srv: Server, settings: Settings,
 
 def lock_binlog(settings: Settings) -> Wal:
     """Lock the binlog directory (exits as the reference does)."""
+    from ..binlog.files import Wal
     from ..binlog.recovery import RecoveryError, lock_dir
 
     wal_dir = settings.wal_dir
@@ -206,7 +227,7 @@ async def _serve(loop, sock: socket.socket, settings: Settings, rt: Runtime) -> 
                     log=Server.log, host=process_host(), hold=hold_for(settings),
                     max_memory=settings.max_memory, auth=rt.tokens, store=wal,
                     extensions=settings.extensions, max_tries=settings.max_tries or 0,
-                    rand=random.Random().random,  # (seeded from the OS)
+                    rand=_draws() if settings.extensions else None,
                     bodies_on_disk=settings.bodies_on_disk)
     # With --http, the HTTP side answers while a long replay runs (in a
     # thread: nothing else touches the engine until it is done), so that

@@ -76,7 +76,7 @@ TICK_CHUNK = 8
 STEP_BUDGET_NS = 1_000_000
 
 
-def run_timers(engine: Engine, now: int, clock=monotonic_ns) -> bool:
+def run_timers(engine: Engine, now: int, clock: Callable[[], int] = monotonic_ns) -> bool:
     """Tick until nothing is due at now or the budget is spent; True if
     something due is left for the next pass."""
     end = clock() + TICK_BUDGET_NS
@@ -86,7 +86,7 @@ def run_timers(engine: Engine, now: int, clock=monotonic_ns) -> bool:
     return False
 
 
-def run_work(engine: Engine, clock=monotonic_ns) -> bool:
+def run_work(engine: Engine, clock: Callable[[], int] = monotonic_ns) -> bool:
     """Slices of background work until none is left or the budget is
     spent; True if some is left for the next pass."""
     now = clock()
@@ -196,18 +196,19 @@ class _Client(asyncio.BaseProtocol):
         TURN_NS, or to this client's share of ROUND_NS while others wait for
         their turn, by what its commands have cost so far."""
         s = self.s
-        t0 = monotonic_ns()
-        share = ROUND_NS // (len(self.srv.turns) + 1)
+        srv = self.srv
+        t0 = srv.clock()
+        share = ROUND_NS // (len(srv.turns) + 1)
         s.budget = (share if share < TURN_NS else TURN_NS) // self.cost or 1
         s.ran = 0
         run(s, *args)
-        self.cost = (self.cost + (monotonic_ns() - t0) // (s.ran + 1)) >> 1 or 1
+        self.cost = (self.cost + (srv.clock() - t0) // (s.ran + 1)) >> 1 or 1
         s.budget = UNLIMITED
 
     def eof_received(self):
         srv = self.srv
         s = self.s
-        srv.engine.eof(s, monotonic_ns())
+        srv.engine.eof(s, srv.clock())
         srv.flush()
         # Replies held for an fsync (-f0), due when a command's last slice
         # runs, or of commands still to run (one a pass: Engine.eof) still
@@ -226,7 +227,7 @@ class _Client(asyncio.BaseProtocol):
             srv.hangups.forget(self)
         if srv.verbose:
             srv.log("close %d" % s.fd)
-        srv.engine.close(s, monotonic_ns())
+        srv.engine.close(s, srv.clock())
         srv.flush()
         if srv.acceptor is not None:
             srv.acceptor.released()
@@ -275,7 +276,7 @@ class _Client(asyncio.BaseProtocol):
         if not self.backlogged or self.blocked or t is None or t.is_closing() or s in srv.held:
             return  # resume_writing or the gate (answered) calls again
         self.backlogged = False
-        self._turn(srv.engine.more, monotonic_ns())
+        self._turn(srv.engine.more, srv.clock())
         srv.flush()  # may find it stalled again
         if s.closing and s not in srv.held:
             t.close()
@@ -290,7 +291,7 @@ class Client(_Client, asyncio.Protocol):
 
     def data_received(self, data):
         srv = self.srv
-        now = monotonic_ns()
+        now = srv.clock()
         if srv.timer_at is not None and now >= srv.timer_at:
             srv.on_timer(now)  # timers first, as the reference's loop does
         s = self.s
@@ -331,7 +332,7 @@ class BoundedClient(_Client, asyncio.BufferedProtocol):
 
     def buffer_updated(self, n):
         srv = self.srv
-        now = monotonic_ns()
+        now = srv.clock()
         if srv.timer_at is not None and now >= srv.timer_at:
             srv.on_timer(now)
         full = n == self.asked
@@ -385,13 +386,20 @@ class HangupWatch:
 class Server:
     """The event loop's side of the engine: clients, timers, background
     slices; its reply gate (gate.py), made here from `gate` (the settings'
-    choice: gate.gate_for), says which replies may go out."""
+    choice: gate.gate_for), says which replies may go out.
+
+    `clock` is the monotonic clock in ns: the time the engine is given,
+    and what a turn's commands, a tick and background slices are measured
+    by against their budgets. A test passes a fake one, so that what a
+    turn runs depends on no machine's speed or load."""
 
     def __init__(self, loop, engine: Engine, verbose: int = 0,
-                 gate: Callable[[Server], Immediate] = Immediate, replaying: bool = False):
+                 gate: Callable[[Server], Immediate] = Immediate, replaying: bool = False,
+                 clock: Callable[[], int] = monotonic_ns):
         self.loop = loop
         self.engine = engine
         self.verbose = verbose
+        self.clock = clock
         self.clients: dict = {}  # Session -> Client
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: int | None = None
@@ -460,7 +468,7 @@ class Server:
         """Slices of background work for up to STEP_BUDGET_NS; the rest
         after other events."""
         self.stepping = False
-        run_work(self.engine)
+        run_work(self.engine, self.clock)
         self.flush()
 
     @staticmethod
@@ -497,7 +505,7 @@ class Server:
         if self.timer is not None:
             self.timer.cancel()
         self.timer_at = due
-        delay = (due - monotonic_ns()) / 1e9
+        delay = (due - self.clock()) / 1e9
         self.timer = self.loop.call_later(delay if delay > 0 else 0, self.on_timer)
 
     def on_timer(self, now=None):
@@ -505,8 +513,8 @@ class Server:
             self.timer.cancel()
         self.timer = self.timer_at = None
         engine = self.engine
-        now = monotonic_ns() if now is None else now
-        run_timers(engine, now)
+        now = self.clock() if now is None else now
+        run_timers(engine, now, self.clock)
         engine.take_due()
         self.flush()
         due = engine.next_due()  # (now or earlier if the budget ran out)
