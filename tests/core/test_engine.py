@@ -4,7 +4,6 @@ import pathlib
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd import build
 from pybeanstalkd.core.timers import paused
 from pybeanstalkd.core.outcome import Outcome
 from pybeanstalkd.core.protocol import NS
@@ -580,22 +579,6 @@ def test_a_zero_pause_wakes_the_tubes_waiting_reservers_first(h):
     assert h.take(a) == b"RESERVED 1 1\r\nx\r\n"
 
 
-def test_the_hot_objects_keep_their_shared_key_dicts():
-    # CPython keeps an instance's attributes in a dict whose keys its class
-    # shares, which the interpreter's fast attribute loads rely on, only up
-    # to 30 of them: past that, every self.q or self.fast on a command's
-    # path costs more (31 attributes on the Engine: 3% of a put, measured
-    # by instructions under callgrind).
-    # A native class (the compiled build) has no such dict: its attributes
-    # are fields at fixed offsets.
-    from pybeanstalkd.core.engine import Engine
-    from pybeanstalkd.core.queue import Queue
-
-    for obj in (Engine(1), Queue(1), Harness().e.q):
-        attrs = getattr(obj, "__dict__", {})
-        assert len(attrs) <= 30, (type(obj).__name__, sorted(attrs))
-
-
 def _framing_model(chunks: list[bytes]) -> list[bytes]:
     """The over-long line rule a buffer's worth at a time, as the reference
     reads: each line (or BAD_FORMAT for a discarded one) in order."""
@@ -768,25 +751,3 @@ def test_a_put_run_later_than_its_read_gets_a_fresh_created_time(h):
     h.advance(6)
     assert h.e.q.jobs[1].created >= start + 5 * NS > start + STAMP
 
-
-@pytest.mark.parametrize("extensions", [False, True])
-def test_engine_and_queue_keep_fast_attribute_loads(extensions):
-    """Every command reads the engine's and the queue's attributes. Past 29
-    of them, an instance's dict loses CPython's shared keys and each load
-    takes the slow path (0.3 µs a put in --micro, measured when Engine had
-    30): new state goes on another object, or replaces an attribute."""
-    import sys
-
-    h = Harness(extensions=extensions)
-    h.send(h.conn(), b"put 0 0 60 1\r\nx\r\nreserve\r\ndelete 1\r\n")
-    # The engine keeps its attributes in slots (pure) or fields (compiled):
-    # no dict, no limit.
-    assert not hasattr(h.e, "__dict__")
-    for obj in (h.e.q,):
-        attrs = getattr(obj, "__dict__", None)
-        if attrs is None:  # a native class (compiled): fields, no dict
-            assert build() == "compiled with mypyc", type(obj).__name__
-            continue
-        assert len(attrs) <= 29, (type(obj).__name__, sorted(attrs))
-        split = sys.getsizeof(attrs) < sys.getsizeof(dict.fromkeys(attrs))
-        assert split, type(obj).__name__

@@ -91,15 +91,13 @@ class Engine(EngineState):
         return s
 
     def _clock(self, now: int) -> None:
-        """The time, at each entry point but data() (which has it inline)."""
+        """The time, at each entry point."""
         self.now = now
         if not 0 <= now - self.stamp < STAMP:
             self.stamp = now
 
     def data(self, s: Session, data: bytes, now: int) -> None:
-        self.now = now
-        if not 0 <= now - self.stamp < STAMP:  # (_clock, inline)
-            self.stamp = now
+        self._clock(now)
         if s.plen or s.state or s.waiting or s.closing:
             pending = s.pending
             pending.append(data)
@@ -348,9 +346,8 @@ class Engine(EngineState):
                     if check > budget:
                         check = budget
                 end = pos + limit if size - pos > limit else size
-                # (protocol.find_line_end, inline)
-                i = buf.find(b"\r", pos, end - 1)
-                if i < 0 or buf[i + 1] != 10:
+                n = P.find_line_end(buf, pos, end)
+                if not n:
                     if end - pos == limit:
                         # Over-long: discard a buffer's worth, and at once
                         # each further one with no CR at all (what the
@@ -360,8 +357,8 @@ class Engine(EngineState):
                         s.state = SKIP
                         continue
                     break
-                line = buf[pos:i]
-                pos = i + 2
+                line = buf[pos:pos + n - 2]
+                pos += n
                 if state == SKIP:
                     s.state = LINE
                     s.send(P.BAD_FORMAT)
@@ -490,10 +487,7 @@ class Engine(EngineState):
                         self.counts["touch"] += 1
                         reply = TOUCH[jobmoves.touch(self.q, s, int(arg), now)]
             if reply is not None:
-                out = s.out  # (s.send, inline)
-                if not out:
-                    self.dirty.append(s)
-                out.append(reply)
+                s.send(reply)
                 return
         if self.verbose >= 2 and b"\0" not in line:
             known = self.commands.match(line)[0]

@@ -5,7 +5,7 @@ cost one small object per entry. Entries are removed lazily: an entry is
 live while the job it names is still in that state with that key (the
 *_live checks). A StaleHeap is swept when its stale entries outnumber its
 live ones: when len(heap) > 2 * live + slack (StaleHeap.over; the hot paths
-in queue.py inline the same test). Which entries are live: the job table's
+in queue.py write the same test out, and say why). Which entries are live: the job table's
 (jobmap.py: JobMap.ready_live...). A small heap is rebuilt at once; a big
 one is swept in place, SLICE entries a slice (slices.py), so memory stays
 O(live) and no rebuild stops the server.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mypy_extensions import mypyc_attr
 
 from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
+from .hist import new as new_hist, observe
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -126,8 +127,7 @@ class Job:
         self.id = id_
         self.tube = tube
         self.pri = pri
-        # ns: the last put or release delay, and ttr (times(), inline)
-        self.times = _TIMES.get((delay, ttr)) or times(delay, ttr)
+        self.times = times(delay, ttr)  # ns: the last put or release delay, and ttr
         # bytes, with the trailing CRLF. With --bodies-on-disk, an OnDisk
         # once the binlog holds it (binlog/bodies.py). len() is the body's
         # size either way; what needs the bytes asks the store (Store.body).
@@ -186,13 +186,29 @@ class Tube:
         self.work_hist: tuple[list[int], ...] | None = None
         self.timeouts = self.buries = 0
         self.tries_used_up = 0  # jobs buried by --max-tries (of buries)
-        # Reserved to deleted, ns: a moving average (Queue.delete), -1 before
-        # the first, and how many deletes it has seen.
+        # Reserved to deleted, ns: a moving average (tagged.py, for the
+        # weighted-fair reserves), -1 before the first, and how many deletes
+        # it has seen.
         self.ewma = -1
         self.ewma_n = 0
 
     def njobs(self) -> int:
         return self.nready + self.ndelayed + self.nreserved + len(self.buried)
+
+    def waited(self, ns: int) -> None:
+        """A job of the tube waited ns from ready to reserved."""
+        h = self.wait_hist
+        if h is None:
+            h = self.wait_hist = new_hist()
+        observe(h, ns)
+
+    def worked(self, outcome: int, ns: int) -> None:
+        """A job of the tube was reserved ns before its delete, release or
+        bury (outcome: queue.py's WORK_DELETE...)."""
+        w = self.work_hist
+        if w is None:
+            w = self.work_hist = (new_hist(), new_hist(), new_hist())
+        observe(w[outcome], ns)
 
 
 class SwapList:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from .job import BURIED, BURIES, DELAYED, KICKS, M32, RELEASES, UNPLACED, bump, times
 from .jobmap import BITS, EMPTY, LOW, NO_JOBS
 from .heaps import SHIFT
-from .hist import SUM, new as new_hist
 from .outcome import DONE, NO_ROOM, NOT_FOUND, TRIES_USED_UP, WRONG_STATE, Outcome
 from .queue import WORK_BURY, WORK_RELEASE
 from .slices import SLICE
@@ -28,13 +27,7 @@ if TYPE_CHECKING:
 def worked(j: Job, outcome: int, now: int) -> None:
     """Count the time since j was reserved (or last touched): its
     deadline less its ttr."""
-    d = now - j.deadline + j.times[1]
-    t = j.tube
-    if t.work_hist is None:
-        t.work_hist = (new_hist(), new_hist(), new_hist())
-    h = t.work_hist[outcome]
-    h[d.bit_length()] += 1
-    h[SUM] += d
+    j.tube.worked(outcome, now - j.deadline + j.times[1])
 
 
 def tries_used_up(q: Queue, j: Job) -> bool:

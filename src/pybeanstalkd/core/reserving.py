@@ -19,7 +19,7 @@ from .jobmap import BITS, EMPTY, THIN
 from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
 from .timers import paused
-from .queue import SAFETY_MARGIN, URGENT_PRI, Queue
+from .queue import SAFETY_MARGIN, Queue
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -190,24 +190,12 @@ def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
             and q.deadline_soon(c, now) and not any(t.nready for t in c.watch)):
         c.no_job(DEADLINE_SOON)
         return
-    watch = c.watch.items
-    if len(watch) == 1:  # the common case, inline (_ready_for)
-        t = watch[0]
-        j = (q.ready_top(t) if t.nready and not t.waiting
-             and not (t.pause and t.unpause_at > now) else None)
-    else:
-        j = _ready_for(q, c, now)
+    j = _ready_for(q, c, now)
     if j is not None:
-        t = j.tube
-        run = t.run
+        run = j.tube.run
         if run and run[0] == j.id:
             run.popleft()  # (else ready_top would look it up again to drop it)
-        # _leave_ready(j), inline
-        t.nready -= 1
-        q.ready_ct -= 1
-        if j.pri < URGENT_PRI:
-            t.urgent -= 1
-            q.urgent_ct -= 1
+        q._leave_ready(j)
         q._reserve(c, j, now)
         return
     c.waiting = True

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from .. import BEANSTALKD_VERSION
 from .job import Conn
-from .protocol import INTERNAL_ERROR, NS
+from .protocol import INTERNAL_ERROR, NS, job_header
 from .replies import RESERVE
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class Session(Conn):
         out = self.out
         if not out:
             self.sink.append(self)
-        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (job_header, inline)
+        out.append(job_header(word, job.id, len(body) - 2))
         out.append(body)
         return True
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from .protocol import LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, U32_MAX, Bad, name_ok
+from .protocol import LINE_BUF_SIZE, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -151,8 +151,7 @@ def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
         if not num.isdigit() or len(num) > 9:
             return None
         ttl = int(num)
-    # name_ok(key), inline
-    if len(key) > MAX_TUBE_NAME_LEN or not key.translate(NAME_TABLE).isalpha() or key[0] == 45:
+    if not name_ok(key):
         return None
     if tags is None:
         return new_tags(Tags, (key, ttl, None, 1, None, None, 0))

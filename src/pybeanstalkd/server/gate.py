@@ -195,7 +195,7 @@ class Synced(Written):
                     self.srv.answered(s)
                     syncer.regroup(1 + self._release(wal.synced))
                     return
-            self._judge(dirty, wal.synced if wal.use else SAFE)  # (safe(), inline)
+            self._judge(dirty, self.safe())
         self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
 
     async def wait(self, lsn: int) -> None:

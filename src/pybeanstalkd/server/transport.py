@@ -304,12 +304,7 @@ class Client(_Client, asyncio.Protocol):
             self._turn(srv.engine.data, data, now)
         else:
             srv.engine.data(s, data, now)
-        # (_after_read(False), inline: most reads come this way)
-        if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY) and not self.hung_up:
-            self._hold_input()
-        srv.flush()
-        if s.closing and s not in srv.held:
-            self.transport.close()
+        self._after_read(False)
 
 
 class BoundedClient(_Client, asyncio.BufferedProtocol):
