@@ -44,6 +44,7 @@ COMPILED = [
     "core/replica.py",
     "core/replies.py",
     "core/reserving.py",
+    "core/run.py",
     "core/session.py",
     "core/slices.py",
     "core/stats.py",

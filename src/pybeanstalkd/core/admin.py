@@ -72,8 +72,13 @@ def _live_keys(keys: Iterable[int], live: Callable[[int], bool]) -> Iterator[int
             yield key
 
 
+def _run_ids(t: Tube) -> list[int]:
+    """The ids in t's run (a copy)."""
+    return [] if t.run is None else t.run.entries()
+
+
 def _run_keys(q: Queue, t: Tube, run: Iterable[int]) -> Iterator[int]:
-    pri = t.run_pri << SHIFT
+    pri = (0 if t.run is None else t.run.pri) << SHIFT
     for id_ in run:
         if q.jobs.run_job(id_) is not None:
             yield pri | id_
@@ -105,7 +110,7 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
     or from the copies given); the queue must not change while it is read."""
     blocks = q.blocks
     if state == READY:
-        keys = _merge(_run_keys(q, t, (t.run or ()) if run is None else run),
+        keys = _merge(_run_keys(q, t, _run_ids(t) if run is None else run),
                       _live_keys(_heap_in_order(t.ready if heap is None else heap),
                                  q.jobs.ready_live))
     elif state == DELAYED:
@@ -140,7 +145,7 @@ def page(q: Queue, t: Tube, state: int, offset: int,
             return total, list(islice(t.buried.values(), offset, offset + limit))
         return total, list(islice(in_order(q, t, state), offset, offset + limit))
     heap = list(t.ready if state == READY else t.delayed)  # a copy in C: fast
-    run = list(t.run or ()) if state == READY else None
+    run = _run_ids(t) if state == READY else None
     it = in_order(q, t, state, heap, run)
     skip = offset
     while skip > 0:
@@ -228,7 +233,7 @@ def state_keys(q: Queue, t: Tube, states: Iterable[int] = (READY, DELAYED, BURIE
     keys: list[int] = []
     if READY in states:
         keys += t.ready
-        keys += t.run or ()
+        keys += _run_ids(t)
     if DELAYED in states:
         keys += t.delayed
     if BURIED in states:

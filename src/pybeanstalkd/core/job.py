@@ -13,7 +13,7 @@ job has no deadline.
 """
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 from mypy_extensions import mypyc_attr
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from .outcome import Outcome
+    from .run import Run
     from .weighted import Weighted
 
 DEFAULT_TUBE: Final = b"default"  # every connection's tube at first; never freed
@@ -153,7 +154,7 @@ class Job:
 
 
 class Tube:
-    __slots__ = ("name", "ready", "run", "run_pri", "run_draining", "matching", "delayed", "buried", "waiting",
+    __slots__ = ("name", "ready", "run", "matching", "delayed", "buried", "waiting",
                  "using", "watching",
                  "nready", "ndelayed", "nreserved", "urgent", "total_jobs",
                  "cmd_delete", "cmd_pause", "pause", "unpause_at", "alive", "ikey", "seq",
@@ -163,9 +164,7 @@ class Tube:
     def __init__(self, name: bytes) -> None:
         self.name = name
         self.ready = StaleHeap(TUBE_SLACK)  # pri << 64 | id
-        self.run: deque[int] | None = None  # ids of fresh jobs of priority run_pri
-        self.run_pri = 0
-        self.run_draining = False  # its stale entries are being dropped in slices
+        self.run: Run | None = None  # its fresh jobs of one priority (run.py)
         self.matching = False  # its waiters are being served in slices (Queue._match)
         self.delayed = StaleHeap(TUBE_SLACK)  # deadline << 64 | id
         self.buried: OrderedDict[int, Job] = OrderedDict()  # FIFO, O(1) removal by id

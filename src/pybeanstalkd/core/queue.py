@@ -21,12 +21,12 @@ records go: store.py. A record is written next to the change it records
 (store.write, store.reserve_update), as the reference's prot.c does.
 
 A tube's freshly put jobs of one priority arrive in id order, which is ready
-order: they queue in a deque of ids (`Tube.run`, 8 bytes a job) instead of
-the heap (56). A run entry is live while its job has never been reserved.
+order: they queue in a run of ids (`Tube.run`, run.py: 8 bytes a job)
+instead of the heap (56). A run entry is live while its job has never been
+reserved.
 """
 from __future__ import annotations
 
-from collections import deque
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Final
 
@@ -51,6 +51,7 @@ from .held import SIZE as HELD_SIZE, drop_owners, new_owners, open_block, thinne
 from .job import DEFAULT_TUBE, Conn, Held, SwapList, Tube
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
     CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap)
+from .run import Run
 from .slices import SLICE, Slices, free_list
 from .timers import Timers, paused
 from .store import NullStore
@@ -299,12 +300,12 @@ class Queue:
         t = j.tube
         key = (j.pri << SHIFT) | j.id
         run = t.run
-        if fresh and (not run or (j.pri == t.run_pri and j.id > run[-1])):
+        if fresh and (run is None or not len(run) or (j.pri == run.pri and j.id > run.last)):
             # (a put whose body came late has a lower id than the run's last)
             if run is None:
-                run = t.run = deque()
-            if not run:
-                t.run_pri = j.pri
+                run = t.run = Run(j.pri)
+            elif not len(run):
+                run.pri = j.pri
             run.append(j.id)
         else:
             # Not in a run: the deadline, unused while ready, says since when
@@ -322,7 +323,7 @@ class Queue:
             self.store.write(j)
         if t.waiting and not paused(t, now):
             self.match(t, now)
-        elif len(t.ready) + (len(run) if run else 0) > 2 * t.nready + t.ready.slack:
+        elif len(t.ready) + (0 if run is None else len(run)) > 2 * t.nready + t.ready.slack:
             self._tidy_ready(t)
 
     def come_due(self, j: Job, now: int) -> None:
@@ -335,31 +336,31 @@ class Queue:
         if len(t.ready) > t.nready + 32:
             t.ready.sweep(self.slices, self.jobs.ready_live, lambda: t.nready)
         run = t.run
-        if run and len(run) > t.nready + 32 and not t.run_draining:
-            t.run_draining = True
+        if run is not None and len(run) > t.nready + 32 and not run.draining:
+            run.draining = True
             self.slices.spawn(self._drain_run(t, run))
 
-    def _drain_run(self, t: Tube, run: deque[int]) -> Generator[None, int, None]:
+    def _drain_run(self, t: Tube, run: Run) -> Generator[None, int, None]:
         """Drop a stale-ridden run's stale entries, from the front (so the
         run stays in id order while new puts append to it); while it still
         holds too many, its live entries move to the heap."""
         yield
-        last = run[-1] if run else 0
+        last = run.last if len(run) else 0
         k = SLICE
-        while run and run[0] <= last:
+        while len(run) and run.first() <= last:
             if not k:
                 yield
                 k = SLICE
             k -= 1
-            i = run[0]
+            i = run.first()
             if self.jobs.run_job(i) is None:
                 run.popleft()
             elif len(run) > t.nready + 32:
                 run.popleft()
-                heappush(t.ready, (t.run_pri << SHIFT) | i)
+                heappush(t.ready, (run.pri << SHIFT) | i)
             else:
                 break
-        t.run_draining = False
+        run.draining = False
 
     def _leave_ready(self, j: Job) -> None:
         t = j.tube
@@ -399,7 +400,7 @@ class Queue:
         """A delete by id leaves a stale entry that no push may come to sweep."""
         if was == READY:
             run = t.run
-            if len(t.ready) + (len(run) if run else 0) > 2 * t.nready + t.ready.slack:
+            if len(t.ready) + (0 if run is None else len(run)) > 2 * t.nready + t.ready.slack:
                 self._tidy_ready(t)
         else:
             self._tidy_delayed(t)
@@ -512,8 +513,8 @@ class Queue:
             # build runs 570 instructions more a reserve or delete, measured)
             run = t.run
             j: Job | None = None
-            while run:
-                id_ = run[0]
+            while run is not None and len(run):
+                id_ = run.first()
                 j = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
                 if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
                     break
@@ -539,9 +540,7 @@ class Queue:
         if j is None:
             return None
         run = t.run
-        if run and run[0] == j.id:
-            run.popleft()
-        else:
+        if run is None or not run.take(j.id):
             heappop(t.ready)
         self._leave_ready(j)
         return j

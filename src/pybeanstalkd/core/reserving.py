@@ -193,8 +193,8 @@ def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     j = _ready_for(q, c, now)
     if j is not None:
         run = j.tube.run
-        if run and run[0] == j.id:
-            run.popleft()  # (else ready_top would look it up again to drop it)
+        if run is not None:
+            run.take(j.id)  # (else ready_top would look it up again to drop it)
         q._leave_ready(j)
         q._reserve(c, j, now)
         return

@@ -442,9 +442,7 @@ class Tagged(TagPolicy):
 
     def _park(self, q: Queue, t: Tube, j: Job, key: bytes) -> None:
         run = t.run
-        if run and run[0] == j.id:
-            run.popleft()
-        else:
+        if run is None or not run.take(j.id):
             heappop(t.ready)
         ext = self.ext
         tubes = ext.parked.get(key)

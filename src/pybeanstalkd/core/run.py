@@ -1,0 +1,58 @@
+"""A tube's run: its fresh jobs of one priority, in id order, which is
+their ready order, so they need no heap (queue.py, place_ready).
+
+The ids are kept unboxed in an array, 8 bytes a job: a deque of ints
+holds a pointer to an int object for each, and compiled, where a job's
+id is a plain machine word in its Job, each of those is an object of its
+own, 32 bytes more a job. Entries leave from the front (the head moves
+on; the array is cut once the head has passed half of it) and go stale
+where they are (queue.py says which are live)."""
+from __future__ import annotations
+
+from array import array
+from typing import Final
+
+CUT: Final = 1024  # the head may pass this many entries before the array is cut
+
+
+class Run:
+    __slots__ = ("ids", "head", "last", "pri", "draining")
+
+    def __init__(self, pri: int) -> None:
+        self.ids = array("Q")
+        self.head = 0  # the first entry's index in ids
+        self.last = 0  # the id last appended (kept apart: reading ids makes an int)
+        self.pri = pri  # the priority of every job in it
+        self.draining = False  # its stale entries are being dropped in slices
+
+    def __len__(self) -> int:
+        return len(self.ids) - self.head
+
+    def first(self) -> int:
+        return self.ids[self.head]
+
+    def append(self, id_: int) -> None:
+        self.ids.append(id_)
+        self.last = id_
+
+    def popleft(self) -> None:
+        head = self.head + 1
+        n = len(self.ids)
+        if head == n:
+            self.ids = array("Q")  # (empty: its memory goes)
+            head = 0
+        elif head > CUT and 2 * head > n:
+            del self.ids[:head]
+            head = 0
+        self.head = head
+
+    def take(self, id_: int) -> bool:
+        """Drop the first entry if it is id_'s (True)."""
+        if len(self.ids) > self.head and self.ids[self.head] == id_:
+            self.popleft()
+            return True
+        return False
+
+    def entries(self) -> list[int]:
+        """Its ids, first to last (a copy)."""
+        return self.ids[self.head:].tolist()
