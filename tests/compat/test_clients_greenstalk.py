@@ -173,12 +173,16 @@ def test_blocking_reserve_woken_by_put(srv):
         def worker():
             result["job"] = b.reserve()
 
-        t = threading.Thread(target=worker)
+        # (a daemon: if the test fails, a reserve still blocked in it must
+        # not keep the test process from ending)
+        t = threading.Thread(target=worker, daemon=True)
         t.start()
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10  # the worker's reserve arrives, however loaded the machine
+        while a.stats()["current-waiting"] != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert a.stats()["current-waiting"] == 1
         jid = a.put("wake")
-        t.join(5)
+        t.join(10)
         assert not t.is_alive()
         assert result["job"].id == jid and result["job"].body == "wake"
 
