@@ -635,7 +635,11 @@ def test_history_keeps_the_last_samples_on_the_servers_clocks():
             assert all(list(smp) == list(FIELDS) for smp in got)
             monos = [smp["mono"] for smp in got]
             assert monos == sorted(set(monos)), "oldest first, on the monotonic clock"
-            assert all(15 <= b - a <= 200 for a, b in zip(monos, monos[1:])), monos
+            # On the interval's grid: a tick that ran late is followed by one
+            # sooner (26 then 14 ms, seen under load), so the gaps are bounded
+            # one by one only from above, and on average from below.
+            assert all(0 < b - a <= 200 for a, b in zip(monos, monos[1:])), monos
+            assert monos[-1] - monos[0] >= 15 * (len(monos) - 1), monos
             assert [smp["put"] for smp in got] == sorted(smp["put"] for smp in got)
             # The newest sample is the protocol's figures (nothing moved since).
             await asyncio.sleep(0.05)
