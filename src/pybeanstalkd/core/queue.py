@@ -70,6 +70,10 @@ WORK_RELEASE: Final = 1
 WORK_BURY: Final = 2
 URGENT_PRI: Final = 1024
 SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
+# TagPolicy.deleted's `worked` for a delete not by the job's holder. (Not
+# -1: a holder's own may be a few ns below 0, its delete stamped before its
+# reservation, which a later command of a read is: still a sample.)
+NOT_WORKED: Final = -(1 << 61)
 
 
 class TagPolicy:
@@ -120,7 +124,7 @@ class TagPolicy:
 
     def deleted(self, q: Queue, j: Job, worked: int, now: int, flushed: bool) -> None:
         """worked: the ns its holder worked on it (a delete by its holder),
-        else -1. flushed: by a flush-tube."""
+        else NOT_WORKED. flushed: by a flush-tube."""
 
     def may_reserve(self, id_: int) -> bool:  # by id
         return True
@@ -642,7 +646,7 @@ class Queue:
         j = b[id_ & LOW]
         if j is None:
             return NOT_FOUND
-        worked = -1
+        worked = NOT_WORKED
         if j.state == RESERVED:
             if self.owners[id_ >> BITS][id_].conn is not c:
                 if not any_holder:

@@ -28,7 +28,7 @@ from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, STATE_NAMES, Job
 from .jobmap import BITS, LOW, NO_JOBS
 from .protocol import NS
-from .queue import URGENT_PRI, TagPolicy
+from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
 from .slices import SLICE
 from .tags import (
     COOL_OVERHEAD, EXT_ID, HELD, NO_TAGS, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group, Tags,
@@ -285,7 +285,7 @@ class Tagged(TagPolicy):
         """The processing time's moving average (weighted-fair reserves);
         then the job's tags are let go. A flush-tube's delete starts no
         cooldown (tuber's)."""
-        if worked >= 0:
+        if worked != NOT_WORKED:
             # alpha 1/10, as tuber's; -1 until the first sample
             t = j.tube
             e = t.ewma
