@@ -453,7 +453,7 @@ class Engine(EngineState):
                                 key.translate(NAME_TABLE).isalpha() and key[0] != 45):
                             # The commonest: a known plain put, then idp:KEY (no TTL;
                             # the key as name_ok checks it). The key alone stands for
-                            # its tags until they are stored (finish_keyed)
+                            # its tags until the put's tags' stage (commands.py)
                             tags = key
                         else:
                             hdr, tags = keyed_put(line, len(head))

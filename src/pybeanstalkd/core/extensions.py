@@ -228,7 +228,7 @@ def weighted(e: EngineState, s: Session) -> Weighted:
 
 def c_put_tagged(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """A put with tags: its job gets an id once its body is in and it
-    is no duplicate (commands.finish_tagged), as in tuber."""
+    is no duplicate (commands.finish_put's tags' stage), as in tuber."""
     _, pri, delay, ttr, size, tags = cmd
     e.counts["put"] += 1
     commands.put(e, s, pri, delay, ttr, size, True, now, tags)
