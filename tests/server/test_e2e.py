@@ -362,7 +362,10 @@ def test_client_blocked_in_reserve_that_keeps_sending_is_not_buffered():
         sender.start()
         time.sleep(1.0)
         grown = _rss(srv.proc.pid) - before
-        assert grown < 8 * 1024 * 1024, f"server buffered {grown} bytes"
+        # (RSS moves for other reasons too: 8.0 MB once in a loaded CI run,
+        # 0.2 MB as a rule; the flood is 16 MB, and our bound on what a
+        # blocked reserver's input may hold is PENDING_LIMIT, 64 KiB)
+        assert grown < 12 * 1024 * 1024, f"server buffered {grown} bytes"
         b.sendall(b"put 0 0 60 1\r\nx\r\n")
         assert b.recv(100).startswith(b"INSERTED")
         want = len(b"RESERVED 1 1\r\nx\r\n") + n * len(b"USING default\r\n")
