@@ -1,7 +1,7 @@
 """Drive the pure Engine with a fake clock: no sockets, no sleeping."""
 from __future__ import annotations
 
-from pybeanstalkd.binlog.bodies import DiskWal
+from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.codec import codec_for
 from pybeanstalkd.binlog.files import Wal, _falloc
 from pybeanstalkd.binlog.recovery import recover
@@ -76,8 +76,8 @@ def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, r
         wal = Wal(str(tmp_path), filesize, warn=warn, falloc=falloc, zero_ahead=zero_ahead,
                   codec=codec)
     else:
-        wal = DiskWal(str(tmp_path), filesize, ram_min, warn=warn, falloc=falloc,
-                      zero_ahead=zero_ahead, codec=codec)
+        wal = Wal(str(tmp_path), filesize, warn=warn, falloc=falloc, zero_ahead=zero_ahead,
+                  codec=codec, bodies=DiskBodies(str(tmp_path), ram_min, warn))
         kw["bodies_on_disk"] = True
     OPEN_WALS.append(wal)
     h = Harness(filesize=filesize, store=wal, **kw)

@@ -13,7 +13,7 @@ import shutil
 
 from binlogtools import BinlogServer, Conn
 from fakeclock import OPEN_WALS, Harness
-from pybeanstalkd.binlog.bodies import DiskWal
+from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.core.job import OnDisk
@@ -24,7 +24,8 @@ def start(d, filesize, ram_min, warned):
     if ram_min is None:
         wal = Wal(str(d), filesize, warn=warned.append)
     else:
-        wal = DiskWal(str(d), filesize, ram_min, warn=warned.append)
+        wal = Wal(str(d), filesize, warn=warned.append,
+                  bodies=DiskBodies(str(d), ram_min, warned.append))
     OPEN_WALS.append(wal)
     h = Harness(filesize=filesize, store=wal, bodies_on_disk=ram_min is not None)
     recover(wal, h.e.q, h.e.max_job_size, h.now, warned.append)

@@ -101,7 +101,7 @@ def _cut_short_then_churn(tmp_path, n):
     os.truncate(kept.file.path, kept.body.offset + 10)
     assert h.send(c, b"reserve-with-timeout 0\r\n") == b"INTERNAL_ERROR\r\n"
     assert kept.state == BURIED
-    errors = wal.read_errors
+    errors = wal.bodies.errors
     for _ in range(n):
         i = put(h, c, b"f" * 600, pri=9)
         h.send(c, b"delete %d\r\n" % i)
@@ -116,10 +116,10 @@ def _nfiles(d):
 
 def test_compaction_does_not_read_a_body_it_could_not_read_on_every_write(tmp_path):
     """Compaction does not read a body it could not read again at every
-    write: read_errors (pybeanstalkd_body_read_errors) counts reads that
+    write: its errors (pybeanstalkd_body_read_errors) counts reads that
     failed, not compaction's attempts."""
     h, wal, c, errors = _cut_short_then_churn(tmp_path, 600)
-    assert wal.read_errors - errors < 10, wal.read_errors - errors
+    assert wal.bodies.errors - errors < 10, wal.bodies.errors - errors
 
 
 def test_the_binlog_shrinks_once_the_unreadable_job_is_deleted(tmp_path):

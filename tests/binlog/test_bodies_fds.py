@@ -74,7 +74,7 @@ def test_a_reserve_out_of_descriptors_is_served(tmp_path):
         for i in sorted(bodies):
             assert h.send(c, b"reserve-with-timeout 0\r\n") == (
                 b"RESERVED %d %d\r\n%s\r\n" % (i, len(bodies[i]), bodies[i]))
-    assert wal.read_errors == 0
+    assert wal.bodies.errors == 0
     for i in sorted(bodies):
         assert h.send(c, b"release %d 0 0\r\n" % i) == b"RELEASED\r\n"
     close_read_fds(wal)

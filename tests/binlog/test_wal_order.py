@@ -10,7 +10,7 @@ import random
 import shutil
 
 from fakeclock import OPEN_WALS, Harness, with_binlog
-from pybeanstalkd.binlog.bodies import DiskWal
+from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.binlog.sync import sync_inline
@@ -19,7 +19,7 @@ from pybeanstalkd.binlog.sync import sync_inline
 def recovered(d, ram_min) -> dict[int, bytes]:
     """The jobs a server started on directory d would have, and their bytes."""
     wal = (Wal(str(d), 4096, warn=lambda m: None) if ram_min is None
-           else DiskWal(str(d), 4096, ram_min, warn=lambda m: None))
+           else Wal(str(d), 4096, warn=lambda m: None, bodies=DiskBodies(str(d), ram_min, lambda m: None)))
     OPEN_WALS.append(wal)
     h = Harness(filesize=4096, store=wal, bodies_on_disk=ram_min is not None)
     recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)

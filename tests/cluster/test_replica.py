@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fakeclock import OPEN_WALS, Harness
 from pybeanstalkd.binlog import format as F
-from pybeanstalkd.binlog.bodies import DiskWal
+from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
@@ -26,7 +26,7 @@ def node(path, now=None, ram_min=None, **engine):
         wal = Wal(path, 1 << 20, warn=quiet)
         h = Harness(store=wal, **engine)
     else:
-        wal = DiskWal(path, 1 << 20, ram_min, warn=quiet)
+        wal = Wal(path, 1 << 20, warn=quiet, bodies=DiskBodies(path, ram_min, quiet))
         h = Harness(store=wal, bodies_on_disk=True, **engine)
     OPEN_WALS.append(wal)  # (closed after the test: conftest.py)
     if now is not None:

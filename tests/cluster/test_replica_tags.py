@@ -6,7 +6,7 @@ import os
 import pytest
 
 from fakeclock import OPEN_WALS, Harness
-from pybeanstalkd.binlog.bodies import DiskWal
+from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.codec import TaggedCodec
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
@@ -20,7 +20,7 @@ def ext_node(path, now=None, ram_min=None):
         wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec())
         h = Harness(store=wal, extensions=True)
     else:
-        wal = DiskWal(path, 1 << 20, ram_min, warn=quiet, codec=TaggedCodec())
+        wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec(), bodies=DiskBodies(path, ram_min, quiet))
         h = Harness(store=wal, extensions=True, bodies_on_disk=True)
     OPEN_WALS.append(wal)  # (closed after the test: conftest.py)
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)

@@ -1,12 +1,24 @@
-"""Bodies left in the binlog (--bodies-on-disk): a job keeps where its body
-is instead of its bytes.
+"""Where the binlog's jobs' bodies are kept: the Wal's (files.py) bodies'
+policy. The Wal owns one, given at construction, and calls it at each step
+that can move a body: a full record given to the write buffer (crc,
+written), the records handed to the kernel (flushed), a record holding a
+body that no longer counts (dropped), a job compaction moves (fetch), files
+let go (let_go), a body read back (read), recovery's end, close; the policy
+owns what it counts (on_disk, errors...), which the Wal and ops/ read.
 
-Every body is in a binlog file already: its job's full record ends with it.
-Once that record has been handed to the kernel (flush), the job's body
-becomes an OnDisk (its offset in Job.file, and its size), and reserve, peek
-and the HTTP side read it back with pread, from the page cache when it is
-hot. Bodies under --body-ram-min stay in RAM: below it the OnDisk costs
-about what it saves, and a read more per reserve.
+`BodyPolicy`, the null policy, keeps every body in RAM (a plain binlog): its
+hooks do nothing, and its `moves` is False, so that the Wal skips the hooks
+of the write path and pays an attribute load where a body could leave RAM
+(a call from the Wal, interpreted, costs ten times more).
+
+`DiskBodies` (--bodies-on-disk) leaves bodies in the binlog: a job keeps
+where its body is instead of its bytes. Every body is in a binlog file
+already: its job's full record ends with it. Once that record has been
+handed to the kernel (flush), the job's body becomes an OnDisk (its offset
+in Job.file, and its size), and reserve, peek and the HTTP side read it
+back with pread, from the page cache when it is hot. Bodies under
+--body-ram-min stay in RAM: below it the OnDisk costs about what it saves,
+and a read more per reserve.
 
 Where a body is, is kept true through the log's own moves:
 
@@ -34,168 +46,104 @@ import os
 import zlib
 from typing import TYPE_CHECKING
 
-from ..core.job import INVALID, OnDisk, on_disk
-from . import format as F
-from .files import File, Wal
+from ..core.job import OnDisk, on_disk
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ..core.job import Job
+    from .files import File, Wal
     from .format import Warn
 
 READERS = 64  # read fds kept open, one per file (the oldest opened is closed first)
 BAD_MAX = 4096  # unreadable bodies remembered: each is warned about (and read) once
 # A read that failed with one of these failed for want of resources, not
-# for its body's sake (Bodies.transient).
+# for its body's sake (DiskBodies.transient).
 SHORT_OF = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
 
 
-class DiskWal(Wal):
-    """The binlog, with bodies of ram_min bytes or more (CRLF included)
-    left in its files."""
+class BodyPolicy:
+    """Where the Wal keeps its jobs' bodies; this one, the null policy,
+    keeps every body in RAM and none in the files. DiskBodies is the other.
+    The counters are the policy's own: the Wal reads on_disk and transient
+    through it (the store's, core/store.py), ops/ the rest."""
 
-    def __init__(self, dirname: str, filesize: int, ram_min: int, **kw: object) -> None:
-        super().__init__(dirname, filesize, **kw)  # type: ignore[arg-type]
-        # (one attribute for the bodies' count, their reading, ram_min and
-        # the bodies not yet written: an object of more than 29 attributes
-        # loses CPython's shared-key dict, and every attribute load on it
-        # is slower; Wal has 28)
-        self.bodies = Bodies(self.warn, ram_min, dirname)
+    def __init__(self) -> None:
+        # Does this policy move bodies out of RAM? If not, the Wal calls
+        # none of the hooks of the write path (crc, written, flushed,
+        # dropped, fetch): from the Wal, interpreted, a call that does
+        # nothing costs about 450 instructions and the load of this about
+        # 40, and a put or a delete makes a few such steps. (An instance
+        # attribute: in CPython 3.11 a class attribute read through an
+        # instance takes the slow path.)
+        self.moves = False
 
-    @property
-    def ram_min(self) -> int:
-        """Bodies of this many bytes or more (CRLF included) are left on disk."""
-        return self.bodies.ram_min
+    # Bodies of this many bytes or more (CRLF included) are left in the
+    # files; None: none is (recovery reads every body into RAM)
+    ram_min: int | None = None
+    on_disk = 0  # bytes of the stored jobs' bodies left in the files
+    # The last read() that gave None failed for want of descriptors or
+    # memory (the body may be fine: try again later), not for its file's
+    # or its bytes' sake
+    transient = False
+    errors = 0  # reads of a body that failed, the same body's counted each time
+    mismatches = 0  # of errors: bodies read whole whose bytes failed their CRC
 
-    @property
-    def on_disk(self) -> int:  # type: ignore[override]  # (Wal's is a class attribute: 0)
-        """Bytes of the stored jobs' bodies left in the files."""
-        return self.bodies.on_disk
+    # -- the write path: asked only of a policy that moves bodies ------------
 
-    @property
-    def read_errors(self) -> int:
-        """Reads of a body that failed, the same body's counted each time."""
-        return self.bodies.errors
+    def crc(self, j: Job) -> int:
+        """The CRC-32 j's full record is to carry (format.MARK_CRC), or -1
+        for none. Only a record that carries one is given to written()."""
+        return -1
 
-    @property
-    def mismatches(self) -> int:
-        """Of read_errors: bodies read whole whose bytes failed their CRC."""
-        return self.bodies.mismatches
+    def written(self, wal: Wal, j: Job, f: File, crc: int) -> None:
+        """j's full record, which ends with its body, was given to the
+        write buffer of file f (the last record in it so far)."""
 
-    # -- where bodies go ------------------------------------------------------
+    def flushed(self, wal: Wal) -> None:
+        """The records buffered were handed to the kernel, or were not: the
+        binlog failed (wal.use is False)."""
 
-    def _write(self, j: Job, rec: bytes | None = None) -> bool:
-        if not self.use:  # (the binlog failed: Wal._write drops nothing now)
-            body: bytes | OnDisk = j.body
-            if j.state == INVALID and body.__class__ is OnDisk:
-                self.bodies.on_disk -= len(body)  # a delete: its body counts no more
-            return True
-        if j.file is not None:  # a short record: the body stays where it is
-            return Wal._write(self, j, rec)
-        body = j.body
-        if body.__class__ is not bytes:
-            return Wal._write(self, j, rec)
-        # Every full record carries its body's CRC-32 (a follower's put
-        # brings it as it is), so that a restart, which may read the body
-        # into RAM or leave it in the file, checks it against what was
-        # written. A body of ram_min bytes or more leaves RAM once written,
-        # its CRC-32 with it.
-        crc = zlib.crc32(body)
-        if rec is None:
-            rec = F.encode(j, True, self.wall_offset, crc=crc)
-        ok = Wal._write(self, j, rec)
-        f = j.file
-        n = len(body)
-        bodies = self.bodies
-        if f is not None and n >= bodies.ram_min:
-            # (the record ends with the body, and used(f) with the record)
-            bodies.unwritten.append((j, f, self.used(f) - n, crc))
-        return ok
+    def dropped(self, j: Job) -> None:
+        """j's full record, which holds j's body (it is not in RAM), no
+        longer counts: the job was deleted or moved on."""
 
-    def flush(self) -> None:
-        Wal.flush(self)
-        unwritten = self.bodies.unwritten
-        if unwritten and (not self.buf or not self.use):
-            if self.use:  # (else a write failed: the bodies stay in RAM)
-                bodies = self.bodies
-                for j, f, pos, crc in unwritten:
-                    body: bytes | OnDisk = j.body
-                    # (not deleted, nor moved on since: its record is this one)
-                    if j.file is f and body.__class__ is bytes:
-                        j.body = on_disk(crc, pos, len(body))
-                        bodies.on_disk += len(body)
-            unwritten.clear()
+    def fetch(self, wal: Wal, f: File, j: Job) -> bool:
+        """Compaction is to move j, whose body is not in RAM, out of f:
+        bring the body into RAM first. False: not now (the job stays)."""
+        return False  # (no body is in the files here)
 
-    def drop(self, j: Job) -> None:
-        body: bytes | OnDisk = j.body
-        if j.file is not None and body.__class__ is OnDisk:
-            self.bodies.on_disk -= len(body)
-        Wal.drop(self, j)
+    # -- the rest ---------------------------------------------------------------
 
-    def _live_in(self, f: File) -> Job | None:
-        """A job compaction moves: its body comes back into RAM first (the
-        old record may go as soon as the job is dropped from it)."""
-        j = Wal._live_in(self, f)
-        where: bytes | OnDisk | None = None if j is None else j.body
-        if j is not None and where.__class__ is OnDisk:
-            if (f.seq, where.offset) in self.bodies.bad:
-                return None  # (compaction waits for its delete: said once)
-            body = self.body(j)
-            if body is None:
-                if self.bodies.transient:
-                    return None  # (out of descriptors: the next write's compaction tries again)
-                # Its record cannot be rewritten without its bytes, and
-                # files go in order: the binlog grows until the job goes.
-                self.warn(f"{f.path}: compaction waits until job {j.id} is deleted (its body"
-                          " cannot be read); the binlog cannot shrink past this file until"
-                          " then")
-                return None
-            self.bodies.on_disk -= len(body)
-            j.body = body
-        return j
+    def read(self, j: Job, b: OnDisk) -> bytes | None:
+        """j's body, which is not in RAM: its bytes, or None (said why)."""
+        return None
 
-    def _gc(self) -> None:
-        Wal._gc(self)
-        if self.bodies.fds:
-            self.bodies.close_before(None if self.head is None else self.head.seq)
+    def let_go(self, seq: int | None) -> None:
+        """The files before seq (None: every file) were let go, and are
+        unlinked once the records that replace them are safe."""
 
-    # -- reading back ----------------------------------------------------------
+    def free_fds(self) -> int:
+        """Descriptors given back from those kept only to go faster: how many."""
+        return 0
 
-    def body(self, j: Job) -> bytes | None:
-        b = j.body
-        if isinstance(b, bytes):
-            return b
-        return self.bodies.read(j, b)
-
-    @property
-    def transient(self) -> bool:  # type: ignore[override]  # (Wal's is a class attribute: False)
-        """Did the last body() that gave None fail for want of descriptors
-        or memory (the body may be fine: try again later), not for its
-        file's or its bytes' sake?"""
-        return self.bodies.transient
-
-    def free_read_fds(self) -> int:
-        """Close the read fds kept (out of descriptors, the server gives
-        them to clients: server/accept.py); how many. Bodies are read
-        from the next one on as before, each opening its file again."""
-        n = len(self.bodies.fds)
-        self.bodies.close_before(None)
-        return n
+    def recovered(self, jobs: Iterable[Job]) -> None:
+        """Recovery loaded these jobs (each body in RAM, or an OnDisk)."""
 
     def close(self) -> None:
-        Wal.close(self)
-        self.bodies.close_before(None)
-        self.bodies.close_spare()
-
-    def body_stats(self) -> tuple[int, int]:
-        """(bytes of bodies left in the files, reads that failed)"""
-        return self.bodies.on_disk, self.bodies.errors
+        """The binlog is closed: no body is read again."""
 
 
-class Bodies:
-    """The bodies a DiskWal left in its files: their bytes, and how they
-    are read back. A read fd is kept per file (at most READERS, the oldest
-    opened closed first). A body that cannot be read is warned about once,
-    by its file and offset, and counted each time.
+# The null policy: it holds nothing, so every plain binlog shares it
+IN_RAM = BodyPolicy()
+
+
+class DiskBodies(BodyPolicy):
+    """Bodies of ram_min bytes or more (CRLF included) left in the files:
+    their bytes, and how they are read back. A read fd is kept per file (at
+    most READERS, the oldest opened closed first). A body that cannot be
+    read is warned about once, by its file and offset, and counted each
+    time.
 
     Out of descriptors (EMFILE, ENFILE: many clients, a low ulimit -n), a
     read still gets one: the read fd kept for another file is given up,
@@ -205,22 +153,91 @@ class Bodies:
     unreadable (a reserve gives its job back instead of burying it), and
     one warning says so until a read succeeds again."""
 
-    def __init__(self, warn: Warn, ram_min: int, dirname: str) -> None:
+    def __init__(self, dirname: str, ram_min: int, warn: Warn) -> None:
+        self.moves = True
         self.warn = warn
         self.dir = dirname
-        self.ram_min = ram_min  # (DiskWal.ram_min)
+        self.ram_min: int = ram_min
         # Full records in the write buffer whose body leaves RAM once they
         # are written: (job, its file, where the body starts, its CRC-32)
         self.unwritten: list[tuple[Job, File, int, int]] = []
-        self.on_disk = 0  # bytes of the stored jobs' bodies left in the files
+        self.on_disk = 0
         self.fds: dict[int, int] = {}  # file seq -> read fd
         self.bad: set[tuple[int, int]] = set()  # (seq, offset) warned about
         self.errors = 0
-        self.mismatches = 0  # (of errors) read whole, failing their CRC
-        self.transient = False  # the last read that failed, failed for want of resources
-        self.short = False  # ... and that was said: not again until a read succeeds
+        self.mismatches = 0
+        self.transient = False
+        self.short = False  # a read failed as transient, and that was said (not again until one succeeds)
         self.spare = -1
         self._take_spare()
+
+    # -- where bodies go ------------------------------------------------------
+
+    def crc(self, j: Job) -> int:
+        # Every full record carries its body's CRC-32 (a follower's put
+        # brings it as it is), so that a restart, which may read the body
+        # into RAM or leave it in the file, checks it against what was
+        # written. A body of ram_min bytes or more leaves RAM once written,
+        # its CRC-32 with it.
+        body = j.body
+        return zlib.crc32(body) if isinstance(body, bytes) else -1
+
+    def written(self, wal: Wal, j: Job, f: File, crc: int) -> None:
+        n = len(j.body)
+        if n >= self.ram_min:
+            # (the record ends with the body, and used(f) with the record)
+            self.unwritten.append((j, f, wal.used(f) - n, crc))
+
+    def flushed(self, wal: Wal) -> None:
+        """The bodies whose records were handed to the kernel leave RAM; if
+        the write failed, they stay."""
+        unwritten = self.unwritten
+        if unwritten and (not wal.buf or not wal.use):
+            if wal.use:  # (else a write failed: the bodies stay in RAM)
+                for j, f, pos, crc in unwritten:
+                    body: bytes | OnDisk = j.body
+                    # (not deleted, nor moved on since: its record is this one)
+                    if j.file is f and body.__class__ is bytes:
+                        j.body = on_disk(crc, pos, len(body))
+                        self.on_disk += len(body)
+            unwritten.clear()
+
+    def dropped(self, j: Job) -> None:
+        self.on_disk -= len(j.body)
+
+    def fetch(self, wal: Wal, f: File, j: Job) -> bool:
+        """The body comes back into RAM before compaction moves the job
+        (the old record may go as soon as the job is dropped from it)."""
+        where = j.body
+        if isinstance(where, bytes):
+            return True  # (in RAM already)
+        if (f.seq, where.offset) in self.bad:
+            return False  # (compaction waits for its delete: said once)
+        body = self.read(j, where)
+        if body is None:
+            if self.transient:
+                return False  # (out of descriptors: the next write's compaction tries again)
+            # Its record cannot be rewritten without its bytes, and
+            # files go in order: the binlog grows until the job goes.
+            self.warn(f"{f.path}: compaction waits until job {j.id} is deleted (its body"
+                      " cannot be read); the binlog cannot shrink past this file until"
+                      " then")
+            return False
+        self.on_disk -= len(body)
+        j.body = body
+        return True
+
+    def recovered(self, jobs: Iterable[Job]) -> None:
+        """Count the bodies recovery left in the files (its drops took
+        theirs off the count meanwhile)."""
+        on_disk = 0
+        for j in jobs:
+            body: bytes | OnDisk = j.body
+            if body.__class__ is OnDisk:
+                on_disk += len(body)
+        self.on_disk = on_disk
+
+    # -- reading back ----------------------------------------------------------
 
     def read(self, j: Job, b: OnDisk) -> bytes | None:
         f: File = j.file
@@ -323,3 +340,19 @@ class Bodies:
         fds = self.fds
         for s in [s for s in fds if seq is None or s < seq]:
             os.close(fds.pop(s))
+
+    def let_go(self, seq: int | None) -> None:
+        if self.fds:
+            self.close_before(seq)
+
+    def free_fds(self) -> int:
+        """Close the read fds kept (out of descriptors, the server gives
+        them to clients: server/accept.py); how many. Bodies are read
+        from the next one on as before, each opening its file again."""
+        n = len(self.fds)
+        self.close_before(None)
+        return n
+
+    def close(self) -> None:
+        self.close_before(None)
+        self.close_spare()

@@ -33,12 +33,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from . import format as F
+from .bodies import IN_RAM
 from .codec import PlainCodec
 from ..core.tags import EXT_ID, Cooldown
 
 if TYPE_CHECKING:
     from ..core.job import Job
     from ..core.store import Record
+    from .bodies import BodyPolicy
     from .codec import RecordCodec
 
 SHORT = F.SHORT_SIZE
@@ -106,12 +108,9 @@ def _falloc(fd: int, size: int) -> None:
 
 
 class Wal:
-    on_disk = 0  # bytes of bodies left in the files (only DiskWal leaves any: bodies.py)
-    transient = False  # (DiskWal's: a body not read for want of descriptors)
-
     def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
                  falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False,
-                 codec: RecordCodec | None = None) -> None:
+                 codec: RecordCodec | None = None, bodies: BodyPolicy = IN_RAM) -> None:
         self.dir = dirname
         self.filesize = filesize
         self.wantsync = wantsync
@@ -153,6 +152,29 @@ class Wal:
         # What a full record is written as, and the records of ours
         # (codec.py): a plain binlog's, or --extensions' with the tags
         self.codec: RecordCodec = PlainCodec() if codec is None else codec
+        # Where the jobs' bodies are kept (bodies.py): all in RAM (IN_RAM),
+        # or left in the files (--bodies-on-disk: DiskBodies). Told at each
+        # step that can move a body, and the owner of what it counts.
+        self.bodies = bodies
+
+    @property
+    def on_disk(self) -> int:
+        """Bytes of the stored jobs' bodies left in the files (the store's:
+        core/store.py)."""
+        return self.bodies.on_disk
+
+    @property
+    def transient(self) -> bool:
+        """Did the last body() that gave None fail for want of descriptors
+        or memory (the body may be fine: try again later), not for its
+        file's or its bytes' sake?"""
+        return self.bodies.transient
+
+    def free_read_fds(self) -> int:
+        """Give back the descriptors kept only to read bodies faster (out of
+        descriptors, the server gives them to clients: server/accept.py);
+        how many."""
+        return self.bodies.free_fds()
 
     def tap(self, fn: Callable[[bytes], object]) -> None:
         """Have fn called with each batch of records as it is written: a
@@ -272,6 +294,8 @@ class Wal:
             self.retired.doomed.append((self.lsn, f.path))
             let_go = True
         if let_go:
+            # (the bodies' read fds of the files let go close before they are unlinked)
+            self.bodies.let_go(None if self.head is None else self.head.seq)
             self._unlink_upto(self.synced if self.wantsync else self.written)
 
     def synced_to(self, lsn: int) -> None:
@@ -383,6 +407,8 @@ class Wal:
 
     def _write(self, j: Job, rec: bytes | None = None) -> bool:
         if not self.use:
+            if j.state == F.INVALID and j.body.__class__ is not bytes:
+                self.bodies.dropped(j)  # (a delete: its body in the files counts no more)
             return True
         if self.cur.resv <= 0 and not self._usenext():
             self.fail("no reserved space left")
@@ -391,10 +417,19 @@ class Wal:
         full = j.file is None
         if j.state == F.BURIED and j.deadline < 0:  # UNPLACED: just buried
             j.deadline = (f.seq << 32) | self.used(f)
-        if rec is None:
-            rec = F.encode(j, full, self.wall_offset)
         if full:
+            crc = -1
+            if self.bodies.moves:
+                # A policy that moves bodies out of RAM has the record carry
+                # its body's CRC-32, and is told where the body is (below)
+                crc = self.bodies.crc(j)
+                if rec is None:
+                    rec = F.encode(j, True, self.wall_offset, crc=crc)
+            elif rec is None:
+                rec = F.encode(j, True, self.wall_offset)
             rec = self.codec.full(j, rec)
+        elif rec is None:
+            rec = F.encode(j, False, self.wall_offset)
         n = len(rec)
         self.buf.append(rec)
         self.lsn += n
@@ -407,6 +442,8 @@ class Wal:
             f.ids.append(j.id)
             f.refs += 1
             self.alive += n
+            if crc >= 0:
+                self.bodies.written(self, j, f, crc)
         elif j.state == F.INVALID:
             self.drop(j)
         return True
@@ -421,6 +458,8 @@ class Wal:
         f: File | None = j.file
         if f is None:
             return
+        if self.bodies.moves and j.body.__class__ is not bytes:
+            self.bodies.dropped(j)  # (its body is in f: the policy's count)
         j.file = None
         self.alive -= self.codec.size(j)
         self.decref(f)
@@ -467,9 +506,10 @@ class Wal:
         self.drop(rec)  # type: ignore[arg-type]
 
     def body(self, j: Job) -> bytes | None:
-        """j's body (this binlog leaves none in its files: bodies.py does)."""
+        """j's body: in RAM, or read back by the bodies' policy (None: it
+        could not be, and the policy said why)."""
         body = j.body
-        return body if isinstance(body, bytes) else None
+        return body if isinstance(body, bytes) else self.bodies.read(j, body)
 
     def _ratio(self) -> int:
         d = self.alive + self.resv
@@ -482,6 +522,11 @@ class Wal:
                 return
             j = self._live_in(head)  # any job will do
             if j is None:
+                return
+            # A body left in head comes back into RAM before the job is
+            # dropped from head, which may then go (bodies.py)
+            if self.bodies.moves and j.body.__class__ is not bytes \
+                    and not self.bodies.fetch(self, head, j):
                 return
             n = self.reserve(self.size_of(j))
             if not n:
@@ -511,30 +556,34 @@ class Wal:
         return None
 
     def flush(self) -> None:
-        """Hand buffered records to the kernel (one write per event)."""
-        if not self.buf or not self.use:
+        """Hand buffered records to the kernel (one write per event); then
+        the bodies' policy may let the bodies written leave RAM."""
+        if not self.buf:
             return
-        buf = self.buf
-        data = buf[0] if len(buf) == 1 else b"".join(buf)
-        buf.clear()
-        try:
-            n = os.write(self.cur.fd, data)
-            if n < len(data):
-                view = memoryview(data)[n:]
-                while view:
-                    view = view[os.write(self.cur.fd, view):]
-        except OSError as e:
-            self.fail(f"write {self.cur.path}: {e.strerror}")
-            return
-        self.written = self.lsn
-        if not self.wantsync and self.retired.doomed:  # (-F: written is as safe as it gets)
-            self._unlink_upto(self.lsn)
-        if self.zero_ahead:
-            f = self.cur
-            if self.used(f) + ZERO_AHEAD // 2 > f.zeroed:
-                self._zero_ahead(f)
-        if self.tapped is not None:
-            self.tapped(data)
+        if self.use:
+            buf = self.buf
+            data = buf[0] if len(buf) == 1 else b"".join(buf)
+            buf.clear()
+            try:
+                n = os.write(self.cur.fd, data)
+                if n < len(data):
+                    view = memoryview(data)[n:]
+                    while view:
+                        view = view[os.write(self.cur.fd, view):]
+            except OSError as e:
+                self.fail(f"write {self.cur.path}: {e.strerror}")
+            else:
+                self.written = self.lsn
+                if not self.wantsync and self.retired.doomed:  # (-F: written is as safe as it gets)
+                    self._unlink_upto(self.lsn)
+                if self.zero_ahead:
+                    f = self.cur
+                    if self.used(f) + ZERO_AHEAD // 2 > f.zeroed:
+                        self._zero_ahead(f)
+                if self.tapped is not None:
+                    self.tapped(data)
+        if self.bodies.moves:
+            self.bodies.flushed(self)
 
     def _zero_ahead(self, f: File) -> None:
         """Write zeros past the records, within the preallocated size (see
@@ -592,6 +641,7 @@ class Wal:
             os.close(self.dirfd)
             self.dirfd = -1
         self.use = False
+        self.bodies.close()
 
     def stats(self) -> tuple[int, int, int, int, int]:
         if not self.use or self.head is None:

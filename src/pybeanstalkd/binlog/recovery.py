@@ -23,7 +23,6 @@ from .apply import apply
 from .ext import Reader, Recovered
 from ..core import loading
 from ..core.job import Job, OnDisk, times
-from .bodies import DiskWal
 from .files import SHORT, File, Wal
 
 if TYPE_CHECKING:
@@ -82,7 +81,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     to = Loader(q, wal, jobs, wall_offset, warn, reader)
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
     # --bodies-on-disk: bodies this size or more stay in the files (bodies.py)
-    ram_min = wal.ram_min if isinstance(wal, DiskWal) else None
+    ram_min = wal.bodies.ram_min
     # A file all of whose jobs a later file holds is let go as it is read,
     # but unlinked only once the files after it are on disk (below): after
     # a kill -9 their writes may still be in the page cache alone, and a
@@ -133,13 +132,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     wal.cur = wal.tail
     q.ids.seen(st[0])
     _reserve_deletes(jobs, wal)
-    if isinstance(wal, DiskWal):  # (what recovery's drops took off it meanwhile: recounted)
-        on_disk = 0
-        for j in jobs.values():
-            body: bytes | OnDisk = j.body
-            if body.__class__ is OnDisk:
-                on_disk += len(body)
-        wal.bodies.on_disk = on_disk
+    wal.bodies.recovered(jobs.values())
     q.loading = None
     if reader is not None:
         reader.install(q, jobs.__contains__, wall_offset, now)

@@ -23,9 +23,15 @@ class Store(Protocol):
 
     lsn: int  # bytes of records produced so far
     filesize: int
-    on_disk: int  # bytes of the bodies left in the binlog (--bodies-on-disk)
-    # body() gave None for want of descriptors or memory: try again later
-    transient: bool
+
+    # (read only: the binlog gives its bodies' policy's, binlog/bodies.py)
+    @property
+    def on_disk(self) -> int:
+        """Bytes of the bodies left in the binlog (--bodies-on-disk)."""
+
+    @property
+    def transient(self) -> bool:
+        """body() gave None for want of descriptors or memory: try again later."""
 
     def stats(self) -> tuple[int, int, int, int, int]: ...
     def reserve_put(self, j: Job) -> bool: ...

@@ -225,10 +225,10 @@ class Scrape:
         if e.bodies_on_disk:
             yield CounterMetricFamily("pybeanstalkd_body_read_errors", "Bodies the binlog could not "
                                       "give back (each answered INTERNAL_ERROR).",
-                                      value=store.read_errors)
+                                      value=store.bodies.errors)
             yield CounterMetricFamily("pybeanstalkd_body_checksum_errors", "Of the body read errors: "
                                       "bodies read whole whose bytes failed their CRC-32 (changed "
-                                      "on disk).", value=store.mismatches)
+                                      "on disk).", value=store.bodies.mismatches)
         if e.q.ext is not None:
             yield from self._ext(e.q.ext)
         if self.srv.cluster is not None:

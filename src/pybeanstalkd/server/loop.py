@@ -167,17 +167,16 @@ def lock_binlog(settings: Settings) -> Wal:
         for line in e.args:
             warn(line)
         raise SystemExit(10) from None
+    from ..binlog.bodies import IN_RAM, DiskBodies
     from ..binlog.codec import codec_for
 
     codec = codec_for(settings.extensions)  # (--extensions: the put tags' records too)
-    if settings.bodies_on_disk:
-        from ..binlog.bodies import DiskWal
-
-        # (the flag counts a put's bytes; a stored body has its CRLF too)
-        return DiskWal(wal_dir, settings.filesize, settings.body_ram_min + 2, wantsync=settings.wantsync,
-                       warn=warn, zero_ahead=settings.fsync_each_write, codec=codec)
+    # --bodies-on-disk: the bodies' policy that leaves them in the files (the
+    # flag counts a put's bytes; a stored body has its CRLF too)
+    bodies = (DiskBodies(wal_dir, settings.body_ram_min + 2, warn) if settings.bodies_on_disk
+              else IN_RAM)
     return Wal(wal_dir, settings.filesize, wantsync=settings.wantsync, warn=warn,
-               zero_ahead=settings.fsync_each_write, codec=codec)
+               zero_ahead=settings.fsync_each_write, codec=codec, bodies=bodies)
 
 
 def recover_binlog(engine: Engine, wal: Wal) -> None:
