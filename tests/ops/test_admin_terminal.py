@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 
 import pytest
@@ -28,9 +29,12 @@ def spawn_put(srv, *args):
     import pexpect
 
     env = dict(os.environ, COLUMNS="200")
+    # (Ctrl-C reaches it even when the tests run with SIGINT ignored, as
+    # under nohup: a Python started so would ignore it too)
     return pexpect.spawn(sys.executable, ["-m", "pybeanstalkd.ops.admin", "-p", str(srv.port), "put",
                                           *args], env=env, timeout=60, encoding="utf-8",
-                         dimensions=(24, 200))
+                         dimensions=(24, 200),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.mark.parametrize("dash", [[], ["-"]])
