@@ -26,7 +26,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+from firstreply import first_reply
 
 BODY = b"x" * 100
 
@@ -58,16 +59,11 @@ def recv_replies(s: socket.socket, n: int, buf: bytearray) -> None:
 
 
 def drive(port: int, work: str, n: int, fill: int) -> None:
-    for _ in range(600):
-        try:
-            s = socket.create_connection(("127.0.0.1", port))
-            break
-        except OSError:
-            time.sleep(0.1)
+    s = first_reply(port, pause=0.1, give_up=600)  # (one more command in each run: cancels out)
     buf = bytearray()
     if work.startswith("rd"):
         k = 64
-        for i in range(0, fill, k):  # the jobs, pipelined (not measured: same count both runs)
+        for _ in range(0, fill, k):  # the jobs, pipelined (not measured: same count both runs)
             s.sendall(b"".join(b"put 0 0 60 100\r\n" + BODY + b"\r\n" for _ in range(k)))
             recv_replies(s, k, buf)
     batch = 64 if work.endswith("64") and not work.startswith("cmd:") else 1

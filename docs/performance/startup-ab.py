@@ -15,11 +15,12 @@ median and range of each; OUT=FILE writes every time as JSON."""
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from firstreply import first_reply
 
 TCK = os.sysconf("SC_CLK_TCK")
 
@@ -34,19 +35,11 @@ def once(cmd, env, port):
     p = subprocess.Popen(cmd + ["-l", "127.0.0.1", "-p", str(port)], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while True:
-            try:
-                s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            except OSError:
-                time.sleep(0.0005)
-                continue
-            s.sendall(b"list-tube-used\r\n")
-            if s.recv(100):
-                t = time.perf_counter() - t0
-                c = cpu(p.pid)
-                s.close()
-                return t, c
-            s.close()
+        s = first_reply(port)
+        t = time.perf_counter() - t0
+        c = cpu(p.pid)
+        s.close()
+        return t, c
     finally:
         p.terminate()
         p.wait()

@@ -9,11 +9,12 @@ wakes the server to take it (callgrind dumps when the program next runs).
 CGDIR=DIR keeps the dump (callgrind_annotate --inclusive=yes DIR/cg.out.1)."""
 import glob
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from firstreply import first_reply
 
 args = sys.argv[1:]
 env = dict(os.environ)
@@ -26,15 +27,7 @@ out = f"{d}/cg.out"
 p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *args,
                       "-l", "127.0.0.1", "-p", str(port)], env=env,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-while True:
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    except OSError:
-        time.sleep(0.01)
-        continue
-    s.sendall(b"list-tube-used\r\n")
-    if s.recv(100):
-        break
+s = first_reply(port, pause=0.01, give_up=600)
 time.sleep(0.5)
 ctl = subprocess.Popen(["callgrind_control", "-d", str(p.pid)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
