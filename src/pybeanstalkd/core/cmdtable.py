@@ -149,7 +149,7 @@ class CommandTable:
                     return c, cmd
             elif sp < 0 and line in self.ext_words:
                 return None  # (tuber matches "word " only)
-        if b"\0" in line:
+        if 0 in line:  # (a NUL; as an int, memchr finds it: b"\0" would first fail as an int)
             raise Bad
         c, at = self.match(line)
         if c is None:

@@ -18,7 +18,7 @@ from . import protocol as P
 from . import extensions as extensions_mod
 from .cmdtable import CommandTable
 from . import commands, jobmoves, reserving
-from .protocol import INT_MAX, LINE_BUF_SIZE, MAX_TUBE_NAME_LEN, NAME_TABLE, NS, Bad
+from .protocol import INT_MAX, LINE_BUF_SIZE, NS, Bad, name_ok
 from .job import JOB_OVERHEAD, RESERVED
 from .outcome import DONE
 from .tagged import Tagged
@@ -449,11 +449,10 @@ class Engine(EngineState):
                         head, idp, key = line.rpartition(b" idp:")
                         if not idp:
                             hdr = tags = None
-                        elif (hdr := PUTS.get(head)) is not None and len(key) <= MAX_TUBE_NAME_LEN and (
-                                key.translate(NAME_TABLE).isalpha() and key[0] != 45):
-                            # The commonest: a known plain put, then idp:KEY (no TTL;
-                            # the key as name_ok checks it). The key alone stands for
-                            # its tags until the put's tags' stage (commands.py)
+                        elif (hdr := PUTS.get(head)) is not None and name_ok(key):
+                            # The commonest: a known plain put, then idp:KEY (no TTL).
+                            # The key alone stands for its tags until the put's
+                            # tags' stage (commands.py)
                             tags = key
                         else:
                             hdr, tags = keyed_put(line, len(head))
@@ -489,7 +488,7 @@ class Engine(EngineState):
             if reply is not None:
                 s.send(reply)
                 return
-        if self.verbose >= 2 and b"\0" not in line:
+        if self.verbose >= 2 and 0 not in line:
             known = self.commands.match(line)[0]
             self.log("<%d command %s" % (s.fd, known.prefix.decode() if known else "<unknown>"))
         try:

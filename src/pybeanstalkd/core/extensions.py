@@ -93,7 +93,7 @@ def put_tagged_args(op: str, line: bytes, at: int) -> Command | None:
     if len(words) <= 4:
         return None
     line = line.rstrip(b"\0")  # (tuber trims trailing NULs; any other is bad)
-    if b"\0" in line:
+    if 0 in line:  # (a NUL)
         raise Bad
     words = line[at:].split()
     pri, delay, ttr, size = (rust_uint(w, U32_MAX) for w in words[:4])
