@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
 
@@ -38,6 +38,33 @@ if TYPE_CHECKING:
     from .transport import Server
 
 SAFE = 1 << 62  # past any binlog position: everything is safe
+# Replies holding a job body larger than this are written without joining
+# them into one copy (see send).
+BIG_BODY: Final = 1 << 14
+
+
+def send(s: Session) -> None:
+    """Write s's replies to its transport (then close it if s quit)."""
+    out = s.out
+    t = s.transport
+    if t is not None and not t.is_closing():
+        # Big job bodies are written from the jobs' own bytes, not a
+        # copy (a client that does not read holds references to them).
+        n = len(out)
+        if n == 1:
+            t.write(out[0])
+        elif n == 2:  # (one job: its header and body)
+            if len(out[1]) > BIG_BODY:
+                t.writelines(out)
+            else:
+                t.write(out[0] + out[1])
+        elif n < 16 and max(map(len, out)) > BIG_BODY:
+            t.writelines(out)
+        else:
+            t.write(b"".join(out))
+        if s.closing:
+            t.close()
+    out.clear()
 
 
 class Immediate:
@@ -48,7 +75,6 @@ class Immediate:
 
     def __init__(self, srv: Server) -> None:
         self.srv = srv
-        self.send = srv.send  # writes a session's replies
         self.held: set[Session] = set()  # sessions whose replies wait for safe()
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []  # (lsn, future): HTTP actions
 
@@ -59,13 +85,11 @@ class Immediate:
     def replies(self, dirty: list[Session]) -> None:
         """This pass's connections with replies: send those within safe(),
         hold the others (then clears dirty)."""
-        send = self.send
         for s in dirty:
             send(s)
         dirty.clear()
 
     def _judge(self, dirty: list[Session], safe: int) -> None:
-        send = self.send
         held = self.held
         for s in dirty:
             if s.hold > safe:
@@ -99,7 +123,7 @@ class Immediate:
         srv = self.srv
         for s in ready:
             self.held.discard(s)
-            srv.send(s)
+            send(s)
             srv.answered(s)
         return len(ready)
 
@@ -153,7 +177,6 @@ class Written(Immediate):
 
     def replies(self, dirty: list[Session]) -> None:
         self.wal.flush()  # (the records first: one write a pass)
-        send = self.send
         for s in dirty:  # (no reply is marked: they are all within safe())
             send(s)
         dirty.clear()
@@ -191,7 +214,7 @@ class Synced(Written):
                 syncer: Syncer = self.syncer  # type: ignore[assignment]  # (set in __init__)
                 if syncer.sync_for(s):
                     dirty.clear()
-                    self.send(s)
+                    send(s)
                     self.srv.answered(s)
                     syncer.regroup(1 + self._release(wal.synced))
                     return

@@ -12,10 +12,10 @@ import gc
 import select
 import socket
 from time import monotonic_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..core.engine import Engine
-from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED
+from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED, Session
 from .gate import Immediate
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .accept import Acceptor
 
 
-PENDING_LIMIT = 64 << 10  # bytes buffered from a client blocked in reserve
+PENDING_LIMIT: Final = 64 << 10  # bytes buffered from a client blocked in reserve
 # Reads and turns. A client is read as uvloop reads (up to 256,000 bytes
 # at a time, into the loop's own buffer: the cheapest way, and a command
 # and its reply are often all a read holds) until a read comes bigger than
@@ -42,18 +42,15 @@ PENDING_LIMIT = 64 << 10  # bytes buffered from a client blocked in reserve
 # a round of every busy client takes about ROUND_NS, and a new command
 # waits about that long however many pipeline or never read (the reference
 # runs one command of each client a pass).
-CHUNK = 1 << 13
+CHUNK: Final = 1 << 13
 # A body (or a refused put's bytes) is read up to its end, BODY_READ at
 # most at a time: its bytes are only appended.
-BODY_READ = 1 << 18
+BODY_READ: Final = 1 << 18
 _READ = memoryview(bytearray(BODY_READ))  # the loop's one buffer for bounded reads
 _SMALL = _READ[:CHUNK]
-TURN_NS = 1_000_000
-ROUND_NS = 10_000_000
-COST_NS = 5_000  # what a command is taken to cost before one is measured
-# Replies holding a job body larger than this are written without joining
-# them into one copy (see Server.send).
-BIG_BODY = 1 << 14
+TURN_NS: Final = 1_000_000
+ROUND_NS: Final = 10_000_000
+COST_NS: Final = 5_000  # what a command is taken to cost before one is measured
 # A young-generation collection every GC_PASSES loop passes, whatever was
 # allocated. Serving allocates few GC-tracked objects (a reserve none), so
 # collections can be a million commands apart; a list that grew meanwhile
@@ -62,18 +59,18 @@ BIG_BODY = 1 << 14
 # it: 48 to 66 ms at about 600k entries. Collected this often, a young
 # list holds what GC_PASSES bounded passes can add (a turn's commands
 # each), and its survivors are frozen (loop.py).
-GC_PASSES = 64
+GC_PASSES: Final = 64
 # A tick runs timer entries (jobs coming due, TTRs expiring) TICK_CHUNK at a
 # time and looks at the clock between chunks, stopping once TICK_BUDGET_NS
 # is spent. What one entry costs varies 100-fold: 1M due jobs, 4 us each;
 # 6M, 20 us; memory left idle for minutes, up to 400 us (measured: 35
 # entries in 14.5 ms). A count alone, however tuned, let such a tick run
 # 15-36 ms; a look at the clock costs under 1% of a chunk.
-TICK_BUDGET_NS = 1_000_000
-TICK_CHUNK = 8
+TICK_BUDGET_NS: Final = 1_000_000
+TICK_CHUNK: Final = 8
 # Background work (a big kick, a close holding many reservations...) runs
 # slices of core.queue.SLICE jobs until this is spent, then lets others in.
-STEP_BUDGET_NS = 1_000_000
+STEP_BUDGET_NS = 1_000_000  # (not Final: tests set it to 0)
 
 
 def run_timers(engine: Engine, now: int, clock: Callable[[], int] = monotonic_ns) -> bool:
@@ -114,6 +111,8 @@ class _Client(asyncio.BaseProtocol):
     # connection_lost, when only may_read, _read_as and go_on (which check)
     # can still be called: the hot paths use it unchecked.
     transport: asyncio.Transport
+    srv: Server
+    s: Session  # (from connection_made on)
 
     def __init__(self, srv: Server):
         self.srv = srv
@@ -139,7 +138,7 @@ class _Client(asyncio.BaseProtocol):
         if self.srv.verbose:
             self.srv.log("accept %d" % s.fd)
 
-    def _after_read(self, turn_over: bool):
+    def _after_read(self, turn_over: bool) -> None:
         srv = self.srv
         s = self.s
         if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY) and not self.hung_up:
@@ -212,7 +211,7 @@ class _Client(asyncio.BaseProtocol):
         srv.flush()
         # Replies held for an fsync (-f0), due when a command's last slice
         # runs, or of commands still to run (one a pass: Engine.eof) still
-        # go out: the transport stays open until they are sent (Server.send
+        # go out: the transport stays open until they are sent (gate.send
         # closes it then).
         return s in srv.held or s.state == BUSY or not s.closing
 
@@ -289,7 +288,7 @@ class Client(_Client, asyncio.Protocol):
 
     __slots__ = ()
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         srv = self.srv
         now = srv.clock()
         if srv.timer_at is not None and now >= srv.timer_at:
@@ -428,7 +427,7 @@ class Server:
     def log(msg: str):
         print(msg, flush=True)
 
-    def flush(self):
+    def flush(self) -> None:
         self.passes += 1
         if self.passes >= GC_PASSES:
             self.passes = 0
@@ -465,29 +464,6 @@ class Server:
         self.stepping = False
         run_work(self.engine, self.clock)
         self.flush()
-
-    @staticmethod
-    def send(s):
-        out = s.out
-        t = s.transport
-        if t is not None and not t.is_closing():
-            # Big job bodies are written from the jobs' own bytes, not a
-            # copy (a client that does not read holds references to them).
-            n = len(out)
-            if n == 1:
-                t.write(out[0])
-            elif n == 2:  # (one job: its header and body)
-                if len(out[1]) > BIG_BODY:
-                    t.writelines(out)
-                else:
-                    t.write(out[0] + out[1])
-            elif n < 16 and max(map(len, out)) > BIG_BODY:
-                t.writelines(out)
-            else:
-                t.write(b"".join(out))
-            if s.closing:
-                t.close()
-        out.clear()
 
     def answered(self, s) -> None:
         """s's held replies went out (gate.advanced): a client stopped with
