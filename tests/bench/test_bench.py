@@ -255,7 +255,9 @@ def test_micro_times_each_command_by_layer(tmp_path, capsys):
     rows = micro.micro(2000, rounds=1)
     assert [r["command"] for r in rows] == micro.COMMANDS
     for r in rows:
-        assert r["total"] > 0 and r["queue"] > 0 and r["reply"] > 0
+        # (each layer is a time less the timing loop's own: on a loaded
+        # machine a fast one can come out at 0, never below)
+        assert r["total"] > 0 and r["queue"] >= 0 and r["reply"] >= 0
         assert abs(r["framing"] + r["dispatch"] + r["queue"] + r["reply"] - r["total"]) < 1e-9
     assert {r["command"]: r["budget"] for r in rows}["put"] == 1.5
     out = tmp_path / "m.json"
