@@ -200,7 +200,7 @@ def test_close_returns_reservations_in_slices(h):
     assert st["job-timeouts"] == "1" and st["current-jobs-reserved"] == "0"
     assert st["current-jobs-ready"] == str(N)
     assert stat(h, b, b"stats-job 2\r\n")["timeouts"] == "0"
-    assert not a.nreserved and not a.held and not a.deadlines
+    assert not a.nreserved and not a.held and len(a.deadlines) == 0
 
 
 def test_close_hands_jobs_to_waiters_in_reservation_order(h):
@@ -326,21 +326,22 @@ def test_a_thinned_block_is_copied_small(h):
 def test_a_big_stale_heap_is_swept_in_slices(h):
     a = h.conn()
     n = 2 * SMALL_HEAP
-    hold(h, a, n)
-    for i in range(1, n + 1):
-        h.send(a, b"release %d 0 0\r\n" % i)  # n stale entries in ttr_heap
+    for _ in range(n):
+        put(h, a, delay=100)
+    h.send(a, b"kick %d\r\n" % n)  # (in slices) n stale entries in delay_heap
     q = h.e.q
-    drain(h)  # (the connection's own list of deadlines was swept)
-    heap = q.timers.ttr_heap
+    drain(h)
+    assert q.ready_ct == n and not q.delayed_ct
+    heap = q.timers.delay_heap
     assert len(heap) == n and not q.slices.work
-    reserve_id(h, a)  # over the threshold: a sweep starts, nothing swept yet
+    put(h, a, delay=100)  # over the threshold: a sweep starts, nothing swept yet
     assert len(heap) == n + 1 and q.slices.work
     sizes = []
     while h.step():
         sizes.append(len(heap))
         assert_heap(heap)
     assert all(x - y <= SLICE for x, y in zip([n + 1] + sizes, sizes))
-    assert len(set(heap)) == 1 and q.timers.ttr_heap is heap  # (a live duplicate may stay)
+    assert len(heap) == 1 and q.timers.delay_heap is heap
 
 
 def test_sweeps_keep_ready_and_delayed_order_under_random_work():

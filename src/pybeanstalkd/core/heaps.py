@@ -1,11 +1,12 @@
-"""Heaps with stale entries, and how they are kept small.
+"""Heaps with stale entries, and how they are kept small: the tubes' ready
+and delayed jobs, and the queue's delays (reserved jobs are in heaps
+without stale entries: deadlines.py).
 
 Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
 cost one small object per entry. Entries are removed lazily: an entry is
 live while the job it names is still in that state with that key (the
 *_live checks). A StaleHeap is swept when its stale entries outnumber its
-live ones: when len(heap) > 2 * live + slack (StaleHeap.over; the hot paths
-in queue.py write the same test out, and say why). Which entries are live: the job table's
+live ones: when len(heap) > 2 * live + slack (StaleHeap.over). Which entries are live: the job table's
 (jobmap.py: JobMap.ready_live...). A small heap is rebuilt at once; a big
 one is swept in place, SLICE entries a slice (slices.py), so memory stays
 O(live) and no rebuild stops the server.
@@ -28,8 +29,8 @@ SHIFT: Final = 64
 MASK: Final = (1 << SHIFT) - 1
 SMALL_HEAP: Final = 2048  # a heap this small is compacted at once (under 1 ms)
 TUBE_SLACK: Final = 64  # a tube's ready and delayed heaps, its run, the tube index
-SHARED_SLACK: Final = 1024  # the queue's delay and TTR heaps
-CONN_SLACK: Final = 16  # a connection's deadlines
+SHARED_SLACK: Final = 1024  # the queue's delay heap
+CONN_SLACK: Final = 16  # the blocked reserves' timeouts (timers.py)
 
 
 def _rise(heap: list[int], i: int) -> None:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mypy_extensions import mypyc_attr
 
-from .heaps import CONN_SLACK, TUBE_SLACK, StaleHeap
+from .deadlines import Deadlines
+from .heaps import TUBE_SLACK, StaleHeap
 from .hist import new as new_hist, observe
 
 if TYPE_CHECKING:
@@ -118,10 +119,9 @@ def on_disk(crc: int, offset: int, size: int) -> OnDisk:
 
 
 class Job:
-    # 10 slots: with the GC and object headers, 112 bytes (a pymalloc class).
     # The reserving connection is found through Queue.owners (held.py), not a slot.
     __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
-                 "deadline", "counts", "file")
+                 "deadline", "counts", "file", "ttr_at", "conn_at")
 
     def __init__(self, id_: int, tube: Tube, pri: int, delay: int, ttr: int, body: bytes | OnDisk,
                  created: int) -> None:
@@ -143,6 +143,10 @@ class Job:
         # The binlog file holding the job's latest full record (binlog/files.py:
         # File). Any: core/ may not import binlog/, not even for its types.
         self.file: Any = None
+        # Reserved: its places in the queue's heap of deadlines and in its
+        # connection's (deadlines.py); -1 out of them.
+        self.ttr_at = -1
+        self.conn_at = -1
 
     @property
     def delay(self) -> int:
@@ -259,7 +263,7 @@ class Conn:
         self.nreserved = 0
         self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
         self.open_held: Held | None = None  # the block its next reservation goes to
-        self.deadlines = StaleHeap(CONN_SLACK)  # deadline << 64 | id of reserved jobs
+        self.deadlines = Deadlines(conn=True)  # its reserved jobs, the soonest expiry first
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry

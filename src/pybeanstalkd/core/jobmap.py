@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mypy_extensions import mypyc_attr
 
 from .heaps import MASK, SHIFT
-from .job import DELAYED, M32, READY, RESERVED
+from .job import DELAYED, M32, READY
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -220,11 +220,6 @@ class JobMap:
         id_ = key & MASK
         j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
         return j is not None and j.state == DELAYED and j.deadline == key >> SHIFT
-
-    def reserved_live(self, key: int) -> bool:
-        id_ = key & MASK
-        j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-        return j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
 
     def top(self, heap: StaleHeap, live: Callable[[int], bool]) -> Job | None:
         """The job named by the smallest live entry; stale entries are dropped."""

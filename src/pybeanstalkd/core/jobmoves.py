@@ -7,12 +7,10 @@ store.reserve_update, and place_ready's or place_delayed's log=True).
 """
 from __future__ import annotations
 
-from heapq import heappush
 from typing import TYPE_CHECKING
 
 from .job import BURIED, BURIES, DELAYED, KICKS, M32, RELEASES, UNPLACED, bump, times
 from .jobmap import BITS, EMPTY, LOW, NO_JOBS
-from .heaps import SHIFT
 from .outcome import DONE, NO_ROOM, NOT_FOUND, TRIES_USED_UP, WRONG_STATE, Outcome
 from .queue import WORK_BURY, WORK_RELEASE
 from .slices import SLICE
@@ -127,14 +125,9 @@ def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
     if j is None:
         return NOT_FOUND
     j.deadline = now + j.times[1]
-    key = (j.deadline << SHIFT) | j.id
-    heappush(c.deadlines, key)
+    c.deadlines.moved(j)
     timers = q.timers
-    heappush(timers.ttr_heap, key)
-    if c.deadlines.over(c.nreserved):
-        q._sweep_deadlines(c)
-    if timers.ttr_heap.over(q.reserved_ct):
-        q._sweep_ttr()
+    timers.ttr_heap.moved(j)
     timers.timer(j.deadline + 1)
     return DONE
 

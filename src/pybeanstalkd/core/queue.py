@@ -52,14 +52,14 @@ from .job import DEFAULT_TUBE, Conn, Held, SwapList, Tube
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
     CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap)
 from .run import Run
-from .slices import SLICE, Slices, free_list
+from .slices import SLICE, Slices
 from .timers import Timers, paused
 from .store import NullStore
 from .protocol import U64_MAX
 from .tags import HELD_MIN
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterable
+    from collections.abc import Generator, Iterable
 
     from .store import Store
     from .tags import ExtState
@@ -445,16 +445,9 @@ class Queue:
         deadline = j.deadline = now + j.times[1]
         t.nreserved += 1
         self.reserved_ct += 1
-        key = (deadline << SHIFT) | id_
-        heappush(c.deadlines, key)
+        c.deadlines.push(j)
         timers = self.timers
-        ttr = timers.ttr_heap
-        heappush(ttr, key)
-        # (ttr.over(), written out: StaleHeap is a list, so not a native
-        # class, and a method call on it is a Python call: with this and
-        # _unreserve's, 300 instructions less a reserve or delete compiled)
-        if len(ttr) > 2 * self.reserved_ct + ttr.slack:
-            self._sweep_ttr()
+        timers.ttr_heap.push(j)
         timers.timer(deadline + 1)  # (expiry is "deadline < now")
         self.tags.reserved(self, j)
         if c.waiting:
@@ -463,7 +456,7 @@ class Queue:
         c.reserved(j)
 
     def _unreserve(self, j: Job) -> None:
-        j.state = INVALID  # first: the sweep below must see the entry as stale
+        j.state = INVALID
         id_ = j.id
         k = id_ >> BITS
         b = self.owners[k]
@@ -476,24 +469,11 @@ class Queue:
         if held is not c.open_held and len(jobs) <= THIN:
             thinned(held)
         c.nreserved -= 1
-        deadlines = c.deadlines
-        if not c.nreserved:
-            if len(deadlines) > SLICE:
-                self.slices.spawn(free_list(deadlines))
-                c.deadlines = StaleHeap(CONN_SLACK)
-            else:
-                deadlines.clear()
-        elif len(deadlines) > 2 * c.nreserved + deadlines.slack:  # (deadlines.over(): see ttr's)
-            self._sweep_deadlines(c)
+        c.deadlines.remove(j)
+        self.timers.ttr_heap.remove(j)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
         self.tags.returned(self, j)
-
-    def _sweep_ttr(self) -> None:
-        self.timers.ttr_heap.sweep(self.slices, self.jobs.reserved_live, lambda: self.reserved_ct)
-
-    def _sweep_deadlines(self, c: Conn) -> None:
-        c.deadlines.sweep(self.slices, self.owned_live(c), lambda: c.nreserved)
 
     def remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
@@ -598,16 +578,8 @@ class Queue:
             self.index = live
 
     def deadline_soon(self, c: Conn, now: int) -> bool:
-        soonest = self.jobs.top(c.deadlines, self.owned_live(c)) if c.nreserved else None
+        soonest = c.deadlines.first()
         return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
-
-    def owned_live(self, c: Conn) -> Callable[[int], bool]:
-        def live(key: int) -> bool:
-            id_ = key & MASK
-            j: Job | None = self.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-            return (j is not None and j.state == RESERVED and j.deadline == key >> SHIFT
-                    and self.owners[id_ >> BITS][id_].conn is c)
-        return live
 
     def unwait(self, c: Conn) -> None:
         c.waiting = False

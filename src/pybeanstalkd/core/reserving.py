@@ -12,7 +12,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Final
 
-from .heaps import CONN_SLACK, SHIFT, StaleHeap
+from .heaps import SHIFT
 from .held import drop_owners
 from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, Job
 from .jobmap import BITS, EMPTY, THIN
@@ -80,7 +80,6 @@ def detach(q: Queue, c: Conn, now: int) -> None:
         c.gone = True
         q.slices.spawn(_return_reserved(q, c, now))
     else:
-        c.deadlines = StaleHeap(CONN_SLACK)
         # Its open block refers back to it: a cycle, which the garbage
         # collector never sees once frozen (server/loop.py), so every
         # connection that ever reserved would stay in memory.
@@ -115,6 +114,7 @@ def _return_reserved(q: Queue, c: Conn, now: int) -> Generator[None, int, None]:
                 drop_owners(owners, b, k)
             j.tube.nreserved -= 1
             q.reserved_ct -= 1
+            q.timers.ttr_heap.remove(j)
             j.state = INVALID
             q.tags.returned(q, j)
             q.place_ready(j, now)
@@ -122,7 +122,8 @@ def _return_reserved(q: Queue, c: Conn, now: int) -> Generator[None, int, None]:
         h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
     c.nreserved = 0
     c.open_held = None
-    deadlines, c.deadlines = c.deadlines, StaleHeap(CONN_SLACK)
+    deadlines = c.deadlines.jobs
+    c.deadlines.clear()
     # Freeing a big list is O(n) in one go too: shrink it first.
     while len(deadlines) > SLICE:
         yield
@@ -184,10 +185,7 @@ def _best_ready_unclaimed(q: Queue, c: Conn, now: int) -> Job | None:
 
 def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     """reserve / reserve-with-timeout (timeout in ns)."""
-    # (the heap's first entry, stale or not, is no later than the soonest
-    # live deadline: when it is not soon, no reservation is)
-    if (c.nreserved and (c.deadlines[0] >> SHIFT) - SAFETY_MARGIN <= now
-            and q.deadline_soon(c, now) and not any(t.nready for t in c.watch)):
+    if q.deadline_soon(c, now) and not any(t.nready for t in c.watch):
         c.no_job(DEADLINE_SOON)
         return
     j = _ready_for(q, c, now)
@@ -204,9 +202,8 @@ def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     for t in c.watch:
         t.waiting[c] = None
     due = None if timeout is None else now + timeout
-    if c.nreserved:
-        # (not None: each of c's reservations has a live entry in c.deadlines)
-        soonest: Job = q.jobs.top(c.deadlines, q.owned_live(c))  # type: ignore[assignment]
+    soonest = c.deadlines.first()
+    if soonest is not None:
         soon = soonest.deadline - SAFETY_MARGIN
         due = soon if due is None else min(due, soon)
     if due is not None:

@@ -53,9 +53,3 @@ class Slices:
                 work.append(gen)
         return bool(work)
 
-
-def free_list(x: list[int]) -> Generator[None, int, None]:
-    """Drop a big list a slice at a time (freeing it at once is O(n))."""
-    while len(x) > SLICE:
-        yield
-        del x[-SLICE:]

@@ -53,33 +53,33 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
             t.pause = t.unpause_at = 0
         if t.alive and not paused(t, now):
             n = q.match(t, now, n)
-    heap = timers.ttr_heap
+    ttrs = timers.ttr_heap
     owners = q.owners
-    while heap and heap[0] >> SHIFT < now:
+    while True:
+        j = ttrs.first()
+        if j is None or j.deadline >= now:
+            break
         if not n:
             return True
         n -= 1
-        key = heappop(heap)
-        if jobs.reserved_live(key):
-            id_ = key & MASK
-            j = blocks[id_ >> BITS][id_ & LOW]
-            assert j is not None  # (live: its job is there)
-            if owners[id_ >> BITS][id_].conn.gone:
-                continue  # closed: detach's slices return it, as at close
-            used_up = (q.checks_tries and tries_used_up(q, j)
-                       and q.store.reserve_update(j))  # (a full disk: back to ready)
-            j.counts = bump(j.counts, TIMEOUTS)
-            q.timeouts_ct += 1
-            j.tube.timeouts += 1
-            if used_up:
-                j.tube.tries_used_up += 1
-                bury_held(q, j, j.pri)
-                continue
-            q._unreserve(j)
-            # (--max-tries: the expiry is logged, so that the tries
-            # outlive a restart; the reference logs none)
-            q.place_ready(j, now, log=q.checks_tries and logs_tries(q, j)
-                             and q.store.reserve_update(j))
+        ttrs.remove(j)
+        id_ = j.id
+        if owners[id_ >> BITS][id_].conn.gone:
+            continue  # closed: detach's slices return it, as at close
+        used_up = (q.checks_tries and tries_used_up(q, j)
+                   and q.store.reserve_update(j))  # (a full disk: back to ready)
+        j.counts = bump(j.counts, TIMEOUTS)
+        q.timeouts_ct += 1
+        j.tube.timeouts += 1
+        if used_up:
+            j.tube.tries_used_up += 1
+            bury_held(q, j, j.pri)
+            continue
+        q._unreserve(j)
+        # (--max-tries: the expiry is logged, so that the tries
+        # outlive a restart; the reference logs none)
+        q.place_ready(j, now, log=q.checks_tries and logs_tries(q, j)
+                         and q.store.reserve_update(j))
     waits = timers.wait_heap
     while waits and waits[0][0] <= now:
         if not n:

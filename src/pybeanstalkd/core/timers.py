@@ -11,6 +11,7 @@ from __future__ import annotations
 from heapq import heapify, heappush
 from typing import TYPE_CHECKING
 
+from .deadlines import Deadlines
 from .heaps import CONN_SLACK, SHARED_SLACK, SHIFT, TUBE_SLACK, StaleHeap
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class Timers:
 
     def __init__(self) -> None:
         self.delay_heap = StaleHeap(SHARED_SLACK)  # every tube's delayed jobs
-        self.ttr_heap = StaleHeap(SHARED_SLACK)  # every reserved job
+        self.ttr_heap = Deadlines(conn=False)  # every reserved job, the soonest expiry first
         self.wait_heap: list[tuple[int, int, Conn]] = []  # (due, seq, conn): blocked reserves
         self.pause_heap: list[tuple[int, int, Tube]] = []  # (unpause_at, seq, tube)
         self.due: int | None = None  # the earliest time given since the I/O layer last took it
@@ -53,8 +54,9 @@ class Timers:
         cands = []
         if self.delay_heap:
             cands.append(self.delay_heap[0] >> SHIFT)
-        if self.ttr_heap:
-            cands.append((self.ttr_heap[0] >> SHIFT) + 1)
+        first = self.ttr_heap.first()
+        if first is not None:
+            cands.append(first.deadline + 1)  # (expiry is "deadline < now")
         if self.wait_heap:
             cands.append(self.wait_heap[0][0])
         if self.pause_heap:
