@@ -117,8 +117,8 @@ class Engine(EngineState):
         # a whole command line (an unpipelined command, with a put's body).
         size = len(data)
         limit = self.line_max
-        i = data.find(b"\r", 0, (size if size < limit else limit) - 1)
-        if i < 0 or data[i + 1] != 10:
+        pos = P.find_line_end(data, 0, size if size < limit else limit)
+        if not pos:
             s.pending.append(data)
             s.plen = size
             self._run(s, now)
@@ -126,8 +126,7 @@ class Engine(EngineState):
         hold = self.hold
         if hold:
             lsn = self.q.store.lsn
-        self.command(s, data[:i], now)
-        pos = i + 2
+        self.command(s, data[:pos - 2], now)
         if pos != size:
             if s.state == BODY and size - pos == s.need:
                 s.state = LINE
