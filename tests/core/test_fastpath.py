@@ -66,7 +66,7 @@ def run(lines_, fast: bool) -> tuple:
     s = h.conn()
     replies = [h.send(s, line) for line in SETUP + lines_]
     # the counters, and where the framing stands (a put's body skipped...)
-    return replies, dict(h.e.counts), h.e.worker_ct, h.e.producer_ct, s.state, s.need
+    return replies, h.e.counts.as_dict(), h.e.worker_ct, h.e.producer_ct, s.state, s.need
 
 
 def single_changes() -> list[bytes]:

@@ -87,7 +87,7 @@ class CommandClock:
         self.per_command = per_command
 
     def __call__(self) -> int:
-        return 1 + sum(self.engine.counts.values()) * self.per_command
+        return 1 + self.engine.counts.total() * self.per_command
 
 
 COST = 10_000  # what a command takes on the fake clock, in ns

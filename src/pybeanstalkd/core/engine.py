@@ -30,7 +30,7 @@ from .tags import Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,
-    EngineState, Host, Session, VerboseSession, Verifier, wide_budget)
+    Calls, Count, EngineState, Host, Session, VerboseSession, Verifier, wide_budget)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,7 +52,8 @@ class Engine(EngineState):
     them through the command table, and decides who runs when. What the
     commands see and change is its state (session.py: EngineState)."""
 
-    __slots__ = ("commands", "extensions", "fast", "line_max")
+    __slots__ = ("commands", "extensions", "fast", "line_max", "puts", "reserves",
+                 "timed_reserves", "deletes", "releases", "touches")
 
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
                  filesize: int = 10485760, log: Callable[[str], None] = print,
@@ -70,9 +71,18 @@ class Engine(EngineState):
             q.store.filesize = filesize  # shown by stats even without -b
         # what each command line is: its parser, handler and counter
         table = CommandTable(extensions)
-        super().__init__(q, now, dict.fromkeys((c.name for c in table.specs), 0), table.shown,
-                         max_job_size, verbose, log, host, hold, max_memory, auth, bodies_on_disk)
+        counts = Calls([c.name for c in table.specs], table.shown)
+        super().__init__(q, now, counts, max_job_size, verbose, log, host, hold, max_memory, auth,
+                         bodies_on_disk)
         self.commands = table
+        # The fast paths' counters (command())
+        calls = counts.by_name
+        self.puts = calls["put"]
+        self.reserves = calls["reserve"]
+        self.timed_reserves = calls["reserve-with-timeout"]
+        self.deletes = calls["delete"]
+        self.releases = calls["release"]
+        self.touches = calls["touch"]
         self.extensions = extensions  # --extensions: tuber's commands (extensions.py)
         # The hot commands' fast paths (command()); off with -V -V, which
         # logs each command line, and in tests that compare the two paths.
@@ -398,9 +408,10 @@ class Engine(EngineState):
             reply = None  # what a fast path answers, if it took the line
             c = line[0]
             if c == 114:  # r
-                op = timeout = None
+                op: Count | None = None
+                timeout = None
                 if line == b"reserve":
-                    op = "reserve"
+                    op = self.reserves
                 elif line[:8] == b"release ":
                     args = line[8:].split(b" ")
                     if len(args) == 3:
@@ -409,17 +420,17 @@ class Engine(EngineState):
                         if (pri | delay) < 0:  # not both known: look closer
                             pri, delay = u32(b), u32(d)
                         if (pri | delay) >= 0 and a.isdigit() and len(a) < 20:
-                            self.counts["release"] += 1
+                            self.releases.n += 1
                             reply = RELEASE[jobmoves.release(self.q, s, int(a), pri, delay * NS, now)]
                 elif line[:21] == b"reserve-with-timeout ":
                     arg = line[21:]
                     if arg.isdigit() and len(arg) < 11:
                         timeout = int(arg)
                         if timeout <= INT_MAX:
-                            op = "reserve-with-timeout"
+                            op = self.timed_reserves
                             timeout *= NS
                 if op is not None:
-                    self.counts[op] += 1
+                    op.n += 1
                     if not s.worker:
                         s.worker = True
                         self.worker_ct += 1
@@ -431,12 +442,12 @@ class Engine(EngineState):
                 if line[:7] == b"delete ":
                     arg = line[7:]
                     if arg.isdigit() and len(arg) < 20:
-                        self.counts["delete"] += 1
+                        self.deletes.n += 1
                         reply = DELETE[self.q.delete(s, int(arg), now)]
             elif c == 112:  # p
                 hdr: PutHead | None = PUTS.get(line)
                 if hdr is not None:
-                    self.counts["put"] += 1
+                    self.puts.n += 1
                     commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
                     return
                 if self.extensions:
@@ -456,7 +467,7 @@ class Engine(EngineState):
                         else:
                             hdr, tags = keyed_put(line, len(head))
                     if hdr is not None and tags is not None:
-                        self.counts["put"] += 1
+                        self.puts.n += 1
                         commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
                         return
                 if line[:4] == b"put ":
@@ -471,7 +482,7 @@ class Engine(EngineState):
                         if (pri | delay | ttr | size) < 0:  # not all known: look closer
                             pri, delay, ttr, size = u32(a), u32(b), u32(d), u32(z)
                         if (pri | delay | ttr | size) >= 0:
-                            self.counts["put"] += 1
+                            self.puts.n += 1
                             delay *= NS
                             ttr *= NS
                             if len(PUTS) < 4096:
@@ -482,7 +493,7 @@ class Engine(EngineState):
                 if line[:6] == b"touch ":
                     arg = line[6:]
                     if arg.isdigit() and len(arg) < 20:
-                        self.counts["touch"] += 1
+                        self.touches.n += 1
                         reply = TOUCH[jobmoves.touch(self.q, s, int(arg), now)]
             if reply is not None:
                 s.send(reply)
@@ -503,7 +514,7 @@ class Engine(EngineState):
             s.send(P.UNKNOWN_COMMAND)
             return
         spec, cmd = found
-        self.counts[spec.name] += 1
+        self.counts.add(spec.name)
         spec.run(self, s, cmd, now)
         if s.waiting and s.hup:
             reserving.hangup(self.q, s)
@@ -524,7 +535,7 @@ class Engine(EngineState):
             tags = tags_of(tail)
         except Bad:
             return False
-        self.counts["put"] += 1
+        self.puts.n += 1
         delay *= NS
         ttr *= NS
         if len(TAGGED_PUTS) < 4096 and len(tail) <= LINE_BUF_SIZE:  # (putlines.py: the bound)

@@ -143,7 +143,7 @@ def c_reserve_batch(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     back into the reply). Fewer jobs than asked is an answer tuber
     gives too, when fewer are ready."""
     commands.worker(e, s)
-    e.counts["reserve"] += 1
+    e.counts.add("reserve")
     out = s.out
     at = len(out)
     n = 0
@@ -181,7 +181,7 @@ def c_delete_batch(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     a big kick: 1,000 deletes in one step kept every other client
     waiting 5 ms here."""
     ids = cmd[1]
-    e.counts["delete"] += len(ids)
+    e.counts.add("delete", len(ids))
 
     def answer(deleted: int) -> bytes:
         if deleted < 0:
@@ -205,7 +205,7 @@ def c_watch_weight(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """watch, with a weight (1 if none is given: a watch again sets it
     back to 1, as in tuber); counted as a watch."""
     _, name, weight = cmd
-    e.counts["watch"] += 1
+    e.counts.add("watch")
     n = reserving.watch(e.q, s, name)
     if weight != 1 or s.weighted is not None:
         weighted(e, s).weigh(name, weight)
@@ -230,7 +230,7 @@ def c_put_tagged(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """A put with tags: its job gets an id once its body is in and it
     is no duplicate (commands.finish_put's tags' stage), as in tuber."""
     _, pri, delay, ttr, size, tags = cmd
-    e.counts["put"] += 1
+    e.counts.add("put")
     commands.put(e, s, pri, delay, ttr, size, True, now, tags)
 
 
@@ -238,7 +238,7 @@ def c_stats_group(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """tuber's stats-group (counted as a stats): a group's members by
     state (held ones are delayed), and the aft: jobs it holds. The
     members are counted in slices."""
-    e.counts["stats"] += 1
+    e.counts.add("stats")
     name = cmd[1]
     g = policy(e.q).ext.groups.get(name)
     if g is None:

@@ -183,6 +183,40 @@ class Verifier(Protocol):
     def verify(self, candidate: bytes, /) -> bool: ...
 
 
+class Count:
+    """One command's calls: a stats counter (cmd-NAME)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+class Calls:
+    """Each command's calls, by its stats name; a counter each, so that a
+    call adds to an int in place (a dict of ints made an int object a call).
+    The command table's names (cmdtable.py); stats, the metrics and the
+    history read them."""
+
+    __slots__ = ("by_name", "shown")
+
+    def __init__(self, names: Iterable[str], shown: tuple[str, ...]) -> None:
+        self.by_name = {name: Count() for name in names}
+        self.shown = shown  # the counts `stats` shows (cmd-NAME), in its order
+
+    def __getitem__(self, name: str) -> int:
+        return self.by_name[name].n
+
+    def add(self, name: str, n: int = 1) -> None:
+        self.by_name[name].n += n
+
+    def total(self) -> int:
+        return sum(c.n for c in self.by_name.values())
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: c.n for name, c in self.by_name.items()}
+
+
 class EngineState:
     """The engine's state, as the commands (commands.py, extensions.py,
     admin.py) and the sessions see it: the queue, the clock, the counters
@@ -191,13 +225,12 @@ class EngineState:
     is one of these; a session refers to it, and it to its sessions, so
     both are here."""
 
-    __slots__ = ("q", "now", "stamp", "start", "max_job_size", "verbose", "log", "counts", "shown",
+    __slots__ = ("q", "now", "stamp", "start", "max_job_size", "verbose", "log", "counts",
                  "dirty", "resume", "broken", "bodies_on_disk", "backlog", "conn_ct", "producer_ct",
                  "worker_ct", "total_conn_ct", "draining", "max_memory", "at_cap", "inflight",
                  "said_ids_used_up", "hold", "auth", "host")
 
-    def __init__(self, q: Queue, now: int, counts: dict[str, int], shown: tuple[str, ...],
-                 max_job_size: int, verbose: int, log: Callable[[str], None], host: Host,
+    def __init__(self, q: Queue, now: int, counts: Calls, max_job_size: int, verbose: int, log: Callable[[str], None], host: Host,
                  hold: int, max_memory: int | None, auth: Verifier | None,
                  bodies_on_disk: bool) -> None:
         self.q = q
@@ -212,7 +245,6 @@ class EngineState:
         self.verbose = verbose
         self.log = log
         self.counts = counts  # each command's calls, by its stats name
-        self.shown = shown  # the counts `stats` shows (cmd-NAME), in its order
         self.dirty: list[Session] = []  # connections with replies to write
         self.resume: list[Session] = []  # connections whose blocking reserve ended
         # --bodies-on-disk: jobs reserved whose body the binlog could not give

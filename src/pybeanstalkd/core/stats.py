@@ -18,7 +18,7 @@ from .tags import HELD_MIN
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from .session import EngineState
+    from .session import Calls, EngineState
     from .job import Job, Tube
     from .queue import Queue
 
@@ -50,7 +50,7 @@ def yaml(fields: Iterable[tuple[bytes, object]]) -> bytes:
     return b"".join(out)
 
 
-def server_fields(q: Queue, counts: dict[str, int], s: EngineState) -> list[tuple[bytes, object]]:
+def server_fields(q: Queue, counts: Calls, s: EngineState) -> list[tuple[bytes, object]]:
     """`stats` as (key, value) pairs; `s` is the engine: connection counts,
     identity, and the clock. rusage values are raw bytes like b"0.012000"."""
     fields: list[tuple[bytes, object]] = [
@@ -60,7 +60,7 @@ def server_fields(q: Queue, counts: dict[str, int], s: EngineState) -> list[tupl
         (b"current-jobs-delayed", q.delayed_ct),
         (b"current-jobs-buried", q.buried_ct),
     ]
-    fields += [(b"cmd-" + k.encode(), counts[k]) for k in s.shown]
+    fields += [(b"cmd-" + k.encode(), counts[k]) for k in counts.shown]
     utime, stime = s.rusage()
     wal = s.wal_stats()
     fields += [
@@ -97,7 +97,7 @@ def server_fields(q: Queue, counts: dict[str, int], s: EngineState) -> list[tupl
     return fields
 
 
-def server_stats(q: Queue, counts: dict[str, int], s: EngineState) -> bytes:
+def server_stats(q: Queue, counts: Calls, s: EngineState) -> bytes:
     return yaml(server_fields(q, counts, s))
 
 
