@@ -27,7 +27,6 @@ COMPILED = [
     "core/admin.py",
     "core/cmdtable.py",
     "core/commands.py",
-    "core/deadlines.py",
     "core/engine.py",
     "core/extensions.py",
     "core/heaps.py",

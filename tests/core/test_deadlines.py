@@ -1,12 +1,11 @@
-"""The heaps of reserved jobs by deadline (core/deadlines.py), against a
+"""The heaps of reserved jobs by deadline (core/job.py), against a
 model: the soonest (deadline, id) first, each job's place kept, and a
 remove of a job the heap does not hold changes nothing."""
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from pybeanstalkd.core.deadlines import Deadlines
-from pybeanstalkd.core.job import Job, Tube
+from pybeanstalkd.core.job import Deadlines, Job, Tube
 
 TUBE = Tube(b"default")
 

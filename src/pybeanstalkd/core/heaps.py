@@ -1,6 +1,6 @@
 """Heaps with stale entries, and how they are kept small: the tubes' ready
 and delayed jobs, and the queue's delays (reserved jobs are in heaps
-without stale entries: deadlines.py).
+without stale entries: job.py, Deadlines).
 
 Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
 cost one small object per entry. Entries are removed lazily: an entry is

@@ -11,8 +11,8 @@ from __future__ import annotations
 from heapq import heapify, heappush
 from typing import TYPE_CHECKING
 
-from .deadlines import Deadlines
 from .heaps import CONN_SLACK, SHARED_SLACK, SHIFT, TUBE_SLACK, StaleHeap
+from .job import Deadlines
 
 if TYPE_CHECKING:
     from .job import Conn, Tube
