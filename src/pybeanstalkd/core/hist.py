@@ -26,8 +26,11 @@ def new() -> list[int]:
 
 def observe(h: list[int], ns: int) -> None:
     """Count one value."""
-    h[ns.bit_length()] += 1
-    h[SUM] += ns
+    k = ns.bit_length()
+    n = h[k]
+    h[k] = n + 1
+    total = h[SUM]
+    h[SUM] = total + ns
 
 
 def buckets(h: list[int], exps: tuple[int, ...]) -> tuple[list[tuple[float, int]], int, int]:
