@@ -407,7 +407,6 @@ class Server:
         self.cluster: Node | None = None  # --cluster: the Node (cluster/node.py), from join()
         self.gate = gate(self)
         self.held = self.gate.held  # sessions whose replies wait for the gate
-        self.replies = self.gate.replies  # (bound once: it runs every pass)
 
     def replayed(self) -> None:
         """The binlog's replay, run aside while the HTTP side answered, is done."""
@@ -433,7 +432,7 @@ class Server:
             self.passes = 0
             gc.collect(0)
         engine = self.engine
-        self.replies(engine.dirty)
+        self.gate.replies(engine.dirty)
         if engine.q.slices.work and not self.stepping:
             self.stepping = True
             self.loop.call_soon(self.step)
