@@ -7,6 +7,10 @@ counts.
     docs/performance/cmd-cost.py [--python PY] [--src DIR | --ref] [--flags '...']
                                  [--profile N] [WORKLOAD...]
 
+--flags: the server's flags; {tmpdir} in them is a fresh directory each
+run (`--flags '-b {tmpdir} -f0'`: each run's binlog starts empty). With
+--ref, the flags go to the reference too.
+
 Workloads: put, put64 (64 pipelined), rd (a reserve and its delete, each
 its own round trip), rd64 (64 of each pipelined), any put tag as
 put:TAG (%d in TAG: the put's number), and any other command as cmd:LINE
@@ -100,7 +104,8 @@ def drive(port: int, work: str, n: int, fill: int) -> None:
 
 def run(argv: list[str], env: dict, work: str, n: int, fill: int, dump: str = "/dev/null") -> int:
     port = free_port()
-    with tempfile.NamedTemporaryFile("r", suffix=".log") as out:
+    with tempfile.NamedTemporaryFile("r", suffix=".log") as out, tempfile.TemporaryDirectory() as tmp:
+        argv = [a.replace("{tmpdir}", tmp) for a in argv]  # (a fresh binlog directory each run)
         proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}",
                                  *argv, "-l", "127.0.0.1", "-p", str(port)],
                                 stdout=subprocess.DEVNULL, stderr=open(out.name, "w"), env=env)
@@ -157,7 +162,7 @@ def main() -> int:
     a = ap.parse_args()
     env = dict(os.environ, PYTHONHASHSEED="0")
     if a.ref:
-        argv = ["beanstalkd"]
+        argv = ["beanstalkd", *shlex.split(a.flags)]
     else:
         argv = [a.python, "-m", "pybeanstalkd", *shlex.split(a.flags)]
         if a.src:
