@@ -78,7 +78,13 @@ def detach(q: Queue, c: Conn, now: int) -> None:
         q.unwait(c)
     if c.nreserved:
         c.gone = True
-        q.slices.spawn(_return_reserved(q, c, now))
+        # Its heap is emptied now, not when the slices end: a job its first
+        # slices return may be reserved again elsewhere, and a remove from
+        # this heap (flush-tube's _unreserve of a job still held here) would
+        # sift it and overwrite its conn_at in its new holder's heap.
+        old = c.deadlines.jobs
+        c.deadlines.clear()
+        q.slices.spawn(_return_reserved(q, c, now, old))
     else:
         # Its open block refers back to it: a cycle, which the garbage
         # collector never sees once frozen (server/loop.py), so every
@@ -93,7 +99,8 @@ def detach(q: Queue, c: Conn, now: int) -> None:
         q.maybe_free(t)
 
 
-def _return_reserved(q: Queue, c: Conn, now: int) -> Generator[None, int, None]:
+def _return_reserved(q: Queue, c: Conn, now: int,
+                     deadlines: list[Job]) -> Generator[None, int, None]:
     # Tick leaves a gone connection's jobs to this; only a flush-tube
     # may delete one between slices (then it is no longer RESERVED).
     owners = q.owners
@@ -122,8 +129,6 @@ def _return_reserved(q: Queue, c: Conn, now: int) -> Generator[None, int, None]:
         h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
     c.nreserved = 0
     c.open_held = None
-    deadlines = c.deadlines.jobs
-    c.deadlines.clear()
     # Freeing a big list is O(n) in one go too: shrink it first.
     while len(deadlines) > SLICE:
         yield
