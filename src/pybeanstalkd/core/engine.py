@@ -412,7 +412,7 @@ class Engine(EngineState):
                 timeout = None
                 if line == b"reserve":
                     op = self.reserves
-                elif line[:8] == b"release ":
+                elif line.startswith(b"release "):
                     args = line[8:].split(b" ")
                     if len(args) == 3:
                         a, b, d = args
@@ -422,7 +422,7 @@ class Engine(EngineState):
                         if (pri | delay) >= 0 and a.isdigit() and len(a) < 20:
                             self.releases.n += 1
                             reply = RELEASE[jobmoves.release(self.q, s, int(a), pri, delay * NS, now)]
-                elif line[:21] == b"reserve-with-timeout ":
+                elif line.startswith(b"reserve-with-timeout "):
                     arg = line[21:]
                     if arg.isdigit() and len(arg) < 11:
                         timeout = int(arg)
@@ -439,7 +439,7 @@ class Engine(EngineState):
                         reserving.hangup(self.q, s)
                     return
             elif c == 100:  # d
-                if line[:7] == b"delete ":
+                if line.startswith(b"delete "):
                     arg = line[7:]
                     if arg.isdigit() and len(arg) < 20:
                         self.deletes.n += 1
@@ -470,7 +470,7 @@ class Engine(EngineState):
                         self.puts.n += 1
                         commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
                         return
-                if line[:4] == b"put ":
+                if line.startswith(b"put "):
                     args = line[4:].split(b" ", 4)
                     if len(args) == 5 and self.extensions:  # tags (extensions.py)
                         if self._put_tagged(s, args, now):
@@ -490,7 +490,7 @@ class Engine(EngineState):
                             commands.put(self, s, pri, delay, ttr, size, True, now)
                             return
             elif c == 116:  # t
-                if line[:6] == b"touch ":
+                if line.startswith(b"touch "):
                     arg = line[6:]
                     if arg.isdigit() and len(arg) < 20:
                         self.touches.n += 1

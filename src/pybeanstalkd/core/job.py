@@ -51,7 +51,7 @@ KICKS: Final = 128
 UNPLACED: Final = -1  # Job.deadline of a buried job the binlog has not positioned
 # What a stored job costs beyond its body's bytes, for --max-memory: the Job,
 # its id map and heap or run entries, the body's bytes-object header and
-# allocator rounding; a reservation adds its TTR heap entry and two dict
+# allocator rounding; a reservation adds its two heap slots and two dict
 # entries. Measured as RSS growth per job (docs/PERFORMANCE.md, memory cap).
 JOB_OVERHEAD: Final = 400
 RESERVED_OVERHEAD: Final = 224
