@@ -343,32 +343,38 @@ class Deadlines:
 
     def remove(self, j: Job) -> None:
         """Take j out (nothing if it is not in this heap)."""
-        jobs = self.jobs
-        i = j.conn_at if self.conn else j.ttr_at
-        if i < 0 or i >= len(jobs) or jobs[i] is not j:
+        i = self._at(j)
+        if i < 0:
             return
         self._place(j, -1)
-        last = jobs.pop()
+        last = self.jobs.pop()
         if last is not j:  # last fills j's place, and moves to where it belongs
-            if i and before(last, jobs[(i - 1) >> 1]):
-                self._rise(last, i)
-            else:
-                self._sink(last, i)
+            self._settle(last, i)
 
     def moved(self, j: Job) -> None:
         """j's deadline changed (touch): its place follows."""
-        i = j.conn_at if self.conn else j.ttr_at
-        if i < 0 or i >= len(self.jobs) or self.jobs[i] is not j:
-            return
-        if i and before(j, self.jobs[(i - 1) >> 1]):
-            self._rise(j, i)
-        else:
-            self._sink(j, i)
+        i = self._at(j)
+        if i >= 0:
+            self._settle(j, i)
 
     def clear(self) -> None:
         """Forget every job at once (their places are not reset: a job's
         place is set again when it is pushed, and remove() checks it)."""
         self.jobs = []
+
+    def _at(self, j: Job) -> int:
+        """j's place in this heap; -1 if it is not in it (its recorded
+        place may be from another heap, or from before a clear)."""
+        i = j.conn_at if self.conn else j.ttr_at
+        jobs = self.jobs
+        return i if 0 <= i < len(jobs) and jobs[i] is j else -1
+
+    def _settle(self, j: Job, i: int) -> None:
+        """Put j, which is to be at i, above or below it where it belongs."""
+        if i and before(j, self.jobs[(i - 1) >> 1]):
+            self._rise(j, i)
+        else:
+            self._sink(j, i)
 
     def _place(self, j: Job, i: int) -> None:
         if self.conn:
