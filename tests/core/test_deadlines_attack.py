@@ -1,69 +1,16 @@
-"""Attacks on the indexed Deadlines heaps (e8d3d31): each test fails if
+"""Attacks on the indexed Deadlines heaps: each test fails if
 a heap keeps a job whose reservation ended, misses a reserved one, or a
 job's recorded place is wrong."""
+from deadlinetools import check_heaps
 from fakeclock import Harness
+from test_core_admin import put, reserve as reserve_id
 from pybeanstalkd.core.job import RESERVED
 from pybeanstalkd.core.slices import SLICE
 
 
-def put(h, s, body=b"x", pri=0, delay=0, ttr=60):
-    out = h.send(s, b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body))
-    assert out.startswith(b"INSERTED "), out
-    return int(out.split()[1])
-
-
-def reserve_id(h, s) -> int:
-    out = h.send(s, b"reserve-with-timeout 0\r\n")
-    assert out.startswith(b"RESERVED "), out
-    return int(out.split()[1])
-
-
-def check_heaps(h, conns):
-    """Every RESERVED job is in the TTR heap and in exactly its owner's
-    heap, at its recorded places; nothing else is in any heap."""
-    q = h.e.q
-    ttr = q.timers.ttr_heap
-    for i, j in enumerate(ttr.jobs):
-        assert j.ttr_at == i, (j.id, j.ttr_at, i)
-        assert j.state == RESERVED, (j.id, j.state)
-    reserved = {}
-    for blk in q.owners.values():
-        for id_, held in blk.items():
-            reserved[id_] = held
-    for c in conns:
-        for i, j in enumerate(c.deadlines.jobs):
-            if c.gone:
-                continue  # a gone connection's heap is cleared at the end of its slices
-            assert j.conn_at == i, ("conn_at", j.id, j.conn_at, i)
-            assert j.state == RESERVED, ("state", j.id, j.state)
-            assert reserved[j.id].conn is c
-        # heap order
-        js = c.deadlines.jobs
-        if not c.gone:
-            for i in range(1, len(js)):
-                p = js[(i - 1) >> 1]
-                assert (p.deadline, p.id) <= (js[i].deadline, js[i].id)
-    for id_, held in reserved.items():
-        j = held.jobs[id_]
-        c = held.conn
-        if not c.gone:
-            assert c.deadlines.jobs[j.conn_at] is j
-            assert ttr.jobs[j.ttr_at] is j
-    js = ttr.jobs
-    for i in range(1, len(js)):
-        p = js[(i - 1) >> 1]
-        assert (p.deadline, p.id) <= (js[i].deadline, js[i].id)
-
-
-def test_flush_of_a_gone_conns_job_misplaces_a_job_now_held_by_another():
-    """A closes holding SLICE default jobs (ttr 100) then a few jobs of
-    tube f (ttr 10). Its first return slice puts the default jobs back;
-    B reserves (reserve-job) the one at the end of A's (not yet cleared)
-    heap; flush-tube f deletes A's f jobs, still RESERVED by the gone A:
-    _unreserve removes each from A's heap, whose sift moves B's job and
-    overwrites its conn_at. B's delete then leaves it in B's heap."""
-    h = Harness(auto=False, extensions=True)
-    a, b, x = h.conn(), h.conn(), h.conn()
+def hold_in_two_tubes(h, a):
+    """a puts SLICE jobs in default (TTR 100) and 3 in f (TTR 10), then
+    reserves all of them: SLICE default ones first."""
     for _ in range(SLICE):
         put(h, a, ttr=100)
     h.send(a, b"use f\r\n")
@@ -75,6 +22,18 @@ def test_flush_of_a_gone_conns_job_misplaces_a_job_now_held_by_another():
     h.send(a, b"ignore default\r\n")
     for _ in range(3):
         reserve_id(h, a)
+
+
+def test_flush_of_a_gone_conns_job_misplaces_a_job_now_held_by_another():
+    """A closes holding SLICE default jobs (ttr 100) then a few jobs of
+    tube f (ttr 10). Its first return slice puts the default jobs back;
+    B reserves (reserve-job) the one at the end of A's (not yet cleared)
+    heap; flush-tube f deletes A's f jobs, still RESERVED by the gone A:
+    _unreserve removes each from A's heap, whose sift moves B's job and
+    overwrites its conn_at. B's delete then leaves it in B's heap."""
+    h = Harness(auto=False, extensions=True)
+    a, b, x = h.conn(), h.conn(), h.conn()
+    hold_in_two_tubes(h, a)
     last = a.deadlines.jobs[-1]
     assert last.tube.name == b"default"
     h.e.close(a, h.now)  # first slice: the SLICE default jobs back to ready
@@ -103,16 +62,7 @@ def test_flush_of_a_gone_conns_job_wire_symptom():
     must be TIMED_OUT; a stale entry left in B's heap makes it DEADLINE_SOON."""
     h = Harness(auto=False, extensions=True)
     a, b, x = h.conn(), h.conn(), h.conn()
-    ids = [put(h, a, ttr=100) for _ in range(SLICE)]
-    h.send(a, b"use f\r\n")
-    for _ in range(3):
-        put(h, a, ttr=10)
-    for _ in range(SLICE):
-        reserve_id(h, a)
-    h.send(a, b"watch f\r\n")
-    h.send(a, b"ignore default\r\n")
-    for _ in range(3):
-        reserve_id(h, a)
+    hold_in_two_tubes(h, a)
     # (which job ends A's heap follows from the heap's order alone; the
     # white-box read only names it)
     last = 8  # (= a.deadlines.jobs[-1].id: a constant, so the test runs on the old code too)

@@ -4,8 +4,8 @@ the Deadlines heaps hold exactly the reservations (test_deadlines_attack)."""
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from deadlinetools import check_heaps
 from fakeclock import Harness
-from pybeanstalkd.core.job import RESERVED
 from pybeanstalkd.core.protocol import NS
 
 FLUSH = True  # (flush-tube deletes a reservation whoever holds it)
@@ -34,48 +34,6 @@ ops = [
 ]
 if FLUSH:
     ops.append(st.tuples(st.just("flush"), conn, st.sampled_from([b"default", b"f"])))
-
-
-def check(h, conns, gone):
-    q = h.e.q
-    ttr = q.timers.ttr_heap
-    reserved = {}
-    for blk in q.owners.values():
-        for id_, held in blk.items():
-            reserved[id_] = held
-    for id_, held in reserved.items():
-        assert held.jobs[id_].state == RESERVED
-    for i, j in enumerate(ttr.jobs):
-        assert j.ttr_at == i, ("ttr_at", j.id, j.ttr_at, i)
-        assert j.state == RESERVED, ("ttr state", j.id, j.state)
-        assert j.id in reserved
-        if i:
-            p = ttr.jobs[(i - 1) >> 1]
-            assert (p.deadline, p.id) < (j.deadline, j.id)
-    for c in conns:
-        js = c.deadlines.jobs
-        for i, j in enumerate(js):
-            assert j.conn_at == i, ("conn_at", j.id, j.conn_at, i)
-            assert j.state == RESERVED, ("conn state", j.id, j.state)
-            assert reserved[j.id].conn is c, ("owner", j.id)
-            if i:
-                p = js[(i - 1) >> 1]
-                assert (p.deadline, p.id) < (j.deadline, j.id)
-        mine = [held.jobs[id_] for id_, held in reserved.items() if held.conn is c]
-        assert len(mine) == len(js) == c.nreserved, (len(mine), len(js), c.nreserved)
-        if mine:
-            soon = min(mine, key=lambda j: (j.deadline, j.id))
-            assert c.deadlines.first() is soon
-    for id_, held in reserved.items():
-        j = held.jobs[id_]
-        if held.conn.gone:
-            continue
-        assert ttr.jobs[j.ttr_at] is j, ("not in ttr", id_)
-    assert sum(1 for h_ in reserved.values() if not h_.conn.gone) <= len(ttr)
-    assert q.reserved_ct == len(reserved)
-    for g in gone:
-        if not g.gone or not any(True for _ in q.slices.work):
-            pass
 
 
 def run(h, conns, gone, op):
@@ -135,6 +93,19 @@ def new_conn(h):
     return s
 
 
+def drain_and_expire(h, conns, gone):
+    """Run the slices left, let every TTR pass, run them again: the heaps
+    hold, and the closed connections hold nothing."""
+    while h.step():
+        check_heaps(h, conns)
+    h.now += 10 * NS
+    h.e.tick(h.now)
+    while h.step():
+        check_heaps(h, conns)
+    for g in gone:
+        assert len(g.deadlines) == 0 and g.nreserved == 0
+
+
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(st.one_of(*ops), max_size=60))
@@ -145,19 +116,12 @@ def test_heaps_hold_exactly_the_reservations(seq):
     maxres = 0
     for op in seq:
         run(h, conns, gone, op)
-        check(h, conns, gone)
+        check_heaps(h, conns)
         maxres = max(maxres, h.e.q.reserved_ct)
         if op[0] == "flush" and h.e.q.slices.work and any(g.nreserved for g in gone):
             event("flush while a gone conn's slices run")
     event("max reserved %s" % (">60" if maxres > 60 else ">5" if maxres > 5 else ">0" if maxres else "0"))
-    while h.step():
-        check(h, conns, gone)
-    h.now += 10 * NS
-    h.e.tick(h.now)
-    while h.step():
-        check(h, conns, gone)
-    for g in gone:
-        assert len(g.deadlines) == 0 and g.nreserved == 0
+    drain_and_expire(h, conns, gone)
 
 
 @settings(max_examples=EXAMPLES, deadline=None,
@@ -172,17 +136,10 @@ def test_heaps_after_a_close_with_many_reservations(n, bits, closer, seq):
     gone = []
     run(h, conns, gone, ("fill", closer, n, bits))
     run(h, conns, gone, ("close", closer))
-    check(h, conns, gone)
+    check_heaps(h, conns)
     for op in seq:
         run(h, conns, gone, op)
-        check(h, conns, gone)
+        check_heaps(h, conns)
         if op[0] == "flush" and h.e.q.slices.work and any(g.nreserved for g in gone):
             event("flush while a gone conn's slices run")
-    while h.step():
-        check(h, conns, gone)
-    h.now += 10 * NS
-    h.e.tick(h.now)
-    while h.step():
-        check(h, conns, gone)
-    for g in gone:
-        assert len(g.deadlines) == 0 and g.nreserved == 0
+    drain_and_expire(h, conns, gone)
