@@ -54,7 +54,11 @@ COMPILED = [
     "core/tick.py",
     "core/timers.py",
     "core/weighted.py",
+    "binlog/bodies.py",
+    "binlog/codec.py",
+    "binlog/files.py",
     "binlog/format.py",
+    "binlog/sync.py",
     "server/gate.py",
     "server/transport.py",
 ]

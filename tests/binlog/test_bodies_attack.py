@@ -8,7 +8,7 @@ import os
 import random
 
 from fakeclock import synced, with_binlog
-from pybeanstalkd.binlog import files as _files, format as F, recovery as _recovery
+from pybeanstalkd.binlog import format as F, recovery as _recovery
 from pybeanstalkd.cluster.apply import Restore, snapshot_parts
 from pybeanstalkd.core.job import BURIED, RESERVED, OnDisk
 
@@ -208,7 +208,6 @@ def test_the_same_as_a_plain_binlog_through_restarts_and_damage(tmp_path, monkey
     left on disk and changed there is no longer served: damage goes
     elsewhere here, and test_a_body_changed_on_disk_* covers it.)"""
     clock = _Clock()
-    monkeypatch.setattr(_files, "time", clock)
     monkeypatch.setattr(_recovery, "time", clock)
     for seed in range(6):
         rnd = random.Random(seed)

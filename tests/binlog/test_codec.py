@@ -33,4 +33,4 @@ def test_a_full_record_is_its_tags_then_the_job(tmp_path, extensions):
     plain = F.encode(j, True, wal.wall_offset)
     written = wal.codec.full(j, plain)
     assert written.endswith(plain) and (len(written) > len(plain)) is extensions
-    assert wal.size_of(j) == len(written)
+    assert wal.codec.size(j) == len(written)

@@ -160,8 +160,6 @@ def test_a_failed_fsync_stops_the_binlog_and_unlinks_nothing(tmp_path, monkeypat
     and no file is unlinked on the strength of that fsync."""
     import errno
 
-    from pybeanstalkd.binlog import sync as S
-
     loop, wal, e, gate, sy = setup(tmp_path)
     warned = []
     wal.warn = warned.append
@@ -169,9 +167,10 @@ def test_a_failed_fsync_stops_the_binlog_and_unlinks_nothing(tmp_path, monkeypat
     put(e, a)
     wal.retired.doomed.append((wal.lsn, str(tmp_path / "binlog.1")))  # (a file let go: waits)
 
-    def eio(fds, dirfd):
+    def eio(fd):
         raise OSError(errno.EIO, "Input/output error")
-    monkeypatch.setattr(S, "fsync_all", eio)
+    monkeypatch.setattr(os, "fdatasync", eio)
+    monkeypatch.setattr(os, "fsync", eio)
     gate.held.add(a)
     if inline:
         sy.kick()

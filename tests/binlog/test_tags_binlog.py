@@ -230,10 +230,9 @@ def test_the_longest_times_fit_their_records_in_any_year(tmp_path, monkeypatch, 
     put raised struct.error. Now its record holds the last int64, which
     recovery takes for a held job's; the other times fit until 2126, and
     past that they too hold the last int64 (due early, never at once)."""
-    from pybeanstalkd.binlog import files as _files, recovery as _recovery
+    from pybeanstalkd.binlog import recovery as _recovery
 
     clock = _Wall(year)
-    monkeypatch.setattr(_files, "time", clock)
     monkeypatch.setattr(_recovery, "time", clock)
     h, wal = with_binlog(tmp_path, extensions=True)
     s = h.conn()

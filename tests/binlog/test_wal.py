@@ -55,22 +55,18 @@ def test_compaction_finds_a_live_job_behind_many_stale_ids(tmp_path):
     for i in range(2, n + 1):  # all but job 1
         assert h.send(c, b"delete %d\r\n" % i) == b"DELETED\r\n"
     assert first.refs == 1 and "binlog.1" in binlogs(tmp_path)
-    dropped = []  # stale ids dropped by each step
-
-    def live_in(f, step=wal._live_in):
-        before = len(f.ids)
-        j = step(f)
-        dropped.append(before - len(f.ids))
-        return j
-    wal._live_in = live_in
+    dropped = []  # stale ids dropped by each command's compaction
     for i in range(n + 1, 20 * n):  # keep writing: compaction runs
-        h.send(c, b"put 0 0 60 10\r\n%010d\r\n" % i)
-        h.send(c, b"delete %d\r\n" % i)
+        for cmd in (b"put 0 0 60 10\r\n%010d\r\n" % i, b"delete %d\r\n" % i):
+            before = len(first.ids)
+            h.send(c, cmd)
+            dropped.append(before - len(first.ids))
         synced(wal)
         if "binlog.1" not in binlogs(tmp_path):
             break
     assert "binlog.1" not in binlogs(tmp_path) and wal.nmig >= 1
-    assert len(dropped) > 1 and max(dropped) == LIVE_SCAN  # in bounded steps
+    steps = [d for d in dropped if d]
+    assert len(steps) > 1 and max(steps) == LIVE_SCAN  # in bounded steps
     h2, _ = restart(h, wal, tmp_path, 131072)
     assert h2.send(h2.conn(), b"peek 1\r\n") == b"FOUND 1 10\r\n0000000001\r\n"
 
@@ -94,15 +90,20 @@ def test_buried_order_and_count_survive_restarts(tmp_path):
     assert b"buries: 1\n" in h.send(c, b"stats-job 3\r\n")
 
 
-def test_out_of_space_loses_nothing(tmp_path):
-    """No acknowledged job is lost when the next binlog file cannot be made."""
+def filling_disk():
+    """A falloc that fails with ENOSPC once `full` (a list) is not empty."""
     full = []
 
     def falloc(fd, size):
         if full:
             raise OSError(errno.ENOSPC, "No space left on device")
         _falloc(fd, size)
+    return full, falloc
 
+
+def test_out_of_space_loses_nothing(tmp_path):
+    """No acknowledged job is lost when the next binlog file cannot be made."""
+    full, falloc = filling_disk()
     h, wal = with_binlog(tmp_path, filesize=4096, falloc=falloc)
     c = h.conn()
     n = 0
@@ -130,10 +131,12 @@ def test_out_of_space_loses_nothing(tmp_path):
 
 
 def test_release_with_delay_on_full_disk_keeps_the_job(tmp_path):
-    h, wal = with_binlog(tmp_path, filesize=4096)
+    full, falloc = filling_disk()
+    h, wal = with_binlog(tmp_path, filesize=4096, falloc=falloc)
     c = h.conn()
     h.send(c, b"put 0 0 60 1\r\nx\r\nreserve\r\n")
-    wal.reserve = lambda n: 0  # no more space anywhere
+    full.append(True)  # no next file, and no room left in this one:
+    wal.cur.free = 0  # no more space anywhere
     assert h.send(c, b"release 1 0 10\r\n") == b"OUT_OF_MEMORY\r\n"
     assert b"state: reserved\n" in h.send(c, b"stats-job 1\r\n")
     assert h.send(c, b"kick-job 1\r\n") == b"NOT_FOUND\r\n"

@@ -420,8 +420,6 @@ def test_with_f0_a_follower_whose_fsync_fails_acks_nothing_and_says_why(tmp_path
     is not on its disk (the leader then drops it), and it says so once."""
     import errno
 
-    from pybeanstalkd.binlog import sync as S
-
     lh, lwal, fh, fwal = setup(str(tmp_path))
     c = lh.conn()
     said, warned = [], []
@@ -431,9 +429,10 @@ def test_with_f0_a_follower_whose_fsync_fails_acks_nothing_and_says_why(tmp_path
         srv, port, rep, link = await linked(lh, lwal, fh, fwal, log=said.append)
         await link.until(0)
 
-        def eio(fds, dirfd):
+        def eio(fd):
             raise OSError(errno.EIO, "Input/output error")
-        monkeypatch.setattr(S, "fsync_all", eio)  # (the follower's fsync)
+        monkeypatch.setattr(os, "fdatasync", eio)  # (the follower's fsync)
+        monkeypatch.setattr(os, "fsync", eio)
         for _i in range(3):
             lh.send(c, b"put 0 0 60 1\r\na\r\n")
             lwal.flush()

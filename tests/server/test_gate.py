@@ -5,6 +5,7 @@ moment between a record's write and its fsync."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -12,7 +13,6 @@ from types import SimpleNamespace
 import pytest
 
 from fakeclock import with_binlog
-from pybeanstalkd.binlog import sync as S
 from pybeanstalkd.cli import parse_args
 from pybeanstalkd.core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
 from pybeanstalkd.server.gate import Immediate, Replicated, Synced, Written, gate_for, hold_for
@@ -56,12 +56,12 @@ def command(h, srv, s, data: bytes) -> bytes:
 def fsync_held(monkeypatch):
     """fsyncs wait until the returned event is set."""
     go = threading.Event()
-    real = S.fsync_all
+    real = os.fdatasync
 
-    def held(fds, dirfd):
+    def held(fd):
         go.wait(10)
-        real(fds, dirfd)
-    monkeypatch.setattr(S, "fsync_all", held)
+        real(fd)
+    monkeypatch.setattr(os, "fdatasync", held)
     yield go
     go.set()
 
@@ -145,12 +145,12 @@ def test_synced_with_one_writer_answers_once_synced_inline(tmp_path, monkeypatch
     h, wal = with_binlog(tmp_path, hold=HOLD_WRITES)
     loop = asyncio.new_event_loop()
     sent_at_fsync = []
-    real = S.fsync_all
+    real = os.fdatasync
 
-    def fsync_all(fds, dirfd):
+    def fdatasync(fd):
         sent_at_fsync.append(bytes(a.transport.data))  # (what a had been sent by then)
-        real(fds, dirfd)
-    monkeypatch.setattr(S, "fsync_all", fsync_all)
+        real(fd)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
     try:
         srv = Server(loop, h.e, gate=lambda srv: Synced(srv, wal, True, 0))
         a = conn(h)

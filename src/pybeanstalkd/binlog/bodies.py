@@ -157,7 +157,7 @@ class DiskBodies(BodyPolicy):
         self.moves = True
         self.warn = warn
         self.dir = dirname
-        self.ram_min: int = ram_min
+        self.ram_min = ram_min
         # Full records in the write buffer whose body leaves RAM once they
         # are written: (job, its file, where the body starts, its CRC-32)
         self.unwritten: list[tuple[Job, File, int, int]] = []
@@ -184,7 +184,8 @@ class DiskBodies(BodyPolicy):
 
     def written(self, wal: Wal, j: Job, f: File, crc: int) -> None:
         n = len(j.body)
-        if n >= self.ram_min:
+        ram_min = self.ram_min
+        if ram_min is not None and n >= ram_min:
             # (the record ends with the body, and used(f) with the record)
             self.unwritten.append((j, f, wal.used(f) - n, crc))
 

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from . import ext as X, format as F
 from ..core.tagged import policy
-from ..core.tags import EXT_ID
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -39,8 +38,10 @@ class RecordCodec(Protocol):
         compaction finds a record's job (or cooldown) by its id."""
 
     def size(self, j: Job) -> int:
-        """The bytes of j's full record, with what goes before it; of a
-        record of ours (a cooldown: its id is EXT_ID or more), its own."""
+        """The bytes of j's full record, with what goes before it."""
+
+    def cooldown_size(self, c: Cooldown) -> int:
+        """The bytes of cooldown c's record."""
 
     def full(self, j: Job, rec: bytes) -> bytes:
         """What is written for j's full record rec."""
@@ -63,6 +64,9 @@ class PlainCodec:
 
     def full(self, j: Job, rec: bytes) -> bytes:
         return rec
+
+    def cooldown_size(self, c: Cooldown) -> int:
+        raise ValueError("records of ours are written with --extensions only (TaggedCodec)")
 
     def note(self, rec: Record, wall_offset: int) -> bytes:
         raise ValueError("records of ours are written with --extensions only (TaggedCodec)")
@@ -92,8 +96,6 @@ class TaggedCodec:
         return b"" if t is None else X.chunks(X.tags_msg(j.id, t))
 
     def size(self, j: Job) -> int:
-        if j.id >= EXT_ID:
-            return len(X.note_msg(j, 0))  # type: ignore[arg-type]  # (a Cooldown)
         t = self.tags.get(j.id)
         extra = 0 if t is None else X.chunked_size(len(X.tags_msg(j.id, t)))
         return F.full_size(j.tube.name, len(j.body)) + extra
@@ -101,6 +103,9 @@ class TaggedCodec:
     def full(self, j: Job, rec: bytes) -> bytes:
         t = self.tags.get(j.id)
         return rec if t is None else X.chunks(X.tags_msg(j.id, t)) + rec
+
+    def cooldown_size(self, c: Cooldown) -> int:
+        return len(X.note_msg(c, 0))
 
     def note(self, rec: Record, wall_offset: int) -> bytes:
         return X.note_msg(rec, wall_offset)

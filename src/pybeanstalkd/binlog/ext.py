@@ -171,7 +171,7 @@ class Recovered:
     def cooled(self, orig: int, end: int, tube: bytes, key: bytes, f: File) -> None:
         old = self.cools.pop((tube, key), None)
         if old is not None:
-            self.wal.drop(old)  # type: ignore[arg-type]
+            self.wal.drop_cooldown(old)
         self.last_id += 1
         cd = Cooldown(self.last_id, tube, key, orig, end)  # (end: wall ns, for now)
         self.cools[(tube, key)] = cd
@@ -182,7 +182,7 @@ class Recovered:
 
     def cleared(self, last: int, tube: bytes, tube_of: Callable[[int], bytes | None]) -> None:
         for k in [k for k in self.cools if k[0] == tube]:
-            self.wal.drop(self.cools.pop(k))  # type: ignore[arg-type]
+            self.wal.drop_cooldown(self.cools.pop(k))
         for id_, tags in list(self.tags.items()):
             if tags.idp is not None and id_ < last and tube_of(id_) == tube:
                 self.tags[id_] = void_idp(tags)
@@ -199,6 +199,6 @@ class Recovered:
         for cd in self.cools.values():
             cd.expires -= wall_offset
             if cd.expires <= now:
-                self.wal.drop(cd)  # type: ignore[arg-type]
+                self.wal.drop_cooldown(cd)
             else:
                 p.cooled(q, cd)

@@ -27,15 +27,14 @@ thread driven by the server (sync.py's Syncer).
 from __future__ import annotations
 
 import os
-import time
 from array import array
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from . import format as F
 from .bodies import IN_RAM
 from .codec import PlainCodec
-from ..core.tags import EXT_ID, Cooldown
+from ..core.tags import Cooldown
 
 if TYPE_CHECKING:
     from ..core.job import Job
@@ -118,13 +117,13 @@ class Wal:
         self.falloc = falloc  # replaceable, to test a full disk
         self.use = True
         # The files, oldest (head) to newest (tail), and the one written
-        # (cur). None until recover() makes the first file, and head and tail
-        # while recovery has deleted every file read so far (_gc). Once in
-        # use, cur keeps the list non-empty, and the write path relies on it:
-        # declared as File, so that it needs no None checks.
-        self.head: File = cast(File, None)
-        self.tail: File = self.head
-        self.cur: File = self.head
+        # (cur). head is None while there are none: until recover() makes
+        # the first, and while recovery has deleted every file read so far
+        # (_gc). Until the first, tail and cur are a placeholder with no
+        # room, which nothing writes to. Once in use, cur keeps the list
+        # non-empty.
+        self.head: File | None = None
+        self.tail = self.cur = File(0, "")
         self.nfile = 0
         self.next_seq = 1
         self.alive = 0  # bytes of live jobs' full records
@@ -142,10 +141,12 @@ class Wal:
         # descriptors (many clients), and the fsync with it.
         self.dirfd = -1
         self.no_room = False  # the next file could not be made (said once: _no_file)
-        self.wall_offset = time.time_ns() - time.monotonic_ns()
+        # Wall clock ns less monotonic ns, to write times as wall ns: set
+        # by recover(), which reads the records' times back with it
+        self.wall_offset = 0
         # id -> the stored job or None: the queue's job map, once recover()
         # has loaded it. Compaction finds a file's live jobs through it.
-        self.find: Callable[[int], Job | None] = lambda id_: None
+        self.find: Callable[[int], Job | Cooldown | None] = lambda id_: None
         # --cluster: called with each batch of records written (tap())
         self.tapped: Callable[[bytes], object] | None = None
         self.zero_ahead = zero_ahead  # -f0 (Options.fsync_each_write): see ZERO_AHEAD
@@ -187,11 +188,11 @@ class Wal:
         return os.path.join(self.dir, "binlog.%d" % seq)
 
     def add_file(self, f: File) -> None:
-        if self.tail is not None:
-            self.tail.next = f
-        self.tail = f
         if self.head is None:
             self.head = f
+        else:
+            self.tail.next = f
+        self.tail = f
         self.nfile += 1
 
     def make_next(self) -> bool:
@@ -284,10 +285,7 @@ class Wal:
         let_go = False
         while self.head is not None and self.head.refs < 1:
             f = self.head
-            # f.next is None when f was the last file (see __init__)
-            self.head = cast(File, f.next)
-            if self.tail is f:
-                self.tail = self.head
+            self.head = f.next  # (None: f was the last file, see __init__)
             self.nfile -= 1
             # Its jobs' newer records are all before lsn: each was given to
             # the buffer before the job let go of f (_compact holds f meanwhile).
@@ -464,9 +462,14 @@ class Wal:
         self.alive -= self.codec.size(j)
         self.decref(f)
 
-    def size_of(self, j: Job) -> int:
-        """The bytes of j's full record (a record of ours: its own)."""
-        return self.codec.size(j)
+    def drop_cooldown(self, c: Cooldown) -> None:
+        """Cooldown c's record no longer counts (ended, or moved)."""
+        f: File | None = c.file
+        if f is None:
+            return
+        c.file = None
+        self.alive -= self.codec.cooldown_size(c)
+        self.decref(f)
 
     def note(self, rec: Record) -> bool:
         """Reserve room for a record of ours (ext.py) and write it: a
@@ -503,7 +506,8 @@ class Wal:
         return True
 
     def forget(self, rec: Record) -> None:
-        self.drop(rec)  # type: ignore[arg-type]
+        if isinstance(rec, Cooldown):  # (a flush-tube's record holds no file)
+            self.drop_cooldown(rec)
 
     def body(self, j: Job) -> bytes | None:
         """j's body: in RAM, or read back by the bodies' policy (None: it
@@ -518,34 +522,44 @@ class Wal:
     def _compact(self) -> None:
         for _ in range(self._ratio() - 1):
             head = self.head
-            if head is self.cur or head.next is self.cur:
+            if head is None or head is self.cur or head.next is self.cur:
                 return
-            j = self._live_in(head)  # any job will do
-            if j is None:
+            found = self._live_in(head)  # any job (or cooldown) will do
+            if found is None or not self._copy_on(head, found):
                 return
+
+    def _copy_on(self, head: File, found: Job | Cooldown) -> bool:
+        """Rewrite found's record after cur, so that head may go; False if
+        it cannot be now."""
+        if isinstance(found, Cooldown):
+            n = self.reserve(self.codec.cooldown_size(found))
+        else:
             # A body left in head comes back into RAM before the job is
             # dropped from head, which may then go (bodies.py)
-            if self.bodies.moves and j.body.__class__ is not bytes \
-                    and not self.bodies.fetch(self, head, j):
-                return
-            n = self.reserve(self.size_of(j))
-            if not n:
-                return
-            # head is held until the rewrite is in the buffer: let go
-            # between the two, it would not wait for the rewrite (_gc)
-            head.refs += 1
-            self.drop(j)
-            self.nmig += 1
-            if j.id >= EXT_ID:
-                self._note(j)  # type: ignore[arg-type]  # (a cooldown: copied on)
-            else:
-                self._write(j)
-            self.decref(head)
+            if self.bodies.moves and found.body.__class__ is not bytes \
+                    and not self.bodies.fetch(self, head, found):
+                return False
+            n = self.reserve(self.codec.size(found))
+        if not n:
+            return False
+        # head is held until the rewrite is in the buffer: let go between
+        # the two, it would not wait for the rewrite (_gc)
+        head.refs += 1
+        self.nmig += 1
+        if isinstance(found, Cooldown):
+            self.drop_cooldown(found)
+            self._note(found)
+        else:
+            self.drop(found)
+            self._write(found)
+        self.decref(head)
+        return True
 
-    def _live_in(self, f: File) -> Job | None:
-        """A job whose latest full record is in f, or None. Stale ids at the
-        end of f.ids are dropped on the way, at most LIVE_SCAN a call (the
-        next write's compaction goes on), so no call is O(records)."""
+    def _live_in(self, f: File) -> Job | Cooldown | None:
+        """A job (or a cooldown) whose latest full record is in f, or None.
+        Stale ids at the end of f.ids are dropped on the way, at most
+        LIVE_SCAN a call (the next write's compaction goes on), so no call is
+        O(records)."""
         ids = f.ids
         find = self.find
         for _ in range(min(len(ids), LIVE_SCAN)):

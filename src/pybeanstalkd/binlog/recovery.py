@@ -72,7 +72,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     seqs = scan(wal.dir)
     jobs: dict[int, Job] = {}  # in order of first appearance
     err = False
-    wall_offset = time.time_ns() - now
+    wall_offset = wal.wall_offset = time.time_ns() - now  # (written with it from now on)
     # (the Wal's codec writes tags exactly when q has them: ValueError if not)
     find = wal.codec.attach(q)
     reader = None
@@ -137,7 +137,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> i
     if reader is not None:
         reader.install(q, jobs.__contains__, wall_offset, now)
     loading.load(q, jobs.values(), now, wall_offset)
-    wal.find = find  # type: ignore[assignment]  # (a cooldown is found as a job is)
+    wal.find = find
     return len(jobs)
 
 

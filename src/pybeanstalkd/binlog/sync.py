@@ -3,28 +3,28 @@ beside the event loop and hands finished syncs back to it through a pipe."""
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from time import monotonic_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..core import hist
 from .files import Wal
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Collection
-    from typing import Protocol
 
-    class _Gate(Protocol):
-        """What the Syncer tells and asks the server's reply gate
-        (server/gate.py, which binlog/ does not import)."""
 
-        @property
-        def held(self) -> Collection[object]: ...  # clients whose replies wait for safe()
-        def advanced(self) -> int: ...  # safe() moved on: answer who it covers
-        def binlog_failed(self) -> None: ...  # nothing to wait for: answer all
-        def sync_starting(self) -> None: ...  # an fsync starts (--cluster -f0: ship)
-        def sync_waits(self) -> bool: ...  # hold the next fsync back (its acks)
-        def flush(self) -> None: ...  # the server's end of a pass
+class _Gate(Protocol):
+    """What the Syncer tells and asks the server's reply gate
+    (server/gate.py, which binlog/ does not import)."""
+
+    @property
+    def held(self) -> Collection[object]: ...  # clients whose replies wait for safe()
+    def advanced(self) -> int: ...  # safe() moved on: answer who it covers
+    def binlog_failed(self) -> None: ...  # nothing to wait for: answer all
+    def sync_starting(self) -> None: ...  # an fsync starts (--cluster -f0: ship)
+    def sync_waits(self) -> bool: ...  # hold the next fsync back (its acks)
+    def flush(self) -> None: ...  # the server's end of a pass
 
 
 # -f0: a client other than the last one synced inline that writes within

@@ -21,7 +21,7 @@ names are tube names (no ':').
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .protocol import LINE_BUF_SIZE, U32_MAX, Bad, name_ok
 
@@ -268,7 +268,7 @@ class Cooldown:
         self.key = key
         self.orig = orig  # the deleted job's id, which duplicates are answered
         self.expires = expires  # monotonic ns
-        self.file: object = None
+        self.file: Any = None  # (binlog/files.py's File: core does not import it)
         self.state = 0
         self.body = b""
 
