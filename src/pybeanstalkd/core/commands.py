@@ -12,7 +12,7 @@ from .protocol import NS, name_ok
 from .session import BITBUCKET, BODY, BUSY
 from .stats import job_stats, server_stats, tube_stats
 from .tagged import policy
-from .tags import Tags, new_tags
+from .tags import Tags
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -156,7 +156,7 @@ def _tags_stage(e: EngineState, s: Session, j: Job, tags: Tags | bytes, now: int
     left); else j has its id and the tags' state its tags. tags: bytes for
     a put whose one tag is idp:KEY (the engine's fast path, putlines.py)."""
     if type(tags) is bytes:
-        tags = new_tags(Tags, (tags, 0, None, 1, None, None, 0))
+        tags = Tags(tags)
     assert isinstance(tags, Tags)
     if e.draining:
         s.send(P.DRAINING)

@@ -454,7 +454,7 @@ class Engine(EngineState):
                     tags: Tags | bytes | None
                     tagged = TAGGED_PUTS.get(line)
                     if tagged is not None:
-                        hdr, tags = tagged, tagged[4]
+                        hdr, tags = tagged
                     else:  # (no line with a key is cached: keys are unique)
                         head, idp, key = line.rpartition(b" idp:")
                         if not idp:
@@ -540,7 +540,7 @@ class Engine(EngineState):
         ttr *= NS
         if len(TAGGED_PUTS) < 4096 and len(tail) <= LINE_BUF_SIZE:  # (putlines.py: the bound)
             if tags.idp is None:
-                TAGGED_PUTS[b"put %s %s %s %s %s" % tuple(args)] = (pri, delay, ttr, size, tags)
+                TAGGED_PUTS[b"put %s %s %s %s %s" % tuple(args)] = ((pri, delay, ttr, size), tags)
             else:  # what the fast path looks up: the line less its idp: word
                 words = tail.split(b" ")
                 others = [w for w in words if w[:4] != b"idp:"]
@@ -551,6 +551,6 @@ class Engine(EngineState):
                             PUTS[head] = (pri, delay, ttr, size)
                     else:
                         rest = b" ".join(others)
-                        TAGGED_PUTS[head + b" " + rest] = (pri, delay, ttr, size, tags_of(rest))
+                        TAGGED_PUTS[head + b" " + rest] = ((pri, delay, ttr, size), tags_of(rest))
         commands.put(self, s, pri, delay, ttr, size, True, now, tags)
         return True

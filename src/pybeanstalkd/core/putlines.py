@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
     from .tags import Tags
 
-    # A cached put line's pri, delay, ttr and size (and its tags: TAGGED_PUTS)
-    PutHead: TypeAlias = tuple[int, int, int, int] | tuple[int, int, int, int, Tags]
+    # A cached put line's pri, delay, ttr and size. (One tuple type: read
+    # through a union of two, each field was a generic lookup, compiled.)
+    PutHead: TypeAlias = tuple[int, int, int, int]
 
 # The u32 arguments of put and release, by their bytes: most clients send a
 # few values (priority, delay, ttr, body size), and a lookup costs half of
@@ -34,11 +35,11 @@ U32S: Final[dict[bytes, int]] = {}
 
 # Whole put lines, parsed: a producer sends the same few (they differ only
 # where the body size does). Only lines the fast path took are added.
-PUTS: Final[dict[bytes, tuple[int, int, int, int]]] = {}
+PUTS: Final[dict[bytes, PutHead]] = {}
 
 
 # The same for put lines with tags that repeat (no idp: key; --extensions).
-TAGGED_PUTS: Final[dict[bytes, tuple[int, int, int, int, Tags]]] = {}
+TAGGED_PUTS: Final[dict[bytes, tuple[PutHead, Tags]]] = {}
 
 
 def keyed_put(line: bytes, i: int) -> tuple[PutHead | None, Tags | None]:
@@ -51,7 +52,7 @@ def keyed_put(line: bytes, i: int) -> tuple[PutHead | None, Tags | None]:
         return hdr, with_idp(None, word)
     tagged = TAGGED_PUTS.get(rest)
     if tagged is not None:
-        return tagged, with_idp(tagged[4], word)
+        return tagged[0], with_idp(tagged[1], word)
     return None, None
 
 

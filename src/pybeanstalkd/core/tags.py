@@ -21,7 +21,7 @@ names are tube names (no ':').
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from .protocol import LINE_BUF_SIZE, U32_MAX, Bad, name_ok
 
@@ -61,22 +61,41 @@ def held(deadline: int, wall_offset: int) -> bool:
     return deadline - wall_offset >= HELD_MIN or deadline == I64_MAX
 
 
-class Tags(NamedTuple):
-    """What a tagged job's put said (a job without tags has none). A
-    tuple: made in one step, shared by the jobs of a repeated tag line,
-    and left alone by the garbage collector (it holds no containers)."""
+class Tags:
+    """What a tagged job's put said (a job without tags has none); never
+    changed once made, so that the jobs of a repeated tag line share one."""
 
-    idp: bytes | None = None
-    ttl: int = 0  # seconds a deleted job's key stays taken
-    con: bytes | None = None
-    limit: int = 1
-    grp: bytes | None = None
-    aft: bytes | None = None
-    tries: int = 0  # 0: --max-tries decides
+    __slots__ = ("idp", "ttl", "con", "limit", "grp", "aft", "tries")
+
+    def __init__(self, idp: bytes | None = None, ttl: int = 0, con: bytes | None = None,
+                 limit: int = 1, grp: bytes | None = None, aft: bytes | None = None,
+                 tries: int = 0) -> None:
+        self.idp = idp
+        self.ttl = ttl  # seconds a deleted job's key stays taken
+        self.con = con
+        self.limit = limit
+        self.grp = grp
+        self.aft = aft
+        self.tries = tries  # 0: --max-tries decides
+
+    def with_idp(self, idp: bytes, ttl: int) -> Tags:
+        """These tags with idp: in place of theirs."""
+        return Tags(idp, ttl, self.con, self.limit, self.grp, self.aft, self.tries)
+
+    def fields(self) -> tuple[bytes | None, int, bytes | None, int, bytes | None,
+                              bytes | None, int]:
+        return (self.idp, self.ttl, self.con, self.limit, self.grp, self.aft, self.tries)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tags) and self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        return "Tags(idp=%r, ttl=%r, con=%r, limit=%r, grp=%r, aft=%r, tries=%r)" % self.fields()
 
 
-# Tags(...) without NamedTuple's Python __new__: new_tags(Tags, (7 fields))
-new_tags = tuple.__new__
 NO_TAGS: Final = Tags()
 
 
@@ -85,7 +104,7 @@ def void_idp(tags: Tags) -> Tags:
     byte, a key no put can name. The binlog's record of the tags keeps its
     size (and so its accounting), and says the key is gone."""
     assert tags.idp is not None
-    return tags._replace(idp=b":" + tags.idp[1:])
+    return tags.with_idp(b":" + tags.idp[1:], tags.ttl)
 
 
 def rust_uint(word: bytes, limit: int = U32_MAX) -> int:
@@ -153,10 +172,7 @@ def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
         ttl = int(num)
     if not name_ok(key):
         return None
-    if tags is None:
-        return new_tags(Tags, (key, ttl, None, 1, None, None, 0))
-    # (tags._replace, without its generic Python steps)
-    return new_tags(Tags, (key, ttl, tags.con, tags.limit, tags.grp, tags.aft, tags.tries))
+    return Tags(key, ttl) if tags is None else tags.with_idp(key, ttl)
 
 
 def parse_tags(words: list[bytes]) -> Tags:
@@ -187,7 +203,7 @@ def parse_tags(words: list[bytes]) -> Tags:
                 raise Bad
         else:
             raise Bad
-    return new_tags(Tags, (idp, ttl, con, limit, grp, aft, tries))
+    return Tags(idp, ttl, con, limit, grp, aft, tries)
 
 
 BITS: Final = 12  # ids per block of Members: 1 << BITS, as the job map's (jobmap.py)
