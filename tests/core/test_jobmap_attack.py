@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from fakeclock import Harness, with_binlog
 from jobmaptools import check_map
 from pybeanstalkd.core.jobmap import BITS, THIN, Block, Sparse
-from pybeanstalkd.core.store import NullStore
+from pybeanstalkd.core.store import Store
 
 SIZE = 1 << BITS
 
@@ -27,7 +27,7 @@ def put_id(h, s, **kw) -> int:
     return int(out.split()[1])
 
 
-class Refusing(NullStore):
+class Refusing(Store):
     """No binlog, which has no room for a put (reserve_put) while `full`."""
 
     full = False

@@ -8,10 +8,10 @@ import pytest
 
 from fakeclock import Harness
 from pybeanstalkd.core import putlines
-from pybeanstalkd.core.store import NullStore
+from pybeanstalkd.core.store import Store
 
 
-class Refusing(NullStore):
+class Refusing(Store):
     """A binlog with no room for a put (NO_ROOM) while `full`."""
 
     full = False

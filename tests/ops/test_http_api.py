@@ -348,9 +348,9 @@ async def test_kick_and_kick_job(w, client):
 async def test_a_delete_the_binlog_cannot_take_is_not_reported_done(w, client):
     """As the protocol's delete answers INTERNAL_ERROR when its record cannot
     be written, the action says it failed (a restart would bring it back)."""
-    from pybeanstalkd.core.store import NullStore
+    from pybeanstalkd.core.store import Store
 
-    class Refusing(NullStore):
+    class Refusing(Store):
         def write(self, j, rec=None):
             return False
 
@@ -367,9 +367,9 @@ async def test_a_flush_or_move_the_binlog_cannot_take_stops_and_says_so(w, clien
     """A flush stops at the first delete the binlog could not record, and a
     move at the first put it has no room for: each answers 503 with how
     many it did, never success."""
-    from pybeanstalkd.core.store import NullStore
+    from pybeanstalkd.core.store import Store
 
-    class Failing(NullStore):
+    class Failing(Store):
         writes = 2  # records it takes before it fails
         room = True
 

@@ -262,9 +262,9 @@ async def test_a_flush_of_the_whole_tube_is_flush_tube(w, client):
 
 @http_test(extensions=True)
 async def test_a_flush_of_the_whole_tube_that_the_binlog_cannot_take_says_so(w, client):
-    from pybeanstalkd.core.store import NullStore
+    from pybeanstalkd.core.store import Store
 
-    class Failing(NullStore):
+    class Failing(Store):
         writes = 2
 
         def write(self, j, rec=None):

@@ -14,7 +14,7 @@ hands the queue over (attach) before it reads the first record.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from . import ext as X, format as F
 from ..core.tagged import policy
@@ -31,48 +31,38 @@ if TYPE_CHECKING:
     Found: TypeAlias = "Job | Cooldown | None"
 
 
-class RecordCodec(Protocol):
+class PlainCodec:
+    """Jobs' records alone: a binlog beanstalkd reads as its own. The base
+    of the codecs: the Wal calls its codec through this class's methods
+    (compiled, direct calls)."""
+
     def attach(self, q: Queue) -> Callable[[int], Found]:
         """The queue the Wal stores for (it must have tags state exactly
         when the codec writes tags: ValueError if not); returns how
         compaction finds a record's job (or cooldown) by its id."""
-
-    def size(self, j: Job) -> int:
-        """The bytes of j's full record, with what goes before it."""
-
-    def cooldown_size(self, c: Cooldown) -> int:
-        """The bytes of cooldown c's record."""
-
-    def full(self, j: Job, rec: bytes) -> bytes:
-        """What is written for j's full record rec."""
-
-    def note(self, rec: Record, wall_offset: int) -> bytes:
-        """The bytes of a record of ours (a cooldown, a flush-tube's end)."""
-
-
-class PlainCodec:
-    """Jobs' records alone: a binlog beanstalkd reads as its own."""
-
-    def attach(self, q: Queue) -> Callable[[int], Found]:
         if q.ext is not None:
             raise ValueError("a queue with --extensions' tags needs a binlog that writes them"
                              " (TaggedCodec)")
         return q.jobs.get
 
     def size(self, j: Job) -> int:
+        """The bytes of j's full record, with what goes before it."""
         return F.full_size(j.tube.name, len(j.body))
 
     def full(self, j: Job, rec: bytes) -> bytes:
+        """What is written for j's full record rec."""
         return rec
 
     def cooldown_size(self, c: Cooldown) -> int:
+        """The bytes of cooldown c's record."""
         raise ValueError("records of ours are written with --extensions only (TaggedCodec)")
 
     def note(self, rec: Record, wall_offset: int) -> bytes:
+        """The bytes of a record of ours (a cooldown, a flush-tube's end)."""
         raise ValueError("records of ours are written with --extensions only (TaggedCodec)")
 
 
-class TaggedCodec:
+class TaggedCodec(PlainCodec):
     """--extensions: each job's tags, in records of ours (ext.py), just
     before its every full record, so that they move with it through
     compaction and leave with its file; and the cooldowns' and
@@ -111,6 +101,6 @@ class TaggedCodec:
         return X.note_msg(rec, wall_offset)
 
 
-def codec_for(extensions: bool) -> PlainCodec | TaggedCodec:
+def codec_for(extensions: bool) -> PlainCodec:
     """The codec of a binlog: --extensions' tags or not."""
     return TaggedCodec() if extensions else PlainCodec()

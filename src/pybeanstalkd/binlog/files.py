@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING
 from . import format as F
 from .bodies import IN_RAM
 from .codec import PlainCodec
+from ..core.store import Store
 from ..core.tags import Cooldown
 
 if TYPE_CHECKING:
     from ..core.job import Job
     from ..core.store import Record
     from .bodies import BodyPolicy
-    from .codec import RecordCodec
 
 SHORT = F.SHORT_SIZE
 BLOCK = 4096
@@ -106,10 +106,12 @@ def _falloc(fd: int, size: int) -> None:
         os.lseek(fd, 0, os.SEEK_SET)
 
 
-class Wal:
+class Wal(Store):
+    """The binlog: the queue's store (core/store.py) that writes its records."""
+
     def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
                  falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False,
-                 codec: RecordCodec | None = None, bodies: BodyPolicy = IN_RAM) -> None:
+                 codec: PlainCodec | None = None, bodies: BodyPolicy = IN_RAM) -> None:
         self.dir = dirname
         self.filesize = filesize
         self.wantsync = wantsync
@@ -152,7 +154,7 @@ class Wal:
         self.zero_ahead = zero_ahead  # -f0 (Options.fsync_each_write): see ZERO_AHEAD
         # What a full record is written as, and the records of ours
         # (codec.py): a plain binlog's, or --extensions' with the tags
-        self.codec: RecordCodec = PlainCodec() if codec is None else codec
+        self.codec = PlainCodec() if codec is None else codec
         # Where the jobs' bodies are kept (bodies.py): all in RAM (IN_RAM),
         # or left in the files (--bodies-on-disk: DiskBodies). Told at each
         # step that can move a body, and the owner of what it counts.

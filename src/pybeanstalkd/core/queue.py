@@ -54,14 +54,13 @@ from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
 from .run import Run
 from .slices import SLICE, Slices
 from .timers import Timers, paused
-from .store import NullStore
+from .store import Store
 from .protocol import U64_MAX
 from .tags import HELD_MIN
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterable
 
-    from .store import Store
     from .tags import ExtState
 
 # Tube.work_hist's outcomes
@@ -205,7 +204,7 @@ class Queue:
         self.tags = tags
         # Do releases and expiries ask tries_used_up?
         self.checks_tries = tags.checks_tries(max_tries)
-        self.store: Store = NullStore() if store is None else store
+        self.store = Store() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
         self.tube(DEFAULT_TUBE)  # (never freed)
 
