@@ -66,11 +66,12 @@ OPEN_WALS: list = []
 
 
 def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, ram_min=None,
-                warn=lambda m: None, **kw):
+                warn=lambda m: None, wall=None, **kw):
     """A Harness whose queue writes a binlog in tmp_path (recovered first),
     wired as the server does: the binlog is the engine's store from the start.
     ram_min: --bodies-on-disk, bodies of ram_min bytes (CRLF included) or
-    more left in the files."""
+    more left in the files. wall: a fake wall clock (its time_ns()) for
+    recovery, so that the records' times are set ones."""
     codec = codec_for(kw.get("extensions", False))
     if ram_min is None:
         wal = Wal(str(tmp_path), filesize, warn=warn, falloc=falloc, zero_ahead=zero_ahead,
@@ -81,7 +82,8 @@ def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, r
         kw["bodies_on_disk"] = True
     OPEN_WALS.append(wal)
     h = Harness(filesize=filesize, store=wal, **kw)
-    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)
+    recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None,
+            None if wall is None else wall.time_ns())
     return h, wal
 
 

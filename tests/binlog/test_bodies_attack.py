@@ -8,7 +8,7 @@ import os
 import random
 
 from fakeclock import synced, with_binlog
-from pybeanstalkd.binlog import format as F, recovery as _recovery
+from pybeanstalkd.binlog import format as F
 from pybeanstalkd.cluster.apply import Restore, snapshot_parts
 from pybeanstalkd.core.job import BURIED, RESERVED, OnDisk
 
@@ -152,9 +152,6 @@ class _Clock:
     def time_ns(self):
         return 1_700_000_000 * 10**9 + self.elapsed
 
-    def monotonic_ns(self):
-        return self.ORIGIN
-
 
 def _check(hd, wd, hp):
     q, qp = hd.e.q, hp.e.q
@@ -201,14 +198,13 @@ def _in_a_checked_record(path, at) -> bool:
     return False
 
 
-def test_the_same_as_a_plain_binlog_through_restarts_and_damage(tmp_path, monkeypatch):
+def test_the_same_as_a_plain_binlog_through_restarts_and_damage(tmp_path):
     """Random commands, flushes, restarts and the same bytes damaged in both
     directories: the same replies, bodies and states as a plain binlog; the
     files the same records; on_disk the sum of the OnDisk bodies. (A body
     left on disk and changed there is no longer served: damage goes
     elsewhere here, and test_a_body_changed_on_disk_* covers it.)"""
     clock = _Clock()
-    monkeypatch.setattr(_recovery, "time", clock)
     for seed in range(6):
         rnd = random.Random(seed)
         dd, dp = tmp_path / f"d{seed}", tmp_path / f"p{seed}"
@@ -218,8 +214,8 @@ def test_the_same_as_a_plain_binlog_through_restarts_and_damage(tmp_path, monkey
         clock.elapsed = 0
 
         def both(dd=dd, dp=dp, fs=fs, ram_min=ram_min, ext=ext):
-            hd, wd = with_binlog(dd, filesize=fs, ram_min=ram_min, extensions=ext)
-            hp, wp = with_binlog(dp, filesize=fs, extensions=ext)
+            hd, wd = with_binlog(dd, filesize=fs, ram_min=ram_min, extensions=ext, wall=clock)
+            hp, wp = with_binlog(dp, filesize=fs, extensions=ext, wall=clock)
             return hd, wd, hp, wp, [(hd.conn(), hp.conn()) for _ in range(2)]
 
         hd, wd, hp, wp, conns = both()

@@ -58,21 +58,27 @@ def scan(dirname: str) -> list[int]:
     return sorted(seqs)
 
 
-def recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> int:
-    """Load the binlog into queue q; returns the number of jobs recovered."""
+def recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn,
+            wall_ns: int | None = None) -> int:
+    """Load the binlog into queue q; returns the number of jobs recovered.
+    now: the queue's (monotonic) clock; wall_ns: the wall clock at the same
+    moment (None: read it). The records' times are wall ns: wall_ns - now
+    turns them into the queue's, and the Wal writes with it from then on."""
     gc.disable()  # a million long-lived objects: collections would only cost
     try:
-        return _recover(wal, q, max_job_size, now, warn)
+        wall = time.time_ns() if wall_ns is None else wall_ns
+        return _recover(wal, q, max_job_size, now, warn, wall - now)
     finally:
         gc.enable()
         gc.freeze()  # and later collections need not scan them
 
 
-def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn) -> int:
+def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn,
+             wall_offset: int) -> int:
     seqs = scan(wal.dir)
     jobs: dict[int, Job] = {}  # in order of first appearance
     err = False
-    wall_offset = wal.wall_offset = time.time_ns() - now  # (written with it from now on)
+    wal.wall_offset = wall_offset
     # (the Wal's codec writes tags exactly when q has them: ValueError if not)
     find = wal.codec.attach(q)
     reader = None
