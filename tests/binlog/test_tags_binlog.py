@@ -257,3 +257,41 @@ def test_the_longest_times_fit_their_records_in_any_year(tmp_path, year):
     assert field(h2.send(s, b"stats-job 5\r\n"), b"state") == b"delayed"
     assert h2.send(s, b"delete 1\r\n") == b"DELETED\r\n"  # the group completes
     assert field(h2.send(s, b"stats-job 5\r\n"), b"state") == b"ready"
+
+
+def test_a_job_record_with_an_id_of_ours_is_skipped_and_puts_go_on(tmp_path):
+    """With --extensions, ids from 2**63 on name records of ours: a job's
+    full record with one (forged, or its id's top bit changed on disk) is
+    skipped, said, and its id is not gone on from: the ids past it are
+    beyond the extensions' bound, where every put answered INTERNAL_ERROR."""
+    import os
+
+    from pybeanstalkd.core.job import READY, Job
+
+    h, wal = with_binlog(tmp_path, extensions=True)
+    s = h.conn()
+    assert put(h, s) == b"INSERTED 1\r\n"
+    forged = Job((1 << 63) + 5, h.e.q.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
+    forged.state = READY
+    h.e.q.store.flush()
+    at = wal.used(wal.cur)
+    path = wal.path_of(wal.cur.seq)
+    wal.close()
+    os.chmod(path, 0o600)
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(F.encode(forged, True, wal.wall_offset))
+    from fakeclock import OPEN_WALS, Harness
+    from pybeanstalkd.binlog.codec import TaggedCodec
+    from pybeanstalkd.binlog.files import Wal
+    from pybeanstalkd.binlog.recovery import recover
+
+    warnings = []
+    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append, codec=TaggedCodec())
+    OPEN_WALS.append(wal2)
+    h2 = Harness(store=wal2, extensions=True)
+    recover(wal2, h2.e.q, h2.e.max_job_size, h2.now, warnings.append)
+    s = h2.conn()
+    assert put(h2, s, body=b"c") == b"INSERTED 2\r\n"
+    assert h2.send(s, b"peek 1\r\n") == b"FOUND 1 1\r\na\r\n"
+    assert any("an id of the extensions' records" in w for w in warnings)

@@ -23,6 +23,7 @@ from .apply import apply
 from .ext import Reader, Recovered
 from ..core import loading
 from ..core.job import Job, OnDisk, times
+from ..core.tags import EXT_ID
 from .files import SHORT, File, Wal
 
 if TYPE_CHECKING:
@@ -136,7 +137,10 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn,
     if not wal.make_next():
         raise RecoveryError("makenextfile: cannot create the next binlog file")
     wal.cur = wal.tail
-    q.ids.seen(st[0])
+    # With --extensions, ids from EXT_ID on name records of ours: a job's
+    # record with one was damaged or forged, and skipped (Loader.put); its
+    # id is not one to go on from (past the ids' bound: every put would fail)
+    q.ids.seen(st[0] if reader is None or st[0] < EXT_ID else to.top)
     _reserve_deletes(jobs, wal)
     wal.bodies.recovered(jobs.values())
     q.loading = None
@@ -192,10 +196,17 @@ class Loader:
         self.loading: dict[Tube, int] = {}
         q.loading = self.loading
         self.last_created = -1  # (one int for the jobs put at one time: 32 bytes each)
+        self.top = 0  # the largest id of a job put
 
     def put(self, r: F.JobRecord) -> bool:
         """The common case, kept fast: a new job's full record."""
         q, f, id_, name = self.q, self.file, r.id, r.name
+        if id_ >= EXT_ID and self.reader is not None:
+            self.warn(f"{f.path}:{r.offset}: job {id_}: an id of the extensions' records;"
+                      " skipped")
+            return True
+        if id_ > self.top:
+            self.top = id_
         body: bytes | OnDisk = r.body  # type: ignore[assignment]  # (a full record's)
         t = q.tubes.get(name) or q.tube(name)
         created = r.created - self.wall_offset
