@@ -176,6 +176,22 @@ def _ours_at(data: bytes) -> list[int]:
     return out
 
 
+def _restart_warned(tmp_path):
+    """An --extensions harness on the binlog in tmp_path, and what its
+    recovery and its binlog said."""
+    from fakeclock import OPEN_WALS, Harness
+    from pybeanstalkd.binlog.codec import TaggedCodec
+    from pybeanstalkd.binlog.files import Wal
+    from pybeanstalkd.binlog.recovery import recover
+
+    warnings = []
+    wal = Wal(str(tmp_path), 10485760, warn=warnings.append, codec=TaggedCodec())
+    OPEN_WALS.append(wal)
+    h = Harness(store=wal, extensions=True)
+    recover(wal, h.e.q, h.e.max_job_size, h.now, warnings.append)
+    return h, warnings
+
+
 @pytest.mark.parametrize("damage", ["payload", "torn", "kind"])
 def test_a_damaged_record_of_ours_loses_only_its_tags(tmp_path, damage):
     h, wal = with_binlog(tmp_path, extensions=True)
@@ -194,14 +210,7 @@ def test_a_damaged_record_of_ours_loses_only_its_tags(tmp_path, damage):
     else:  # a kind we do not know
         data[first + 4 + 8] = 0x09
     open(path, "wb").write(bytes(data))
-    warnings = []
-    from pybeanstalkd.binlog.files import Wal
-    from pybeanstalkd.binlog.recovery import recover
-    from fakeclock import Harness
-    from pybeanstalkd.binlog.codec import TaggedCodec
-    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append, codec=TaggedCodec())
-    h2 = Harness(store=wal2, extensions=True)
-    recover(wal2, h2.e.q, h2.e.max_job_size, h2.now, warnings.append)
+    h2, warnings = _restart_warned(tmp_path)
     c = h2.conn()
     assert h2.send(c, b"peek 1\r\n") == b"FOUND 1 1\r\na\r\n"  # the job itself is there
     assert field(h2.send(c, b"stats-job 1\r\n"), b"group") == b""  # its tags are not
@@ -281,16 +290,7 @@ def test_a_job_record_with_an_id_of_ours_is_skipped_and_puts_go_on(tmp_path):
     with open(path, "r+b") as f:
         f.seek(at)
         f.write(F.encode(forged, True, wal.wall_offset))
-    from fakeclock import OPEN_WALS, Harness
-    from pybeanstalkd.binlog.codec import TaggedCodec
-    from pybeanstalkd.binlog.files import Wal
-    from pybeanstalkd.binlog.recovery import recover
-
-    warnings = []
-    wal2 = Wal(str(tmp_path), 10485760, warn=warnings.append, codec=TaggedCodec())
-    OPEN_WALS.append(wal2)
-    h2 = Harness(store=wal2, extensions=True)
-    recover(wal2, h2.e.q, h2.e.max_job_size, h2.now, warnings.append)
+    h2, warnings = _restart_warned(tmp_path)
     s = h2.conn()
     assert put(h2, s, body=b"c") == b"INSERTED 2\r\n"
     assert h2.send(s, b"peek 1\r\n") == b"FOUND 1 1\r\na\r\n"
