@@ -1,11 +1,13 @@
-"""The heaps of reserved jobs by deadline (core/job.py), against a
-model: the soonest (deadline, id) first, each job's place kept, and a
+"""The heaps of reserved jobs by deadline (core/job.py: a connection's;
+core/timers.py: the queue's heap of holders), against a model: the
+soonest (deadline, id) first, each job's and holder's place kept, and a
 remove of a job the heap does not hold changes nothing."""
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from pybeanstalkd.core.job import Deadlines, Job, Tube
+from pybeanstalkd.core.job import Conn, Deadlines, Job, Tube
+from pybeanstalkd.core.timers import Expiries
 
 TUBE = Tube(b"default")
 
@@ -23,7 +25,7 @@ def check(h: Deadlines, model: dict[int, Job]) -> None:
     assert len(h) == len(model)
     assert sorted(j.id for j in jobs) == sorted(model)
     for i, j in enumerate(jobs):
-        assert (j.conn_at if h.conn else j.ttr_at) == i
+        assert j.conn_at == i
         if i:
             p = jobs[(i - 1) >> 1]
             assert (p.deadline, p.id) <= (j.deadline, j.id)
@@ -36,9 +38,9 @@ ops = st.lists(st.tuples(st.sampled_from(["push", "remove", "touch", "pop"]),
 
 
 @settings(max_examples=300, deadline=None)
-@given(ops, st.booleans())
-def test_the_heap_follows_a_model(steps, conn):
-    h = Deadlines(conn=conn)
+@given(ops)
+def test_the_heap_follows_a_model(steps):
+    h = Deadlines()
     jobs = {i: job(i, 0) for i in range(1, 41)}
     model: dict[int, Job] = {}
     for op, id_, t in steps:
@@ -63,28 +65,70 @@ def test_the_heap_follows_a_model(steps, conn):
         check(h, model)
 
 
-def test_both_heaps_hold_a_job_each_at_its_own_place():
-    ttr, mine = Deadlines(conn=False), Deadlines(conn=True)
-    a, b, c = job(1, 30), job(2, 20), job(3, 10)
-    for j in (a, b, c):
-        ttr.push(j)
-    mine.push(a)
-    check(ttr, {1: a, 2: b, 3: c})
-    check(mine, {1: a})
-    ttr.remove(a)
-    check(ttr, {2: b, 3: c})
-    check(mine, {1: a})  # (its place in the other heap is kept)
-    assert a.ttr_at == -1 and a.conn_at == 0
-
-
 def test_a_remove_of_a_job_held_elsewhere_changes_nothing():
-    one, other = Deadlines(conn=False), Deadlines(conn=False)
+    one, other = Deadlines(), Deadlines()
     a, b = job(1, 10), job(2, 20)
     one.push(a)
     other.push(b)  # b's place (0) is a place in `one` too
-    one.remove(b)
+    assert one.remove(b) == -1
     check(one, {1: a})
-    one.remove(a)
-    one.remove(a)  # (twice: the second finds it gone)
+    assert one.remove(a) == 0
+    assert one.remove(a) == -1  # (twice: the second finds it gone)
     check(one, {})
     check(other, {2: b})
+
+
+def check_expiries(e: Expiries, conns: list[Conn], model: dict[int, tuple[int, Job]]) -> None:
+    """Each connection's heap holds its jobs of the model; the holders'
+    heap holds those holding any, each where its place says, no sooner
+    than its parent; first() is the model's soonest."""
+    for k, c in enumerate(conns):
+        check(c.deadlines, {id_: j for id_, (owner, j) in model.items() if owner == k})
+    holding = [c for c in conns if c.deadlines.jobs]
+    assert len(e) == len(holding)
+    assert sorted(map(id, e.conns)) == sorted(map(id, holding))
+    for i, c in enumerate(e.conns):
+        assert c.ttr_at == i
+        if i:
+            p, j = e.conns[(i - 1) >> 1].deadlines.jobs[0], c.deadlines.jobs[0]
+            assert (p.deadline, p.id) <= (j.deadline, j.id)
+    soonest = min((j for _, j in model.values()), key=lambda j: (j.deadline, j.id), default=None)
+    assert e.first() is soonest
+
+
+holder_ops = st.lists(st.tuples(st.sampled_from(["push", "remove", "touch", "expire", "drop"]),
+                                st.integers(1, 40), st.integers(0, 5), st.integers(0, 8)),
+                      max_size=200)
+
+
+@settings(max_examples=300, deadline=None)
+@given(holder_ops)
+def test_the_holders_heap_follows_a_model(steps):
+    e = Expiries()
+    conns = [Conn() for _ in range(6)]
+    jobs = {i: job(i, 0) for i in range(1, 41)}
+    model: dict[int, tuple[int, Job]] = {}  # id -> (its holder's number, job)
+    for op, id_, k, t in steps:
+        j = jobs[id_]
+        if op == "push":
+            if id_ not in model:
+                j.deadline = t
+                e.push(conns[k], j)
+                model[id_] = (k, j)
+        elif op == "remove":
+            e.remove(conns[k], j)  # (another's job, or none: nothing)
+            if model.get(id_, (-1, j))[0] == k:
+                del model[id_]
+        elif op == "touch":
+            if id_ in model:
+                j.deadline += t
+                e.moved(conns[model[id_][0]], j)
+        elif op == "expire":
+            first = e.first()
+            if first is not None:
+                owner = model.pop(first.id)[0]
+                e.remove(conns[owner], first)
+        else:  # a connection closes: its reservations no longer expire
+            e.drop(conns[k])
+            model = {i: v for i, v in model.items() if v[0] != k}
+        check_expiries(e, conns, model)

@@ -491,12 +491,13 @@ def test_emptied_blocks_are_dropped_and_thinned_ones_copied(h, small_held):
     for i in range(small_held - THIN + 1, 2 * small_held + 1):  # blocks 0 and 1
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
     assert sorted(a.held) == [2, 3]
-    assert sum(len(b) for b in q.owners.values()) == a.nreserved == 2 * small_held
+    assert sum(len(b.jobs) for b in a.held.values()) == a.nreserved == 2 * small_held
+    assert all(j.holder is b for b in a.held.values() for j in b.jobs.values())
     for i in range(2 * small_held + 1, n + 1):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    # What is left: the open block and the newest block of owners, empty.
+    # What is left: the open block, empty; no job refers to a block.
     assert list(a.held) == [3] and not a.open_held.jobs
-    assert list(q.owners.values()) == [{}]
+    assert all(j.holder is None for j in q.jobs.values())
 
 
 def test_a_worker_reserving_one_at_a_time_keeps_one_small_block(h, small_held):
@@ -511,26 +512,6 @@ def test_a_worker_reserving_one_at_a_time_keeps_one_small_block(h, small_held):
     put(h, a)
     reserve_id(h, a)
     assert len(a.held) == 1 and len(a.open_held.jobs) == 2
-
-
-def test_owners_blocks_stay_few_as_a_worker_goes_through_many_ids(h):
-    a = h.conn()
-    q = h.e.q
-    n = 3 << BITS
-    for i in range(1, n + 1):
-        put(h, a)
-        assert reserve_id(h, a) == i
-        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-        assert len(q.owners) == 1 and len(a.held) == 1
-    # A block of owners thinned by deletes is copied small.
-    hold(h, a, 2 << BITS)
-    k = (n + 1) >> BITS  # (ids n + 1 ... of the block: n was in the first loop)
-    first = q.owners[k]
-    assert len(first) == (1 << BITS) - 1
-    table = sys.getsizeof(first)
-    for i in sorted(first)[:-THIN]:
-        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert len(q.owners[k]) == THIN and sys.getsizeof(q.owners[k]) < table
 
 
 def test_a_tick_runs_at_most_n_timer_entries(h):

@@ -369,15 +369,15 @@ def flush_every(q: Queue, t: Tube, now: int,
     want = t.nreserved
     held: list[int] = []
     k = SLICE
-    for block in list(q.owners.values()) if want else ():
-        for id_, h in list(block.items()):
-            if not k:
-                now = yield
-                k = SLICE
-            k -= 1
-            j = h.jobs.get(id_)
-            if j is not None and j.tube is t:
-                held.append(id_)
+    for c in q.holders() if want else ():
+        for h in list(c.held.values()):
+            for j in list(h.jobs.values()):
+                if not k:
+                    now = yield
+                    k = SLICE
+                k -= 1
+                if j.holder is h and j.tube is t:  # (still reserved here)
+                    held.append(j.id)
         if len(held) >= want:
             break
     if want:

@@ -1,13 +1,11 @@
-"""Who holds each reservation, in blocks, so that no table grows in one step.
+"""A connection's reservations, in blocks, so that no table grows in one step.
 
-One dict of a connection's reservations, and one of every reservation's
-owner, rebuilt their whole tables as they grew: while one connection reserved
-6M jobs, single reads stalled for 73, 253, 679, 1,428 and 2,402 ms, one at
-each doubling (docs/PERFORMANCE.md). Now:
-
-- `Queue.owners`: id >> BITS -> {id: Held}, blocks by id as in jobmap.py;
-- `Conn.held`: block number -> Held, each Held holding at most SIZE of the
-  connection's reservations, {id: Job} in the order it made them.
+One dict of a connection's reservations rebuilt its whole table as it grew:
+while one connection reserved 6M jobs, single reads stalled for 73, 253,
+679, 1,428 and 2,402 ms, one at each doubling (docs/PERFORMANCE.md). Now
+`Conn.held` maps a block number to a Held, each holding at most SIZE of the
+connection's reservations, {id: Job} in the order it made them; a reserved
+job refers to its block (Job.holder), and so to its holder.
 
 A connection's blocks follow reservation order, not ids, because that order
 is visible: the reference returns a closing connection's jobs in the order
@@ -16,11 +14,11 @@ reservations go to the open block until it holds SIZE, so a worker that
 reserves and deletes one job at a time keeps one small block forever.
 
 Blocks that empty are dropped, and blocks that thin out are copied small (a
-dict never shrinks its table), except the two that a worker's
+dict never shrinks its table), except the one that a worker's
 reserve-delete cycle would otherwise make and drop every time: a
-connection's open block and the newest block of owners.
+connection's open block.
 
-Queue's hot paths index both inline; these helpers serve the rarer steps.
+Queue's hot paths index them inline; these helpers serve the rarer steps.
 """
 from __future__ import annotations
 
@@ -52,23 +50,3 @@ def thinned(h: Held) -> None:
         del c.held[h.key]
     elif len(h.jobs) == THIN:
         h.jobs = h.jobs.copy()
-
-
-def new_owners(owners: dict[int, dict[int, Held]], newest: int, k: int) -> dict[int, Held]:
-    """Make block k of owners (the queue then takes k as the newest); the
-    block `newest`, kept while it was the newest, is dropped if empty."""
-    last = owners.get(newest)
-    if last is not None and not last:
-        del owners[newest]
-    b: dict[int, Held]
-    b = owners[k] = {}
-    return b
-
-
-def drop_owners(owners: dict[int, dict[int, Held]], b: dict[int, Held], k: int) -> None:
-    """Block k of owners (not the newest) holds THIN or fewer: drop it once
-    empty, or copy it once at THIN."""
-    if not b:
-        del owners[k]
-    elif len(b) == THIN:
-        owners[k] = b.copy()

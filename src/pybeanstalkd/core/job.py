@@ -1,10 +1,10 @@
 """A job: its fields, its packed counters, and the shared (delay, ttr)
 pairs; and what refers to jobs as the queue sees them: a tube, a client
 connection, a block of a connection's reservations (held.py), and a heap
-of reserved jobs by deadline (Deadlines: a connection's and the queue's).
-These refer to each other (a job to its tube, a tube to its buried jobs
-and waiting connections, a connection to its blocks and its heap, a block
-to its connection, a heap to its jobs, a job to its places in the heaps),
+of a connection's reserved jobs by deadline (Deadlines).
+These refer to each other (a job to its tube and its holder's block, a
+tube to its buried jobs and waiting connections, a connection to its
+blocks and its heap, a block to its connection, a heap to its jobs),
 so they are one module: the queue (queue.py) moves jobs between their
 lists and heaps.
 
@@ -51,10 +51,12 @@ KICKS: Final = 128
 UNPLACED: Final = -1  # Job.deadline of a buried job the binlog has not positioned
 # What a stored job costs beyond its body's bytes, for --max-memory: the Job,
 # its id map and heap or run entries, the body's bytes-object header and
-# allocator rounding; a reservation adds its two heap slots and two dict
-# entries. Measured as RSS growth per job (docs/PERFORMANCE.md, memory cap).
+# allocator rounding; a reservation adds its heap slot and its block's dict
+# entry (72 bytes of RSS a reservation, 200,000 held by one connection,
+# compiled; counted as 96 for the tables' doubling). Measured as RSS growth
+# per job (docs/PERFORMANCE.md, memory cap).
 JOB_OVERHEAD: Final = 400
-RESERVED_OVERHEAD: Final = 224
+RESERVED_OVERHEAD: Final = 96
 
 
 def bump(counts: int, field: int) -> int:
@@ -120,9 +122,8 @@ def on_disk(crc: int, offset: int, size: int) -> OnDisk:
 
 
 class Job:
-    # The reserving connection is found through Queue.owners (held.py), not a slot.
     __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
-                 "deadline", "counts", "file", "ttr_at", "conn_at")
+                 "deadline", "counts", "file", "holder", "conn_at")
 
     def __init__(self, id_: int, tube: Tube, pri: int, delay: int, ttr: int, body: bytes | OnDisk,
                  created: int) -> None:
@@ -144,9 +145,10 @@ class Job:
         # The binlog file holding the job's latest full record (binlog/files.py:
         # File). Any: core/ may not import binlog/, not even for its types.
         self.file: Any = None
-        # Reserved: its places in the queue's heap of deadlines and in its
-        # connection's (Deadlines, below); -1 out of them.
-        self.ttr_at = -1
+        # Reserved: the block of its holder's reservations it is in, and its
+        # place in its holder's heap of deadlines (Deadlines, below; -1 out
+        # of it). None when not reserved.
+        self.holder: Held | None = None
         self.conn_at = -1
 
     @property
@@ -253,8 +255,8 @@ class Conn:
     a blocked reserve's end through reserved() and no_job(); what that means
     on the wire is the subclass's (session.py)."""
 
-    __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "waiting",
-                 "timeout", "wait_key", "producer", "worker", "gone", "weighted")
+    __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "ttr_at",
+                 "waiting", "timeout", "wait_key", "producer", "worker", "gone", "weighted")
 
     def __init__(self) -> None:
         # A Tube from Queue.attach on, which the engine calls as it makes the
@@ -264,7 +266,8 @@ class Conn:
         self.nreserved = 0
         self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
         self.open_held: Held | None = None  # the block its next reservation goes to
-        self.deadlines = Deadlines(conn=True)  # its reserved jobs, the soonest expiry first
+        self.deadlines = Deadlines()  # its reserved jobs, the soonest expiry first
+        self.ttr_at = -1  # its place in the queue's heap of holders (timers.py: Expiries)
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
@@ -298,18 +301,19 @@ class Held:
         self.key = key  # its place in conn.held
 
 
-# -- reserved jobs by deadline ----------------------------------------
+# -- a connection's reserved jobs by deadline -------------------------
 #
-# Reserved jobs by their TTR deadline: the queue's heap (the soonest
-# expires first: tick.py) and each connection's (its soonest, for
-# DEADLINE_SOON: reserving.py).
+# A connection's reserved jobs by their TTR deadline, the soonest first: for
+# DEADLINE_SOON (reserving.py), and for the queue's heap of holders, which
+# orders connections by their soonest (timers.py: Expiries; tick.py expires
+# what is due), as the reference keeps a heap of connections.
 #
 # An indexed binary heap, as beanstalkd's heap.c: each job keeps its place
-# in the heap (Job.ttr_at in the queue's, Job.conn_at in its connection's;
-# -1 out of it), so a reservation that ends leaves at once and the heap
-# holds exactly the reservations it orders. Nothing in it goes stale, so
-# nothing is swept, and a reservation makes no key object: the jobs'
-# deadlines and ids are compared where they are. Order: (deadline, id).
+# in it (Job.conn_at; -1 out of it), so a reservation that ends leaves at
+# once and the heap holds exactly the reservations it orders. Nothing in it
+# goes stale, so nothing is swept, and a reservation makes no key object:
+# the jobs' deadlines and ids are compared where they are. Order:
+# (deadline, id).
 
 
 def before(a: Job, b: Job) -> bool:
@@ -318,15 +322,12 @@ def before(a: Job, b: Job) -> bool:
 
 
 class Deadlines:
-    """One heap of reserved jobs by deadline (see above)."""
+    """A connection's reserved jobs by deadline (see above)."""
 
-    __slots__ = ("jobs", "conn")
+    __slots__ = ("jobs",)
 
-    def __init__(self, conn: bool) -> None:
+    def __init__(self) -> None:
         self.jobs: list[Job] = []
-        # Whose heap: a connection's keeps its places in Job.conn_at, the
-        # queue's in Job.ttr_at (a reserved job is in both).
-        self.conn = conn
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -341,15 +342,17 @@ class Deadlines:
         jobs.append(j)
         self._rise(j, len(jobs) - 1)
 
-    def remove(self, j: Job) -> None:
-        """Take j out (nothing if it is not in this heap)."""
+    def remove(self, j: Job) -> int:
+        """Take j out: where it was (0: it was the first), or -1 if it is
+        not in this heap (nothing is done then)."""
         i = self._at(j)
         if i < 0:
-            return
-        self._place(j, -1)
+            return i
+        j.conn_at = -1
         last = self.jobs.pop()
         if last is not j:  # last fills j's place, and moves to where it belongs
             self._settle(last, i)
+        return i
 
     def moved(self, j: Job) -> None:
         """j's deadline changed (touch): its place follows."""
@@ -365,7 +368,7 @@ class Deadlines:
     def _at(self, j: Job) -> int:
         """j's place in this heap; -1 if it is not in it (its recorded
         place may be from another heap, or from before a clear)."""
-        i = j.conn_at if self.conn else j.ttr_at
+        i = j.conn_at
         jobs = self.jobs
         return i if 0 <= i < len(jobs) and jobs[i] is j else -1
 
@@ -376,12 +379,6 @@ class Deadlines:
         else:
             self._sink(j, i)
 
-    def _place(self, j: Job, i: int) -> None:
-        if self.conn:
-            j.conn_at = i
-        else:
-            j.ttr_at = i
-
     def _rise(self, j: Job, i: int) -> None:
         """Put j at i, or above while it expires before its parent."""
         jobs = self.jobs
@@ -391,10 +388,10 @@ class Deadlines:
             if not before(j, above):
                 break
             jobs[i] = above
-            self._place(above, i)
+            above.conn_at = i
             i = parent
         jobs[i] = j
-        self._place(j, i)
+        j.conn_at = i
 
     def _sink(self, j: Job, i: int) -> None:
         """Put j at i, or below while a child expires before it."""
@@ -408,8 +405,8 @@ class Deadlines:
             if not before(below, j):
                 break
             jobs[i] = below
-            self._place(below, i)
+            below.conn_at = i
             i = child
             child = 2 * i + 1
         jobs[i] = j
-        self._place(j, i)
+        j.conn_at = i

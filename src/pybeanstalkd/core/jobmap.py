@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 BITS: Final = 12  # ids per block: 1 << BITS
 LOW: Final = (1 << BITS) - 1  # id & LOW: a job's slot in its block
 THIN: Final = 16  # a block down to this many jobs is copied to a small one
-# The dict that is empty (never written to). It stands in for a missing
-# block of Queue.owners ({id: Held}), for a freed Held's jobs, and for a
-# missing dict of the put tags' maps: Any, as one object passes for all.
+# The dict that is empty (never written to). It stands in for a freed
+# Held's jobs and for a missing dict of the put tags' maps: Any, as one
+# object passes for both.
 EMPTY: Final[dict[int, Any]] = {}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .job import BURIED, BURIES, DELAYED, KICKS, M32, RELEASES, UNPLACED, bump, times
-from .jobmap import BITS, EMPTY, LOW, NO_JOBS
+from .jobmap import BITS, LOW, NO_JOBS
 from .outcome import DONE, NO_ROOM, NOT_FOUND, TRIES_USED_UP, WRONG_STATE, Outcome
 from .queue import WORK_BURY, WORK_RELEASE
 from .slices import SLICE
@@ -18,7 +18,7 @@ from .slices import SLICE
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-    from .job import Conn, Held, Job, Tube
+    from .job import Conn, Job, Tube
     from .queue import Queue
 
 
@@ -58,10 +58,11 @@ def bury_held(q: Queue, j: Job, pri: int) -> None:
 
 def held_by(q: Queue, c: Conn, id_: int) -> Job | None:
     """The job id_ if c has it reserved."""
-    held: Held | None = q.owners.get(id_ >> BITS, EMPTY).get(id_)
-    if held is None or held.conn is not c:
+    j = q.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+    if j is None:
         return None
-    return held.jobs[id_]
+    held = j.holder  # (None unless reserved)
+    return j if held is not None and held.conn is c else None
 
 
 def release(q: Queue, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outcome:
@@ -125,9 +126,8 @@ def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
     if j is None:
         return NOT_FOUND
     j.deadline = now + j.times[1]
-    c.deadlines.moved(j)
     timers = q.timers
-    timers.ttr_heap.moved(j)
+    timers.ttr_heap.moved(c, j)
     timers.timer(j.deadline + 1)
     return DONE
 

@@ -47,8 +47,8 @@ from .outcome import DEADLINE_SOON, TIMED_OUT, DONE, NOT_FOUND, NOT_LOGGED, Outc
 from .protocol import NS
 from .jobids import JobIds
 from .jobmap import BITS, LOW, NO_JOBS, THIN, JobMap
-from .held import SIZE as HELD_SIZE, drop_owners, new_owners, open_block, thinned
-from .job import DEFAULT_TUBE, Conn, Held, SwapList, Tube
+from .held import SIZE as HELD_SIZE, open_block, thinned
+from .job import DEFAULT_TUBE, Conn, SwapList, Tube
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
     CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap)
 from .run import Run
@@ -172,7 +172,7 @@ NO_TAGS_POLICY: Final[TagPolicy] = TagPolicy()
 
 class Queue:
     __slots__ = ("ids", "jobs", "blocks", "tubes", "tube_list", "max_tries", "timers", "slices",
-                 "owners", "owners_new", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
+                 "gone", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
                  "delayed_ct", "buried_ct", "waiting_ct", "timeouts_ct", "total_jobs",
                  "body_bytes", "tags", "checks_tries", "store", "loading")
 
@@ -191,8 +191,10 @@ class Queue:
         self.max_tries = max_tries
         self.timers = Timers()
         self.slices = Slices()
-        self.owners: dict[int, dict[int, Held]] = {}  # id >> BITS -> {id: Held}
-        self.owners_new = -1  # the last block of owners made (kept when empty)
+        # Connections closed while holding reservations, until the slices
+        # that return them end (reserving.py); those still open that hold
+        # some are in timers.ttr_heap.
+        self.gone: dict[Conn, None] = {}
         # Tubes with ready jobs, by a lower bound of their best job's key:
         # (key, seq, tube). An entry is current while key == tube.ikey.
         self.index: list[tuple[int, int, Tube]] = []
@@ -434,19 +436,14 @@ class Queue:
         if held is None or len(held.jobs) >= HELD_SIZE:
             held = open_block(c)
         held.jobs[id_] = j
-        b = self.owners.get(id_ >> BITS)
-        if b is None:
-            b = new_owners(self.owners, self.owners_new, id_ >> BITS)
-            self.owners_new = id_ >> BITS
-        b[id_] = held
+        j.holder = held
         c.nreserved += 1
         j.counts = bump(j.counts, RESERVES)
         deadline = j.deadline = now + j.times[1]
         t.nreserved += 1
         self.reserved_ct += 1
-        c.deadlines.push(j)
         timers = self.timers
-        timers.ttr_heap.push(j)
+        timers.ttr_heap.push(c, j)
         timers.timer(deadline + 1)  # (expiry is "deadline < now")
         self.tags.reserved(self, j)
         if c.waiting:
@@ -456,20 +453,16 @@ class Queue:
 
     def _unreserve(self, j: Job) -> None:
         j.state = INVALID
-        id_ = j.id
-        k = id_ >> BITS
-        b = self.owners[k]
-        held = b.pop(id_)
-        if len(b) <= THIN and k != self.owners_new:
-            drop_owners(self.owners, b, k)
+        held = j.holder
+        assert held is not None  # (reserved)
+        j.holder = None
         c = held.conn
         jobs = held.jobs
-        del jobs[id_]
+        del jobs[j.id]
         if held is not c.open_held and len(jobs) <= THIN:
             thinned(held)
         c.nreserved -= 1
-        c.deadlines.remove(j)
-        self.timers.ttr_heap.remove(j)
+        self.timers.ttr_heap.remove(c, j)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
         self.tags.returned(self, j)
@@ -576,6 +569,11 @@ class Queue:
             heapify(live)
             self.index = live
 
+    def holders(self) -> list[Conn]:
+        """The connections holding reservations: those open, then those
+        closed whose reservations are still being returned."""
+        return self.timers.ttr_heap.conns + list(self.gone)
+
     def deadline_soon(self, c: Conn, now: int) -> bool:
         soonest = c.deadlines.first()
         return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
@@ -619,7 +617,9 @@ class Queue:
             return NOT_FOUND
         worked = NOT_WORKED
         if j.state == RESERVED:
-            if self.owners[id_ >> BITS][id_].conn is not c:
+            held = j.holder
+            assert held is not None  # (reserved)
+            if held.conn is not c:
                 if not any_holder:
                     return NOT_FOUND
                 self._unreserve(j)  # (flushed: no work was done, nothing is sampled)

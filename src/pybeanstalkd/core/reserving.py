@@ -13,9 +13,8 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Final
 
 from .heaps import SHIFT
-from .held import drop_owners
 from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, Job
-from .jobmap import BITS, EMPTY, THIN
+from .jobmap import EMPTY
 from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
 from .timers import paused
@@ -83,7 +82,8 @@ def detach(q: Queue, c: Conn, now: int) -> None:
         # this heap (flush-tube's _unreserve of a job still held here) would
         # sift it and overwrite its conn_at in its new holder's heap.
         old = c.deadlines.jobs
-        c.deadlines.clear()
+        q.timers.ttr_heap.drop(c)
+        q.gone[c] = None
         q.slices.spawn(_return_reserved(q, c, now, old))
     else:
         # Its open block refers back to it: a cycle, which the garbage
@@ -101,9 +101,9 @@ def detach(q: Queue, c: Conn, now: int) -> None:
 
 def _return_reserved(q: Queue, c: Conn, now: int,
                      deadlines: list[Job]) -> Generator[None, int, None]:
-    # Tick leaves a gone connection's jobs to this; only a flush-tube
-    # may delete one between slices (then it is no longer RESERVED).
-    owners = q.owners
+    # No TTR expires a gone connection's jobs (its heap left the queue's);
+    # only a flush-tube may delete one between slices (then it is no longer
+    # RESERVED).
     left = SLICE
     for h in list(c.held.values()):
         for j in list(h.jobs.values()):
@@ -113,15 +113,9 @@ def _return_reserved(q: Queue, c: Conn, now: int,
             left -= 1
             if j.state != RESERVED:
                 continue  # deleted meanwhile
-            id_ = j.id
-            k = id_ >> BITS
-            b = owners[k]
-            del b[id_]
-            if len(b) <= THIN and k != q.owners_new:
-                drop_owners(owners, b, k)
+            j.holder = None
             j.tube.nreserved -= 1
             q.reserved_ct -= 1
-            q.timers.ttr_heap.remove(j)
             j.state = INVALID
             q.tags.returned(q, j)
             q.place_ready(j, now)
@@ -129,6 +123,7 @@ def _return_reserved(q: Queue, c: Conn, now: int,
         h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
     c.nreserved = 0
     c.open_held = None
+    del q.gone[c]
     # Freeing a big list is O(n) in one go too: shrink it first.
     while len(deadlines) > SLICE:
         yield

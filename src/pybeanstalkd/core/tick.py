@@ -54,7 +54,6 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
         if t.alive and not paused(t, now):
             n = q.match(t, now, n)
     ttrs = timers.ttr_heap
-    owners = q.owners
     while True:
         j = ttrs.first()
         if j is None or j.deadline >= now:
@@ -62,10 +61,8 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
         if not n:
             return True
         n -= 1
-        ttrs.remove(j)
-        id_ = j.id
-        if owners[id_ >> BITS][id_].conn.gone:
-            continue  # closed: detach's slices return it, as at close
+        # (a closed connection's reservations are not here: its slices
+        # return them, reserving.py)
         used_up = (q.checks_tries and tries_used_up(q, j)
                    and q.store.reserve_update(j))  # (a full disk: back to ready)
         j.counts = bump(j.counts, TIMEOUTS)

@@ -1,5 +1,5 @@
-"""The queue's timers: its heaps of delays, TTRs, blocked reserves'
-timeouts and pauses, and the earliest time a change has given it (a part
+"""The queue's timers: its heaps of delays, reservations' TTRs, blocked
+reserves' timeouts and pauses, and the earliest time a change has given it (a part
 of the queue; what comes due runs in tick.py).
 
 The queue records each new time here (timer); the I/O layer, which has the
@@ -12,16 +12,126 @@ from heapq import heapify, heappush
 from typing import TYPE_CHECKING
 
 from .heaps import CONN_SLACK, SHARED_SLACK, SHIFT, TUBE_SLACK, StaleHeap
-from .job import Deadlines
+from .job import before
 
 if TYPE_CHECKING:
-    from .job import Conn, Tube
+    from .job import Conn, Job, Tube
 
 
 def paused(t: Tube, now: int) -> bool:
     # The pause timer, not this check, ends a pause, so that ending it
     # always runs the matcher for the tube's waiters.
     return t.pause != 0 and t.unpause_at > now
+
+
+class Expiries:
+    """Every reservation by its TTR deadline, the soonest first: an indexed
+    heap of the connections holding reservations, each ordered by its own
+    soonest (Conn.deadlines), as the reference's heap of connections. A
+    reservation is added, moved and taken out here, with its holder's
+    heap, so that the holder's place follows its soonest.
+
+    Each connection keeps its place (Conn.ttr_at; -1 out of it), so one
+    that holds nothing leaves at once. A reserve-delete cycle changes a
+    heap of one connection per worker: the cost of a reservation grows
+    with the log of its holder's reservations and of the holders, not of
+    every reservation."""
+
+    __slots__ = ("conns",)
+
+    def __init__(self) -> None:
+        self.conns: list[Conn] = []
+
+    def __len__(self) -> int:
+        """The connections holding reservations."""
+        return len(self.conns)
+
+    def first(self) -> Job | None:
+        """The reservation that expires first (None: none)."""
+        conns = self.conns
+        return conns[0].deadlines.jobs[0] if len(conns) else None
+
+    def push(self, c: Conn, j: Job) -> None:
+        """j is reserved by c."""
+        d = c.deadlines
+        d.push(j)
+        if d.jobs[0] is j:
+            self._follow(c)
+
+    def remove(self, c: Conn, j: Job) -> None:
+        """j's reservation by c ended (nothing if c no longer holds it in
+        its heap: it closed)."""
+        if c.deadlines.remove(j) == 0:
+            self._follow(c)
+
+    def moved(self, c: Conn, j: Job) -> None:
+        """j's deadline changed (touch)."""
+        c.deadlines.moved(j)
+        self._follow(c)
+
+    def drop(self, c: Conn) -> None:
+        """c closed: its reservations no longer expire (their return to
+        ready is under way)."""
+        c.deadlines.clear()
+        self._follow(c)
+
+    def _follow(self, c: Conn) -> None:
+        """c's soonest reservation changed: c moves to its place, or out
+        once it holds none."""
+        conns = self.conns
+        i = c.ttr_at
+        if not (0 <= i < len(conns) and conns[i] is c):
+            i = -1
+        if not c.deadlines.jobs:
+            if i >= 0:
+                c.ttr_at = -1
+                last = conns.pop()
+                if last is not c:
+                    self._settle(last, i)
+        elif i < 0:
+            conns.append(c)
+            self._rise(c, len(conns) - 1)
+        else:
+            self._settle(c, i)
+
+    def _settle(self, c: Conn, i: int) -> None:
+        if i and before(c.deadlines.jobs[0], self.conns[(i - 1) >> 1].deadlines.jobs[0]):
+            self._rise(c, i)
+        else:
+            self._sink(c, i)
+
+    def _rise(self, c: Conn, i: int) -> None:
+        conns = self.conns
+        soonest = c.deadlines.jobs[0]
+        while i:
+            parent = (i - 1) >> 1
+            above = conns[parent]
+            if not before(soonest, above.deadlines.jobs[0]):
+                break
+            conns[i] = above
+            above.ttr_at = i
+            i = parent
+        conns[i] = c
+        c.ttr_at = i
+
+    def _sink(self, c: Conn, i: int) -> None:
+        conns = self.conns
+        n = len(conns)
+        soonest = c.deadlines.jobs[0]
+        child = 2 * i + 1
+        while child < n:
+            if child + 1 < n and before(conns[child + 1].deadlines.jobs[0],
+                                        conns[child].deadlines.jobs[0]):
+                child += 1
+            below = conns[child]
+            if not before(below.deadlines.jobs[0], soonest):
+                break
+            conns[i] = below
+            below.ttr_at = i
+            i = child
+            child = 2 * i + 1
+        conns[i] = c
+        c.ttr_at = i
 
 
 class Timers:
@@ -32,7 +142,7 @@ class Timers:
 
     def __init__(self) -> None:
         self.delay_heap = StaleHeap(SHARED_SLACK)  # every tube's delayed jobs
-        self.ttr_heap = Deadlines(conn=False)  # every reserved job, the soonest expiry first
+        self.ttr_heap = Expiries()  # every reservation, the soonest expiry first
         self.wait_heap: list[tuple[int, int, Conn]] = []  # (due, seq, conn): blocked reserves
         self.pause_heap: list[tuple[int, int, Tube]] = []  # (unpause_at, seq, tube)
         self.due: int | None = None  # the earliest time given since the I/O layer last took it
