@@ -514,6 +514,28 @@ def test_a_worker_reserving_one_at_a_time_keeps_one_small_block(h, small_held):
     assert len(a.held) == 1 and len(a.open_held.jobs) == 2
 
 
+def test_a_run_emptied_while_its_stale_entries_are_dropped():
+    """Deletes by id leave a tube's run mostly stale, and the slices that
+    drop its stale entries start; between two of them, a client reserves
+    every ready job, emptying the run: the next slice finds it empty."""
+    h = Harness(auto=False)
+    a, b = h.conn(), h.conn()
+    h.send(a, b"put 0 0 10 1\r\nx\r\n" * 300)
+    h.send(a, b"".join(b"delete %d\r\n" % i for i in range(1, 201)))
+    h.take(a)
+    for _ in range(3):
+        h.step()
+    t = h.e.q.tubes[b"default"]
+    assert t.run.draining and len(t.run) > t.nready
+    out = h.send(b, b"reserve-with-timeout 0\r\n" * (t.nready + 1))
+    assert out.count(b"RESERVED ") == 100 and out.endswith(b"TIMED_OUT\r\n")
+    while h.step():
+        pass
+    assert not t.run.draining and len(t.run) == 0
+    assert h.send(a, b"put 0 0 10 1\r\nx\r\n") == b"INSERTED 301\r\n"
+    assert h.send(b, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED 301 ")
+
+
 def test_a_tick_runs_at_most_n_timer_entries(h):
     a = h.conn()
     for _ in range(100):

@@ -356,6 +356,7 @@ class Queue:
             if not k:
                 yield
                 k = SLICE
+                continue  # (a reserve may have emptied the run meanwhile)
             k -= 1
             i = run.first()
             if self.jobs.run_job(i) is None:
