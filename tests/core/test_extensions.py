@@ -306,6 +306,29 @@ def test_a_flush_deletes_what_the_tube_held_when_it_started():
     assert h.send(f, b"use t\r\npeek-ready\r\n").endswith(b"FOUND 151 1\r\nn\r\n")
 
 
+def test_a_flush_walks_every_holder_however_many_it_found():
+    """The walk over the reservations finds as many of t's as t held at
+    the start before its last holder (one ready at the start, reserved
+    meanwhile by a holder walked later): the last holder's job, reserved
+    throughout, is still deleted."""
+    h = Harness(extensions=True, auto=False)
+    p, x, w, y, z, f = (h.conn() for _ in range(6))
+    h.send(p, b"use t\r\n" + b"put 0 0 100 1\r\nx\r\n" * 3
+           + b"use u\r\n" + b"put 0 0 100 1\r\nx\r\n" * 65)  # t: 1-3, u: 4-68
+    h.take(p)
+    h.send(x, b"".join(b"reserve-job %d\r\n" % i for i in [1, *range(4, 4 + SLICE - 1)]))
+    h.advance(0.1)
+    h.send(w, b"reserve-job 67\r\n")
+    h.advance(0.1)
+    h.send(y, b"reserve-job 68\r\n")
+    h.advance(0.1)  # the holders, by their soonest expiry: x, w, y, z
+    assert h.send(z, b"watch t\r\nignore default\r\nreserve-with-timeout 0\r\n").endswith(
+        b"RESERVED 2 1\r\nx\r\n")
+    got = flush_in_slices(h, f, b"t", lambda: h.send(y, b"reserve-job 3\r\n"))
+    assert got == b"FLUSHED 3\r\n"
+    assert h.send(p, b"peek 2\r\n") == b"NOT_FOUND\r\n"
+
+
 def test_a_flushed_reservation_is_no_work_sample(h):
     p, w = h.conn(), h.conn()
     put(h, p, tube=b"t")

@@ -343,8 +343,8 @@ def flush_every(q: Queue, t: Tube, now: int,
     Which jobs: those with an id below the next one at the start (a job put
     meanwhile stays) found in t's ready, delayed and buried sets at the
     start (copies of the lists, in C: admin.state_keys), among the
-    reservations (a walk over every reservation, in slices, until it has
-    found as many of t's as t had), and in those sets again after the walk
+    reservations (a walk over every holder's reservations, in slices, if
+    t had any), and in those sets again after the walk
     (a job released or timed out before the walk came to it). Each is
     deleted if it is still in the queue, whatever its state by then. Only
     a job that changes state twice while the walk runs (reserved, then
@@ -367,7 +367,9 @@ def flush_every(q: Queue, t: Tube, now: int,
         return n, DONE
     keys = state_keys(q, t)
     want = t.nreserved
-    held: list[int] = []
+    # (a dict: a job released and reserved again by a holder walked later
+    # is found twice)
+    held: dict[int, None] = {}
     k = SLICE
     for c in q.holders() if want else ():
         for h in list(c.held.values()):
@@ -377,9 +379,7 @@ def flush_every(q: Queue, t: Tube, now: int,
                     k = SLICE
                 k -= 1
                 if j.holder is h and j.tube is t:  # (still reserved here)
-                    held.append(j.id)
-        if len(held) >= want:
-            break
+                    held[j.id] = None
     if want:
         keys += state_keys(q, t)
     n, outcome = yield from delete_each(q, chain(held, keys), last, stays, now, count, k)
