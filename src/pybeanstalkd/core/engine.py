@@ -26,7 +26,7 @@ from .queue import NO_TAGS_POLICY, Queue
 from .slices import SLICE
 from .tick import tick
 from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
-from .tags import Tags, tags_of
+from .tags import tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,
@@ -450,26 +450,8 @@ class Engine(EngineState):
                     self.puts.n += 1
                     commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
                     return
-                if self.extensions:
-                    tags: Tags | bytes | None
-                    tagged = TAGGED_PUTS.get(line)
-                    if tagged is not None:
-                        hdr, tags = tagged
-                    else:  # (no line with a key is cached: keys are unique)
-                        head, idp, key = line.rpartition(b" idp:")
-                        if not idp:
-                            hdr = tags = None
-                        elif (hdr := PUTS.get(head)) is not None and name_ok(key):
-                            # The commonest: a known plain put, then idp:KEY (no TTL).
-                            # The key alone stands for its tags until the put's
-                            # tags' stage (commands.py)
-                            tags = key
-                        else:
-                            hdr, tags = keyed_put(line, len(head))
-                    if hdr is not None and tags is not None:
-                        self.puts.n += 1
-                        commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, tags)
-                        return
+                if self.extensions and self._put_known_tags(s, line, now):
+                    return
                 if line.startswith(b"put "):
                     args = line[4:].split(b" ", 4)
                     if len(args) == 5 and self.extensions:  # tags (extensions.py)
@@ -518,6 +500,34 @@ class Engine(EngineState):
         spec.run(self, s, cmd, now)
         if s.waiting and s.hup:
             reserving.hangup(self.q, s)
+
+    def _put_known_tags(self, s: Session, line: bytes, now: int) -> bool:
+        """A put with tags whose line (or line but for its idp: key) the
+        fast path has parsed before: run it (True), else False."""
+        tagged = TAGGED_PUTS.get(line)
+        if tagged is not None:
+            head, tags = tagged
+            self.puts.n += 1
+            commands.put(self, s, head[0], head[1], head[2], head[3], True, now, tags)
+            return True
+        # (no line with a key is cached: keys are unique)
+        front, idp, key = line.rpartition(b" idp:")
+        if not idp:
+            return False
+        plain = PUTS.get(front)
+        if plain is not None and name_ok(key):
+            # The commonest: a known plain put, then idp:KEY (no TTL). The
+            # key alone stands for its tags until the put's tags' stage
+            # (commands.py).
+            self.puts.n += 1
+            commands.put(self, s, plain[0], plain[1], plain[2], plain[3], True, now, key)
+            return True
+        hdr, keyed = keyed_put(line, len(front))
+        if hdr is None or keyed is None:
+            return False
+        self.puts.n += 1
+        commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, keyed)
+        return True
 
     def _put_tagged(self, s: Session, args: list[bytes], now: int) -> bool:
         """A tagged put in its plain form (single spaces, plain numbers, the
