@@ -228,9 +228,9 @@ class Members:
         b = self.blocks.get(id_ >> BITS)
         if b is None:
             b = self.blocks[id_ >> BITS] = {}
-        if id_ not in b:
-            b[id_] = None
-            self.n += 1
+        size = len(b)
+        b[id_] = None
+        self.n += len(b) - size  # (0: a member already)
 
     def discard(self, id_: int) -> None:
         k = id_ >> BITS
