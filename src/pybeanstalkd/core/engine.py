@@ -26,7 +26,7 @@ from .queue import NO_TAGS_POLICY, Queue
 from .slices import SLICE
 from .tick import tick
 from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
-from .tags import tags_of
+from .tags import Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,
@@ -507,8 +507,7 @@ class Engine(EngineState):
         tagged = TAGGED_PUTS.get(line)
         if tagged is not None:
             head, tags = tagged
-            self.puts.n += 1
-            commands.put(self, s, head[0], head[1], head[2], head[3], True, now, tags)
+            self._put_known(s, head, now, tags)
             return True
         # (no line with a key is cached: keys are unique)
         front, idp, key = line.rpartition(b" idp:")
@@ -519,15 +518,19 @@ class Engine(EngineState):
             # The commonest: a known plain put, then idp:KEY (no TTL). The
             # key alone stands for its tags until the put's tags' stage
             # (commands.py).
-            self.puts.n += 1
-            commands.put(self, s, plain[0], plain[1], plain[2], plain[3], True, now, key)
+            self._put_known(s, plain, now, key)
             return True
         hdr, keyed = keyed_put(line, len(front))
         if hdr is None or keyed is None:
             return False
-        self.puts.n += 1
-        commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now, keyed)
+        self._put_known(s, hdr, now, keyed)
         return True
+
+    def _put_known(self, s: Session, head: PutHead, now: int, tags: Tags | bytes) -> None:
+        """A tagged put whose numbers came parsed (a head, not an optional
+        one: compiled, its numbers are passed on unboxed)."""
+        self.puts.n += 1
+        commands.put(self, s, head[0], head[1], head[2], head[3], True, now, tags)
 
     def _put_tagged(self, s: Session, args: list[bytes], now: int) -> bool:
         """A tagged put in its plain form (single spaces, plain numbers, the
