@@ -1,4 +1,4 @@
-"""A follower's id map (core/jobmap.py's list blocks) under random leader
+"""A follower's id map (core/jobmap.py's blocks) under random leader
 commands whose ids cross block boundaries and jump as a leader's new
 block of ids makes them: the map's invariants hold on both nodes, the
 follower holds the leader's jobs, and snapshots (in parts) agree."""
@@ -88,5 +88,5 @@ def test_random_leader_commands_keep_the_follower_map_sound(tmp_path, seed):
     for i in sorted(lq.jobs):
         p.send(b"delete %d\r\n" % i)
     check_map(fq)
-    assert not lq.blocks and not fq.blocks
+    assert not lq.jobs.blocks and not fq.jobs.blocks
     assert jobs(fq) == jobs(lq) == {}

@@ -1,4 +1,4 @@
-"""The id map's list blocks (core/jobmap.py: Block, Sparse, the spare)
+"""The id map's blocks (core/jobmap.py: full or thinned, the spare)
 attacked through the pure engine: random command sequences whose ids cross
 block boundaries, with the map's invariants checked after every step."""
 import os
@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from fakeclock import Harness, with_binlog
 from jobmaptools import check_map
-from pybeanstalkd.core.jobmap import BITS, THIN, Block, Sparse
+from pybeanstalkd.core.jobmap import BITS, THIN
 from pybeanstalkd.core.store import Store
 
 SIZE = 1 << BITS
@@ -286,8 +286,8 @@ def h():
 
 @pytest.mark.parametrize("keep", [1, THIN - 1, THIN, THIN + 1])
 def test_survivors_across_many_blocks(h, keep):
-    """Each of many full blocks thinned to `keep` survivors: a small copy at
-    THIN or fewer, a Block above; then the survivors go in random order."""
+    """Each of many full blocks thinned to `keep` survivors: thinned at
+    THIN or fewer, full above; then the survivors go in random order."""
     a = h.conn()
     q = h.e.q
     nblocks = 6
@@ -302,11 +302,11 @@ def test_survivors_across_many_blocks(h, keep):
         kept += mine[:keep]
         for i in mine[keep:]:
             assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-        b = q.blocks[k]
+        b = q.jobs.blocks[k]
         assert b.live == keep
-        assert b.__class__ is (Sparse if keep <= THIN else Block)
+        assert (b.few is not None) == (keep <= THIN)
         if keep <= THIN:
-            assert sys.getsizeof(b) < 2000
+            assert sys.getsizeof(b.few) < 2000
     check_map(q)
     for i in kept:
         assert h.send(a, b"peek %d\r\n" % i) == b"FOUND %d 1\r\nx\r\n" % i
@@ -314,41 +314,41 @@ def test_survivors_across_many_blocks(h, keep):
     for i in kept:
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
         check_map(q)
-    assert sorted(q.blocks) == [(nblocks + 1)]
+    assert sorted(q.jobs.blocks) == [(nblocks + 1)]
 
 
 def test_reinsert_into_a_thinned_block_then_delete(h):
     """Recovery and cluster apply write through JobMap.__setitem__: into a
-    Sparse block, an id it had, or one it never had; Queue.delete then
+    thinned block, an id it had, or one it never had; Queue.delete then
     takes them out and the counts stay right."""
     a = h.conn()
     q = h.e.q
     ids = [put_id(h, a) for _ in range(SIZE + 5)]  # 1 .. 4101: blocks 0 and 1
     for i in ids[:SIZE - 1 - THIN]:
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    b0 = q.blocks[0]
-    assert b0.__class__ is Sparse and b0.live == THIN
+    b0 = q.jobs.blocks[0]
+    assert b0.few is not None and b0.live == THIN
     # a job parked with its id (as a follower's record would find it: binlog/apply.py): take one
     # out by the map, put it back, and one of the ids deleted
     gone = ids[0]
     j = q.jobs[ids[SIZE - 2]]
     del q.jobs[j.id]
-    assert q.blocks[0].live == THIN - 1
+    assert q.jobs.blocks[0].live == THIN - 1
     q.jobs[j.id] = j
-    assert q.blocks[0].live == THIN
+    assert q.jobs.blocks[0].live == THIN
     q.jobs[j.id] = j  # again: no double count
-    assert q.blocks[0].live == THIN
+    assert q.jobs.blocks[0].live == THIN
     # a new job into the thinned block through the queue's insert
     q.ids.next = gone
     assert put_id(h, a) == gone
     q.ids.next = ids[-1] + 1
-    assert q.blocks[0].live == THIN + 1
+    assert q.jobs.blocks[0].live == THIN + 1
     check_map(q)
     for i in sorted(q.jobs):
         if i >> BITS == 0:
             assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
             check_map(q)
-    assert 0 not in q.blocks
+    assert 0 not in q.jobs.blocks
 
 
 @pytest.mark.parametrize("why", ["no-room", "too-big", "out-of-memory"])
@@ -368,17 +368,17 @@ def test_a_refused_put_at_a_block_boundary_leaves_no_empty_block(why):
     else:
         assert put(h, a, body=b"x" * 20000) == b"OUT_OF_MEMORY\r\n"
     assert h.send(a, b"delete %d\r\n" % (SIZE - 1)) == b"DELETED\r\n"
-    assert not q.blocks
+    assert not q.jobs.blocks
     check_map(q)
     nxt = put_id(h, a)
     assert nxt in (SIZE, SIZE + 1)
-    assert list(q.blocks) == [1] and q.blocks[1].live == 1
+    assert list(q.jobs.blocks) == [1] and q.jobs.blocks[1].live == 1
     check_map(q)
 
 
 def test_a_put_whose_body_comes_late_lands_in_a_thinned_block(h):
     """An id is taken at the put's command line: by the time its body is in,
-    its block may be a Sparse or gone (and the spare used)."""
+    its block may be thinned or gone (and the spare used)."""
     a, slow, slow2 = h.conn(), h.conn(), h.conn()
     q = h.e.q
     ids = [put_id(h, a) for _ in range(SIZE - 3)]  # 1 .. 4093
@@ -388,15 +388,15 @@ def test_a_put_whose_body_comes_late_lands_in_a_thinned_block(h):
     assert later == SIZE
     for i in ids[:-THIN]:
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert q.blocks[0].__class__ is Sparse
+    assert q.jobs.blocks[0].few is not None
     assert h.send(slow, b"x\r\n") == b"INSERTED 4094\r\n"
     check_map(q)
     for i in ids[-THIN:] + [SIZE - 2]:
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert 0 not in q.blocks
+    assert 0 not in q.jobs.blocks
     check_map(q)
     assert h.send(slow2, b"x\r\n") == b"INSERTED 4095\r\n"
-    assert q.blocks[0].live == 1
+    assert q.jobs.blocks[0].live == 1
     check_map(q)
     assert h.send(a, b"peek 4095\r\n") == b"FOUND 4095 1\r\nx\r\n"
 
@@ -429,7 +429,7 @@ def test_huge_ids_stored(h):
         assert h.send(a, b"peek %d\r\n" % i).startswith(b"FOUND %d " % i)
     for i in ids:
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert not q.blocks
+    assert not q.jobs.blocks
 
 
 # -- recovery -------------------------------------------------------------------
@@ -464,4 +464,4 @@ def test_restart_finds_every_survivor(tmp_path):
     for i in sorted(keep, key=lambda i: -i):
         assert h2.send(b, b"delete %d\r\n" % i) == b"DELETED\r\n"
         check_map(q2)
-    assert not q2.blocks
+    assert not q2.jobs.blocks

@@ -1,5 +1,5 @@
 """A block of the id map left with a few jobs (THIN or fewer) behind the
-block taking new ids is small (a Sparse), as jobmap.py promises ("so that a
+block taking new ids is small (thinned), as jobmap.py promises ("so that a
 few survivors do not keep 32 KiB each"), whichever way it came to hold so
 few: deletes while it still took new ids (copied once a put passes it), a
 jump of the next id, a restart with -b, a follower's snapshot."""
@@ -7,7 +7,7 @@ import sys
 
 from fakeclock import Harness, with_binlog
 from jobmaptools import check_map
-from pybeanstalkd.core.jobmap import BITS, THIN, Sparse
+from pybeanstalkd.core.jobmap import BITS, THIN
 
 SIZE = 1 << BITS
 
@@ -21,8 +21,8 @@ def put_id(h, s, delay=0) -> int:
 def fat_blocks(q):
     """Blocks behind next_id's with THIN jobs or fewer that are not small."""
     cur = q.ids.next >> BITS
-    return {k: (b.__class__.__name__, b.live, sys.getsizeof(b)) for k, b in q.blocks.items()
-            if k != cur and b.live <= THIN and b.__class__ is not Sparse}
+    return {k: (b.live, sys.getsizeof(b.table)) for k, b in q.jobs.blocks.items()
+            if k != cur and b.live <= THIN and b.few is None}
 
 
 def steady(h, a, n, every):
@@ -72,7 +72,7 @@ def test_thinned_blocks_stay_small_after_a_restart(tmp_path):
     wal.flush()
     h2, _ = with_binlog(tmp_path)
     check_map(h2.e.q)
-    assert fat_blocks(h2.e.q) == {}  # (recovery loads them into Blocks first)
+    assert fat_blocks(h2.e.q) == {}  # (recovery loads them into full blocks first)
 
 
 def test_thinned_blocks_stay_small_on_a_follower_after_a_snapshot(tmp_path):

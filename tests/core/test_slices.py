@@ -269,15 +269,15 @@ def test_job_map_across_block_boundaries(h):
         for i in ids:
             assert h.send(a, b"peek %d\r\n" % i) == b"FOUND %d 1\r\nx\r\n" % i
             assert i in q.jobs and q.jobs[i].id == i
-        assert (start - 5) >> BITS in q.blocks and start >> BITS in q.blocks
+        assert (start - 5) >> BITS in q.jobs.blocks and start >> BITS in q.jobs.blocks
         for i in ids[:5]:  # empties the lower block: it is dropped
             assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-        assert (start - 5) >> BITS not in q.blocks
+        assert (start - 5) >> BITS not in q.jobs.blocks
         assert h.send(a, b"peek %d\r\n" % (start - 1)) == b"NOT_FOUND\r\n"
         assert h.send(a, b"delete %d\r\n" % (start - 1)) == b"NOT_FOUND\r\n"
         for i in ids[5:]:
             assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert q.job_count() == 0 and list(q.jobs) == [] and not q.blocks
+    assert q.job_count() == 0 and list(q.jobs) == [] and not q.jobs.blocks
     with pytest.raises(KeyError):
         q.jobs[65536]
     with pytest.raises(KeyError):
@@ -288,13 +288,13 @@ def test_an_emptied_block_is_dropped_and_kept_as_the_spare(h):
     a = h.conn()
     q = h.e.q
     ids = [int(put(h, a).split()[1]) for _ in range(3)]
-    block = q.blocks[0]
+    block = q.jobs.blocks[0]
     for i in ids:
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert not q.blocks and q.jobs.spare is block  # (no block left empty)
+    assert not q.jobs.blocks and q.jobs.spare is block  # (no block left empty)
     assert put(h, a) == b"INSERTED 4\r\n"
-    assert q.blocks[0] is block and q.jobs.spare is None and block.live == 1
-    assert list(q.jobs) == [4] and block.count(None) == len(block) - 1
+    assert q.jobs.blocks[0] is block and q.jobs.spare is None and block.live == 1
+    assert list(q.jobs) == [4] and block.table.count(None) == len(block.table) - 1
 
 
 def test_a_thinned_block_is_copied_small(h):
@@ -303,10 +303,11 @@ def test_a_thinned_block_is_copied_small(h):
     n = 1 << BITS
     for _ in range(n + 1):  # job n+1 is in the next block, which takes new ids
         put(h, a)
-    big = sys.getsizeof(q.blocks[0])
+    big = sys.getsizeof(q.jobs.blocks[0].table)
     for i in range(1, n - THIN):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert len(q.blocks[0]) == THIN and sys.getsizeof(q.blocks[0]) < big // 50
+    b = q.jobs.blocks[0]
+    assert len(b.few) == THIN and not b.table and sys.getsizeof(b.few) < big // 50
     assert q.job_count() == THIN + 2  # (block 0 has no id 0)
     assert [j.id for j in q.jobs.values()] == list(range(n - THIN, n + 2))
     assert list(q.jobs) == list(range(n - THIN, n + 2))
@@ -318,7 +319,7 @@ def test_a_thinned_block_is_copied_small(h):
     assert h.send(a, b"reserve-with-timeout 0\r\n") == b"RESERVED %d 1\r\nx\r\n" % (n - THIN)
     for i in range(n - THIN, n):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
-    assert 0 not in q.blocks and list(q.jobs) == [n, n + 1]
+    assert 0 not in q.jobs.blocks and list(q.jobs) == [n, n + 1]
 
 
 # -- sweeping stale heap entries --------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import commands
 from .job import BURIED, DELAYED, READY, RESERVED, Tube
-from .jobmap import BITS, LOW
+from .jobmap import BITS
 from .outcome import DONE, IDS_USED_UP, NO_ROOM, NOT_LOGGED, UNREADABLE, Outcome
 from .protocol import NS
 from .heaps import MASK, SHIFT
@@ -108,7 +108,6 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
 
     Lazy for ready and delayed (O(log n) a job, from the heaps as they are,
     or from the copies given); the queue must not change while it is read."""
-    blocks = q.blocks
     if state == READY:
         keys = _merge(_run_keys(q, t, _run_ids(t) if run is None else run),
                       _live_keys(_heap_in_order(t.ready if heap is None else heap),
@@ -128,7 +127,7 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
     mask = (1 << SHIFT) - 1
     for key in keys:
         id_ = key & mask
-        job = blocks[id_ >> BITS][id_ & LOW]
+        job = q.jobs.get(id_)
         assert job is not None  # (live keys only)
         yield job
 

@@ -28,9 +28,11 @@ from .job import Held
 from .jobmap import THIN
 
 if TYPE_CHECKING:
-    from .job import Conn
+    from .job import Conn, Job
 
 SIZE: Final = 4096  # reservations a block takes before the next one opens
+# The jobs of a freed block: never written to.
+FREED: Final[dict[int, Job]] = {}
 
 
 def open_block(c: Conn) -> Held:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .job import BURIED, BURIES, DELAYED, KICKS, M32, RELEASES, UNPLACED, bump, times
-from .jobmap import BITS, LOW, NO_JOBS
 from .outcome import DONE, NO_ROOM, NOT_FOUND, TRIES_USED_UP, WRONG_STATE, Outcome
 from .queue import WORK_BURY, WORK_RELEASE
 from .slices import SLICE
@@ -58,7 +57,7 @@ def bury_held(q: Queue, j: Job, pri: int) -> None:
 
 def held_by(q: Queue, c: Conn, id_: int) -> Job | None:
     """The job id_ if c has it reserved."""
-    j = q.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+    j = q.jobs.get(id_)
     if j is None:
         return None
     held = j.holder  # (None unless reserved)
@@ -160,7 +159,7 @@ def kick(q: Queue, t: Tube, bound: int, now: int) -> Generator[None, int, int]:
 def kick_job(q: Queue, id_: int, now: int) -> Outcome:
     """DONE, NOT_FOUND, WRONG_STATE (not buried or delayed) or NO_ROOM
     (the job stays where it is)."""
-    j: Job | None = q.blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+    j = q.jobs.get(id_)
     if j is None:
         return NOT_FOUND
     if j.state not in (BURIED, DELAYED):

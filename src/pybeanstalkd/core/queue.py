@@ -46,7 +46,7 @@ from .job import (
 from .outcome import DEADLINE_SOON, TIMED_OUT, DONE, NOT_FOUND, NOT_LOGGED, Outcome
 from .protocol import NS
 from .jobids import JobIds
-from .jobmap import BITS, LOW, NO_JOBS, THIN, JobMap
+from .jobmap import THIN, JobMap
 from .held import SIZE as HELD_SIZE, open_block, thinned
 from .job import DEFAULT_TUBE, Conn, SwapList, Tube
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
@@ -171,7 +171,7 @@ NO_TAGS_POLICY: Final[TagPolicy] = TagPolicy()
 
 
 class Queue:
-    __slots__ = ("ids", "jobs", "blocks", "tubes", "tube_list", "max_tries", "timers", "slices",
+    __slots__ = ("ids", "jobs", "tubes", "tube_list", "max_tries", "timers", "slices",
                  "gone", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
                  "delayed_ct", "buried_ct", "waiting_ct", "timeouts_ct", "total_jobs",
                  "body_bytes", "tags", "checks_tries", "store", "loading")
@@ -185,7 +185,6 @@ class Queue:
         self.ids = JobIds()
         self.ids.bound(tags.last_id())
         self.jobs = JobMap(self.ids)
-        self.blocks = self.jobs.blocks  # what the hot paths index
         self.tubes: dict[bytes, Tube] = {}
         self.tube_list = SwapList()
         self.max_tries = max_tries
@@ -282,12 +281,7 @@ class Queue:
     def insert(self, j: Job, now: int, log: bool = True) -> None:
         """A put's job, body received and binlog space reserved. log=False:
         the caller stores its record (a follower has the leader's bytes)."""
-        id_ = j.id
-        b = self.blocks.get(id_ >> BITS)
-        if b is None:
-            b = self.jobs.put_block(id_ >> BITS)
-        b[id_ & LOW] = j
-        b.live += 1
+        self.jobs.insert(j)
         self.body_bytes += len(j.body)
         t = j.tube
         t.total_jobs += 1
@@ -482,26 +476,24 @@ class Queue:
     def ready_top(self, t: Tube) -> Job | None:
         """The best ready job of t (None: none, or the tags hide them all:
         those whose concurrency keys have no room are hidden on the way)."""
-        blocks = self.blocks
+        jobs = self.jobs
         while True:
-            # (jobs.run_job and jobs.top(t.ready, jobs.ready_live), written
-            # out: StaleHeap.top is a method of a class that is not native,
-            # and calls a callable for each entry: through them, the compiled
-            # build runs 570 instructions more a reserve or delete, measured)
+            # (jobs.top(t.ready, jobs.ready_live), written out: StaleHeap.top
+            # is a method of a class that is not native, and calls a callable
+            # for each entry: through them, the compiled build runs 570
+            # instructions more a reserve or delete, measured)
             run = t.run
             j: Job | None = None
             while run is not None and len(run):
-                id_ = run.first()
-                j = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
-                if j is not None and j.state == READY and j.deadline == 0 and not j.counts & M32:
+                j = jobs.run_job(run.first())
+                if j is not None:
                     break
-                j = None
                 run.popleft()
             ready = t.ready
             while ready:
                 key = ready[0]
                 id_ = key & MASK
-                h: Job | None = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+                h = jobs.get(id_)
                 if h is not None and h.state == READY and h.pri == key >> SHIFT:
                     if j is None or key < ((j.pri << SHIFT) | j.id):
                         j = h
@@ -612,8 +604,7 @@ class Queue:
         count: False for a delete that is not a delete command (ops/; the
         job is not reserved, so c is not consulted). any_holder: a reserved
         job is deleted whoever holds it (flush-tube)."""
-        b = self.blocks.get(id_ >> BITS, NO_JOBS)
-        j = b[id_ & LOW]
+        j = self.jobs.get(id_)
         if j is None:
             return NOT_FOUND
         worked = NOT_WORKED
@@ -633,10 +624,7 @@ class Queue:
             self.remove(j)
             if was != BURIED:
                 self._tidy_after_delete(j.tube, was)
-        b[id_ & LOW] = None
-        b.live -= 1
-        if b.live <= THIN:
-            self.jobs.thinned(b, id_)
+        self.jobs.remove(id_)
         self.body_bytes -= len(j.body)
         t = j.tube
         t.cmd_delete += count

@@ -13,8 +13,8 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Final
 
 from .heaps import SHIFT
+from .held import FREED
 from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, Job
-from .jobmap import EMPTY
 from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
 from .timers import paused
@@ -120,7 +120,7 @@ def _return_reserved(q: Queue, c: Conn, now: int,
             q.tags.returned(q, j)
             q.place_ready(j, now)
         c.held.pop(h.key, None)  # (gone already if a flush emptied it)
-        h.jobs = EMPTY  # freed block by block: all at the end is O(n) in one go
+        h.jobs = FREED  # freed block by block: all at the end is O(n) in one go
     c.nreserved = 0
     c.open_held = None
     del q.gone[c]

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, STATE_NAMES, Job
-from .jobmap import BITS, LOW, NO_JOBS
 from .protocol import NS
 from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
 from .slices import SLICE
@@ -537,10 +536,10 @@ class Tagged(TagPolicy):
 
     def _reserved_in(self, q: Queue, t: Tube) -> Callable[[int], bool]:
         """Is an entry of t's reserved ids (peek-reserved's) live?"""
-        blocks = q.blocks
+        jobs = q.jobs
 
         def live(id_: int) -> bool:
-            j: Job | None = blocks.get(id_ >> BITS, NO_JOBS)[id_ & LOW]
+            j = jobs.get(id_)
             return j is not None and j.state == RESERVED and j.tube is t
         return live
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from .heaps import MASK, SHIFT
 from .jobmoves import bury_held, logs_tries, tries_used_up
 from .job import TIMEOUTS, bump
-from .jobmap import BITS, LOW
 from .slices import SLICE
 from .timers import paused
 
@@ -27,7 +26,6 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
     few at a time up to a time budget: transport.run_timers): True if
     it stopped there with more due (next_due() <= now: the caller ticks
     again soon)."""
-    blocks = q.blocks
     jobs = q.jobs
     timers = q.timers
     heap = timers.delay_heap
@@ -38,7 +36,7 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
         key = heappop(heap)
         if jobs.delayed_live(key):
             id_ = key & MASK
-            j = blocks[id_ >> BITS][id_ & LOW]
+            j = jobs.get(id_)
             assert j is not None  # (live: its job is there)
             q._leave_delayed(j)
             q.delayed_top(j.tube)  # drop the tube's now-stale top entries
