@@ -54,29 +54,31 @@ def reserve(h, s) -> int:
 # -- hist.py -------------------------------------------------------------------
 
 def test_hist_slots_are_bit_lengths_and_buckets_cumulative():
-    h = hist.new()
-    values = [0, 1, 3, 4, 1023, 1024, 2**20 - 1, 2**20, 2**21, 5 * NS, 10**13]
+    h = hist.Hist()
+    values = [0, 1, 3, 4, 1023, 1024, 2**20 - 1, 2**20, 2**21, 5 * NS, 10**13, 2**64 - 1]
     for v in values:
-        hist.observe(h, v)
-    assert h[hist.SUM] == sum(values)
+        h.observe(v)
+    assert h.total == sum(values) and h.count() == len(values)
     for v in values:
-        assert h[v.bit_length()] >= 1
-    buckets, count, total = hist.buckets(h, (10, 20, 21))
+        assert h.counts[v.bit_length()] >= 1
+    buckets, count, total = h.buckets((10, 20, 21))
     # below 2**10 ns: 0, 1, 3, 4, 1023; below 2**20: and 1024, 2**20-1; below 2**21: and 2**20
-    assert buckets == [(1024 / NS, 5), (2**20 / NS, 7), (2**21 / NS, 8), (float("inf"), 11)]
-    assert (count, total) == (11, sum(values))
+    assert buckets == [(1024 / NS, 5), (2**20 / NS, 7), (2**21 / NS, 8), (float("inf"), 12)]
+    assert (count, total) == (12, sum(values))
+    h.take_back(2**64 - 1)
+    assert h.total == sum(values[:-1]) and h.count() == len(values) - 1 and not h.counts[64]
 
 
 def test_reported_bounds_cover_ms_to_an_hour():
-    les = [le for le, _ in hist.buckets(hist.new(), hist.JOB_LE)[0]]
+    les = [le for le, _ in hist.Hist().buckets(hist.JOB_LE)[0]]
     assert les[0] < 0.0011 and 3600 < les[-2] < 7200 and les[-1] == float("inf")
 
 
 # -- the histograms and counters on a tube -----------------------------------------
 
-def counted(h: list[int]) -> list[int]:
+def counted(h: hist.Hist) -> list[int]:
     """The slots (bit lengths of the values) counted in h."""
-    return [k for k in range(hist.SUM) for _ in range(h[k])]
+    return [k for k in range(hist.SLOTS) for _ in range(h.counts[k])]
 
 
 def bl(seconds: float) -> int:
@@ -91,7 +93,7 @@ def test_wait_counts_from_put_to_reserve():
     reserve(h, s)
     t = h.e.q.tubes[b"default"]
     assert counted(t.wait_hist) == [bl(2)]
-    assert t.wait_hist[hist.SUM] == 2 * NS
+    assert t.wait_hist.total == 2 * NS
 
 
 def test_wait_counts_from_the_end_of_a_delay():
@@ -101,7 +103,7 @@ def test_wait_counts_from_the_end_of_a_delay():
     h.advance(5)
     h.advance(0.02)
     reserve(h, s)
-    assert h.e.q.tubes[b"default"].wait_hist[hist.SUM] == round(0.02 * NS)
+    assert h.e.q.tubes[b"default"].wait_hist.total == round(0.02 * NS)
 
 
 @pytest.mark.parametrize("back", ["release", "timeout", "kick", "close"])
@@ -129,7 +131,7 @@ def test_wait_counts_from_the_last_return_to_ready(back):
     reserve(h, s)
     t = h.e.q.tubes[b"default"]
     assert counted(t.wait_hist) == [0, (h.now - since).bit_length()]  # the first waited 0
-    assert t.wait_hist[hist.SUM] == h.now - since
+    assert t.wait_hist.total == h.now - since
 
 
 def test_reserve_job_counts_a_wait_only_from_ready():
@@ -156,7 +158,7 @@ def test_work_counts_reserve_to_delete_release_bury():
     assert counted(w[WORK_DELETE]) == [bl(0.2)]
     assert counted(w[WORK_RELEASE]) == [bl(3)]
     assert counted(w[WORK_BURY]) == [bl(40)]
-    assert [x[hist.SUM] for x in w] == [round(0.2 * NS), 3 * NS, 40 * NS]
+    assert [x.total for x in w] == [round(0.2 * NS), 3 * NS, 40 * NS]
 
 
 def test_work_counts_from_the_last_touch():
@@ -168,7 +170,7 @@ def test_work_counts_from_the_last_touch():
     h.send(s, b"touch %d\r\n" % jid)
     h.advance(2)
     h.send(s, b"delete %d\r\n" % jid)
-    assert h.e.q.tubes[b"default"].work_hist[WORK_DELETE][hist.SUM] == 2 * NS
+    assert h.e.q.tubes[b"default"].work_hist[WORK_DELETE].total == 2 * NS
 
 
 def test_tube_timeouts_and_buries():

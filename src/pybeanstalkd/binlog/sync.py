@@ -7,7 +7,7 @@ from collections.abc import Collection
 from time import monotonic_ns
 from typing import TYPE_CHECKING, Protocol
 
-from ..core import hist
+from ..core.hist import Hist
 from .files import Wal
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class Syncer:
         # -f0: the client the last fsync run inline was for, and when it ended
         self.inline_for: object = None
         self.inline_at = 0
-        self.fsync_hist = hist.new()  # for the metrics
+        self.fsync_hist = Hist()  # for the metrics
         self.jobs: queue.SimpleQueue[tuple[list[int], int | None]] = queue.SimpleQueue()
         self.rfd, self.wfd = os.pipe()
         os.set_blocking(self.rfd, False)
@@ -239,7 +239,7 @@ class Syncer:
         self.regroup(self.gate.advanced())
 
     def _synced(self, target: int, took: int) -> None:
-        hist.observe(self.fsync_hist, took)
+        self.fsync_hist.observe(took)
         if self.wal.use:  # (else it failed: nothing it covered is safe)
             self.wal.synced_to(target)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mypy_extensions import mypyc_attr
 
 from .heaps import TUBE_SLACK, StaleHeap
-from .hist import new as new_hist, observe
+from .hist import Hist
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -188,8 +188,8 @@ class Tube:
         # release, bury (a tuple indexed by WORK_DELETE...), made at first use
         # (a server may hold many tubes that never serve a job); TTR expiries
         # and buries.
-        self.wait_hist: list[int] | None = None
-        self.work_hist: tuple[list[int], ...] | None = None
+        self.wait_hist: Hist | None = None
+        self.work_hist: tuple[Hist, ...] | None = None
         self.timeouts = self.buries = 0
         self.tries_used_up = 0  # jobs buried by --max-tries (of buries)
         # Reserved to deleted, ns: a moving average (tagged.py, for the
@@ -205,16 +205,16 @@ class Tube:
         """A job of the tube waited ns from ready to reserved."""
         h = self.wait_hist
         if h is None:
-            h = self.wait_hist = new_hist()
-        observe(h, ns)
+            h = self.wait_hist = Hist()
+        h.observe(ns)
 
     def worked(self, outcome: int, ns: int) -> None:
         """A job of the tube was reserved ns before its delete, release or
         bury (outcome: queue.py's WORK_DELETE...)."""
         w = self.work_hist
         if w is None:
-            w = self.work_hist = (new_hist(), new_hist(), new_hist())
-        observe(w[outcome], ns)
+            w = self.work_hist = (Hist(), Hist(), Hist())
+        w[outcome].observe(ns)
 
 
 class SwapList:

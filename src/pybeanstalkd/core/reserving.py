@@ -264,7 +264,7 @@ def reserve_job(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
         j.deadline = now  # no wait from ready: counted as 0 by _reserve, taken back
     q._reserve(c, j, now)
     if not ready:
-        j.tube.wait_hist[0] -= 1  # type: ignore[index]  # (not None: _reserve made it)
+        j.tube.wait_hist.take_back(0)  # type: ignore[union-attr]  # (not None: _reserve made it)
     return DONE
 
 

@@ -98,8 +98,8 @@ def _family(name: str, kind: str, doc: str, labels=None):
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
-def _hist_buckets(h: list[int], exps: tuple[int, ...]):
-    out, count, total = hist.buckets(h, exps)
+def _hist_buckets(h: hist.Hist, exps: tuple[int, ...]):
+    out, count, total = h.buckets(exps)
     return [(floatToGoString(le), n) for le, n in out], total / NS
 
 
@@ -185,7 +185,7 @@ class Scrape:
             if t.wait_hist is not None:
                 wait.add_metric([label], *_hist_buckets(t.wait_hist, hist.JOB_LE))
             for outcome, h in zip(OUTCOMES, t.work_hist or ()):
-                if any(h[:hist.SUM]):
+                if h.count():
                     work.add_metric([label, outcome], *_hist_buckets(h, hist.JOB_LE))
             timeouts.add_metric([label], t.timeouts)
             buries.add_metric([label], t.buries)
@@ -207,7 +207,7 @@ class Scrape:
         yield CounterMetricFamily("pybeanstalkd_binlog_bytes_written", "Bytes of records written to the binlog.",
                                   value=wal.written if wal is not None else 0)
         fsync = HistogramMetricFamily("pybeanstalkd_binlog_fsync_seconds", "fsync latency of the binlog.")
-        h = syncer.fsync_hist if syncer is not None else hist.new()
+        h = syncer.fsync_hist if syncer is not None else hist.Hist()
         fsync.add_metric([], *_hist_buckets(h, hist.FSYNC_LE))
         yield fsync
         yield GaugeMetricFamily("pybeanstalkd_memory_used_bytes", "What stored jobs use, as --max-memory counts.",
