@@ -4,7 +4,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pybeanstalkd.core.cmdtable import COMMANDS, CommandTable
-from pybeanstalkd.core.protocol import NS, Bad, find_line_end, name_ok, read_num, read_strtoul
+from pybeanstalkd.core.protocol import (
+    NS, Bad, find_line_end, name_ok, plain_id, read_num, read_strtoul)
 
 REFERENCE = CommandTable()
 
@@ -117,6 +118,16 @@ def test_line_end_rules():
     assert find_line_end(b"use a\r", 0, 6) == 0  # CR in the last byte is not looked at
     assert find_line_end(b"use a\rb\r\n", 0, 9) == 0  # only the first CR counts
     assert find_line_end(b"xxuse a\r\n", 2, 9) == 7
+
+
+@pytest.mark.parametrize("arg, value", [
+    (b"0", 0), (b"7", 7), (b"0042", 42), (b"1" * 19, int(b"1" * 19)), (b"9" * 19, 10**19 - 1),
+    (b"", -1), (b"1" * 20, -1), (b"+1", -1), (b"-1", -1), (b" 1", -1), (b"1 ", -1),
+    (b"1_0", -1), (b"1x", -1), (b"\xd9\xa3", -1), (b"/", -1), (b":", -1)])
+def test_plain_id(arg, value):
+    """What the engine's fast paths take as an id: 1 to 19 ASCII digits;
+    anything else (-1) goes through parse() and its rules."""
+    assert plain_id(arg) == value
 
 
 def test_name_rules():

@@ -419,9 +419,10 @@ class Engine(EngineState):
                         pri, delay = U32S.get(b, -1), U32S.get(d, -1)
                         if (pri | delay) < 0:  # not both known: look closer
                             pri, delay = u32(b), u32(d)
-                        if (pri | delay) >= 0 and a.isdigit() and len(a) < 20:
+                        id_ = P.plain_id(a)
+                        if (pri | delay | id_) >= 0:
                             self.releases.n += 1
-                            reply = RELEASE[jobmoves.release(self.q, s, int(a), pri, delay * NS, now)]
+                            reply = RELEASE[jobmoves.release(self.q, s, id_, pri, delay * NS, now)]
                 elif line.startswith(b"reserve-with-timeout "):
                     arg = line[21:]
                     if arg.isdigit() and len(arg) < 11:
@@ -440,10 +441,10 @@ class Engine(EngineState):
                     return
             elif c == 100:  # d
                 if line.startswith(b"delete "):
-                    arg = line[7:]
-                    if arg.isdigit() and len(arg) < 20:
+                    id_ = P.plain_id(line[7:])
+                    if id_ >= 0:
                         self.deletes.n += 1
-                        reply = DELETE[self.q.delete(s, int(arg), now)]
+                        reply = DELETE[self.q.delete(s, id_, now)]
             elif c == 112:  # p
                 hdr: PutHead | None = PUTS.get(line)
                 if hdr is not None:
@@ -473,10 +474,10 @@ class Engine(EngineState):
                             return
             elif c == 116:  # t
                 if line.startswith(b"touch "):
-                    arg = line[6:]
-                    if arg.isdigit() and len(arg) < 20:
+                    id_ = P.plain_id(line[6:])
+                    if id_ >= 0:
                         self.touches.n += 1
-                        reply = TOUCH[jobmoves.touch(self.q, s, int(arg), now)]
+                        reply = TOUCH[jobmoves.touch(self.q, s, id_, now)]
             if reply is not None:
                 s.send(reply)
                 return

@@ -83,6 +83,22 @@ def read_num(line: bytes, pos: int, limit: int) -> tuple[int, int]:
     return value, pos
 
 
+def plain_id(arg: bytes) -> int:
+    """The value of arg if it is 1 to 19 ASCII digits (a job id as clients
+    send it), else -1: what the engine's fast paths take; anything else goes
+    through parse(). Compiled, this loop is a tenth of isdigit() and int()."""
+    n = len(arg)
+    if not 0 < n < 20:
+        return -1
+    value = 0
+    for i in range(n):
+        c = arg[i]
+        if not 48 <= c <= 57:
+            return -1
+        value = value * 10 + c - 48
+    return value
+
+
 def read_last(line: bytes, pos: int, limit: int) -> int:
     """A number that must end the line: no trailing space or garbage."""
     arg = line[pos:]
