@@ -118,6 +118,11 @@ def test_line_end_rules():
     assert find_line_end(b"use a\r", 0, 6) == 0  # CR in the last byte is not looked at
     assert find_line_end(b"use a\rb\r\n", 0, 9) == 0  # only the first CR counts
     assert find_line_end(b"xxuse a\r\n", 2, 9) == 7
+    # nothing at or past end - 1 counts, though the buffer goes on
+    assert find_line_end(b"use a\r\nuse b\r\n", 0, 6) == 0
+    assert find_line_end(b"use a\r\nuse b\r\n", 0, 7) == 7
+    assert find_line_end(b"xxuse a\r\nuse b\r\n", 2, 8) == 0
+    assert find_line_end(b"use a" * 100 + b"\r\n", 0, 224) == 0  # over-long: no line
 
 
 @pytest.mark.parametrize("arg, value", [
