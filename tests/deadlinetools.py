@@ -37,13 +37,15 @@ def check_heaps(h, conns):
             soon = min(mine, key=lambda j: (j.deadline, j.id))
             assert c.deadlines.first() is soon
             holding.append(c)
-            assert expiries.conns[c.ttr_at] is c, ("not in expiries", c)
-    assert sorted(map(id, expiries.conns)) == sorted(map(id, holding))
-    for i, c in enumerate(expiries.conns):
-        assert c.ttr_at == i
+            assert expiries.soonest.jobs[c.ttr_at] is soon, ("not in expiries", c)
+        else:
+            assert c.ttr_at == -1, ("in expiries, holding none", c)
+    assert sorted(map(id, expiries.holders())) == sorted(map(id, holding))
+    entries = expiries.soonest.jobs
+    for i, j in enumerate(entries):
+        assert j.holder.conn.ttr_at == i
         if i:
-            p = expiries.conns[(i - 1) >> 1].deadlines.jobs[0]
-            j = c.deadlines.jobs[0]
+            p = entries[(i - 1) >> 1]
             assert (p.deadline, p.id) < (j.deadline, j.id)
     soonest = min(reserved.values(), key=lambda j: (j.deadline, j.id), default=None)
     if all(not j.holder.conn.gone for j in reserved.values()):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from pybeanstalkd.core.job import Conn, Deadlines, Job, Tube
+from pybeanstalkd.core.job import Conn, Deadlines, Held, Job, Tube
 from pybeanstalkd.core.timers import Expiries
 
 TUBE = Tube(b"default")
@@ -86,12 +86,16 @@ def check_expiries(e: Expiries, conns: list[Conn], model: dict[int, tuple[int, J
         check(c.deadlines, {id_: j for id_, (owner, j) in model.items() if owner == k})
     holding = [c for c in conns if c.deadlines.jobs]
     assert len(e) == len(holding)
-    assert sorted(map(id, e.conns)) == sorted(map(id, holding))
-    for i, c in enumerate(e.conns):
-        assert c.ttr_at == i
+    assert sorted(map(id, e.holders())) == sorted(map(id, holding))
+    entries = e.soonest.jobs
+    for i, j in enumerate(entries):
+        c = j.holder.conn
+        assert c.ttr_at == i and c.deadlines.first() is j
         if i:
-            p, j = e.conns[(i - 1) >> 1].deadlines.jobs[0], c.deadlines.jobs[0]
+            p = entries[(i - 1) >> 1]
             assert (p.deadline, p.id) <= (j.deadline, j.id)
+    for c in conns:
+        assert (c.ttr_at >= 0) == (c in holding)
     soonest = min((j for _, j in model.values()), key=lambda j: (j.deadline, j.id), default=None)
     assert e.first() is soonest
 
@@ -106,6 +110,7 @@ holder_ops = st.lists(st.tuples(st.sampled_from(["push", "remove", "touch", "exp
 def test_the_holders_heap_follows_a_model(steps):
     e = Expiries()
     conns = [Conn() for _ in range(6)]
+    held = [Held(c, 0) for c in conns]  # (a reserved job refers to its holder's block)
     jobs = {i: job(i, 0) for i in range(1, 41)}
     model: dict[int, tuple[int, Job]] = {}  # id -> (its holder's number, job)
     for op, id_, k, t in steps:
@@ -113,12 +118,14 @@ def test_the_holders_heap_follows_a_model(steps):
         if op == "push":
             if id_ not in model:
                 j.deadline = t
+                j.holder = held[k]
                 e.push(conns[k], j)
                 model[id_] = (k, j)
         elif op == "remove":
-            e.remove(conns[k], j)  # (another's job, or none: nothing)
             if model.get(id_, (-1, j))[0] == k:
+                j.holder = None  # (as the queue does: cleared before the heaps hear of it)
                 del model[id_]
+            e.remove(conns[k], j)  # (another's job, or none: nothing)
         elif op == "touch":
             if id_ in model:
                 j.deadline += t
@@ -127,8 +134,12 @@ def test_the_holders_heap_follows_a_model(steps):
             first = e.first()
             if first is not None:
                 owner = model.pop(first.id)[0]
+                first.holder = None
                 e.remove(conns[owner], first)
         else:  # a connection closes: its reservations no longer expire
             e.drop(conns[k])
             model = {i: v for i, v in model.items() if v[0] != k}
+            for j in jobs.values():
+                if j.holder is held[k]:
+                    j.holder = None  # (returned in slices, reserving.py)
         check_expiries(e, conns, model)

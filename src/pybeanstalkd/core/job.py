@@ -1,7 +1,7 @@
 """A job: its fields, its packed counters, and the shared (delay, ttr)
 pairs; and what refers to jobs as the queue sees them: a tube, a client
-connection, a block of a connection's reservations (held.py), and a heap
-of a connection's reserved jobs by deadline (Deadlines).
+connection, a block of a connection's reservations (held.py), and heaps
+of reserved jobs by deadline (JobHeap; a connection's: Deadlines).
 These refer to each other (a job to its tube and its holder's block, a
 tube to its buried jobs and waiting connections, a connection to its
 blocks and its heap, a block to its connection, a heap to its jobs),
@@ -267,7 +267,7 @@ class Conn:
         self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
         self.open_held: Held | None = None  # the block its next reservation goes to
         self.deadlines = Deadlines()  # its reserved jobs, the soonest expiry first
-        self.ttr_at = -1  # its place in the queue's heap of holders (timers.py: Expiries)
+        self.ttr_at = -1  # its soonest reservation's place in the queue's (timers.py: Soonest)
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
@@ -301,19 +301,18 @@ class Held:
         self.key = key  # its place in conn.held
 
 
-# -- a connection's reserved jobs by deadline -------------------------
+# -- reserved jobs by deadline ----------------------------------------
 #
-# A connection's reserved jobs by their TTR deadline, the soonest first: for
-# DEADLINE_SOON (reserving.py), and for the queue's heap of holders, which
-# orders connections by their soonest (timers.py: Expiries; tick.py expires
-# what is due), as the reference keeps a heap of connections.
+# Reserved jobs by their TTR deadline, the soonest first, in two heaps: a
+# connection's own (Deadlines: for DEADLINE_SOON, reserving.py), and the
+# queue's heap of each holder's soonest (timers.py: Expiries; tick.py
+# expires what is due), as the reference keeps a heap of connections.
 #
-# An indexed binary heap, as beanstalkd's heap.c: each job keeps its place
-# in it (Job.conn_at; -1 out of it), so a reservation that ends leaves at
-# once and the heap holds exactly the reservations it orders. Nothing in it
-# goes stale, so nothing is swept, and a reservation makes no key object:
-# the jobs' deadlines and ids are compared where they are. Order:
-# (deadline, id).
+# Indexed binary heaps, as beanstalkd's heap.c: each entry's place in its
+# heap is kept (JobHeap.placed says where), so an entry that ends leaves
+# at once and the heap holds exactly what it orders. Nothing in them goes
+# stale, so nothing is swept, and an entry makes no key object: the jobs'
+# deadlines and ids are compared where they are. Order: (deadline, id).
 
 
 def before(a: Job, b: Job) -> bool:
@@ -321,8 +320,9 @@ def before(a: Job, b: Job) -> bool:
     return a.deadline < b.deadline or (a.deadline == b.deadline and a.id < b.id)
 
 
-class Deadlines:
-    """A connection's reserved jobs by deadline (see above)."""
+class JobHeap:
+    """An indexed heap of reserved jobs by deadline (see above). Where an
+    entry's place is kept is the subclass's: placed()."""
 
     __slots__ = ("jobs",)
 
@@ -337,43 +337,25 @@ class Deadlines:
         jobs = self.jobs
         return jobs[0] if len(jobs) else None
 
+    def placed(self, j: Job, i: int) -> None:
+        """j is now at i: record it."""
+        raise NotImplementedError
+
     def push(self, j: Job) -> None:
         jobs = self.jobs
         jobs.append(j)
         self._rise(j, len(jobs) - 1)
 
-    def remove(self, j: Job) -> int:
-        """Take j out: where it was (0: it was the first), or -1 if it is
-        not in this heap (nothing is done then)."""
-        i = self._at(j)
-        if i < 0:
-            return i
-        j.conn_at = -1
+    def take(self, i: int) -> None:
+        """Take out the entry at i (not read): the last fills its place,
+        and moves to where it belongs."""
         last = self.jobs.pop()
-        if last is not j:  # last fills j's place, and moves to where it belongs
-            self._settle(last, i)
-        return i
+        if i < len(self.jobs):
+            self.settle(last, i)
 
-    def moved(self, j: Job) -> None:
-        """j's deadline changed (touch): its place follows."""
-        i = self._at(j)
-        if i >= 0:
-            self._settle(j, i)
-
-    def clear(self) -> None:
-        """Forget every job at once (their places are not reset: a job's
-        place is set again when it is pushed, and remove() checks it)."""
-        self.jobs = []
-
-    def _at(self, j: Job) -> int:
-        """j's place in this heap; -1 if it is not in it (its recorded
-        place may be from another heap, or from before a clear)."""
-        i = j.conn_at
-        jobs = self.jobs
-        return i if 0 <= i < len(jobs) and jobs[i] is j else -1
-
-    def _settle(self, j: Job, i: int) -> None:
-        """Put j, which is to be at i, above or below it where it belongs."""
+    def settle(self, j: Job, i: int) -> None:
+        """Put j, which is to be at i (in place of the entry there, which
+        is not read), above or below it where it belongs."""
         if i and before(j, self.jobs[(i - 1) >> 1]):
             self._rise(j, i)
         else:
@@ -388,10 +370,10 @@ class Deadlines:
             if not before(j, above):
                 break
             jobs[i] = above
-            above.conn_at = i
+            self.placed(above, i)
             i = parent
         jobs[i] = j
-        j.conn_at = i
+        self.placed(j, i)
 
     def _sink(self, j: Job, i: int) -> None:
         """Put j at i, or below while a child expires before it."""
@@ -405,8 +387,45 @@ class Deadlines:
             if not before(below, j):
                 break
             jobs[i] = below
-            below.conn_at = i
+            self.placed(below, i)
             i = child
             child = 2 * i + 1
         jobs[i] = j
+        self.placed(j, i)
+
+
+class Deadlines(JobHeap):
+    """A connection's reserved jobs by deadline: each job keeps its place
+    (Job.conn_at; -1 out of it)."""
+
+    __slots__ = ()
+
+    def placed(self, j: Job, i: int) -> None:
         j.conn_at = i
+
+    def remove(self, j: Job) -> int:
+        """Take j out: where it was (0: it was the first), or -1 if it is
+        not in this heap (nothing is done then)."""
+        i = self._at(j)
+        if i >= 0:
+            j.conn_at = -1
+            self.take(i)
+        return i
+
+    def moved(self, j: Job) -> None:
+        """j's deadline changed (touch): its place follows."""
+        i = self._at(j)
+        if i >= 0:
+            self.settle(j, i)
+
+    def clear(self) -> None:
+        """Forget every job at once (their places are not reset: a job's
+        place is set again when it is pushed, and remove() checks it)."""
+        self.jobs = []
+
+    def _at(self, j: Job) -> int:
+        """j's place in this heap; -1 if it is not in it (its recorded
+        place may be from another heap, or from before a clear)."""
+        i = j.conn_at
+        jobs = self.jobs
+        return i if 0 <= i < len(jobs) and jobs[i] is j else -1

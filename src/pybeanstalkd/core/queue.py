@@ -565,7 +565,7 @@ class Queue:
     def holders(self) -> list[Conn]:
         """The connections holding reservations: those open, then those
         closed whose reservations are still being returned."""
-        return self.timers.ttr_heap.conns + list(self.gone)
+        return self.timers.ttr_heap.holders() + list(self.gone)
 
     def deadline_soon(self, c: Conn, now: int) -> bool:
         soonest = c.deadlines.first()

@@ -12,7 +12,7 @@ from heapq import heapify, heappush
 from typing import TYPE_CHECKING
 
 from .heaps import CONN_SLACK, SHARED_SLACK, SHIFT, TUBE_SLACK, StaleHeap
-from .job import before
+from .job import JobHeap
 
 if TYPE_CHECKING:
     from .job import Conn, Job, Tube
@@ -24,32 +24,47 @@ def paused(t: Tube, now: int) -> bool:
     return t.pause != 0 and t.unpause_at > now
 
 
+class Soonest(JobHeap):
+    """Each holder's soonest reservation, its place kept in the holder
+    (Conn.ttr_at; -1 out of it)."""
+
+    __slots__ = ()
+
+    def placed(self, j: Job, i: int) -> None:
+        held = j.holder
+        assert held is not None  # (an entry is a holder's soonest: reserved)
+        held.conn.ttr_at = i
+
+
 class Expiries:
-    """Every reservation by its TTR deadline, the soonest first: an indexed
-    heap of the connections holding reservations, each ordered by its own
-    soonest (Conn.deadlines), as the reference's heap of connections. A
-    reservation is added, moved and taken out here, with its holder's
-    heap, so that the holder's place follows its soonest.
+    """Every reservation by its TTR deadline, the soonest first: a heap of
+    each holder's soonest reservation (its Conn.deadlines' first), as the
+    reference's heap of connections. A reservation is added, moved and
+    taken out here, with its holder's heap, so that the holder's entry
+    follows its soonest.
 
-    Each connection keeps its place (Conn.ttr_at; -1 out of it), so one
-    that holds nothing leaves at once. A reserve-delete cycle changes a
-    heap of one connection per worker: the cost of a reservation grows
-    with the log of its holder's reservations and of the holders, not of
-    every reservation."""
+    A connection that holds nothing leaves at once. A reserve-delete
+    cycle changes a heap of one connection per worker: the cost of a
+    reservation grows with the log of its holder's reservations and of
+    the holders, not of every reservation."""
 
-    __slots__ = ("conns",)
+    __slots__ = ("soonest",)
 
     def __init__(self) -> None:
-        self.conns: list[Conn] = []
+        self.soonest = Soonest()
 
     def __len__(self) -> int:
         """The connections holding reservations."""
-        return len(self.conns)
+        return len(self.soonest)
 
     def first(self) -> Job | None:
         """The reservation that expires first (None: none)."""
-        conns = self.conns
-        return conns[0].deadlines.jobs[0] if len(conns) else None
+        return self.soonest.first()
+
+    def holders(self) -> list[Conn]:
+        """The connections holding reservations (open ones: a closed one
+        leaves at once)."""
+        return [j.holder.conn for j in self.soonest.jobs]  # type: ignore[union-attr]  # (reserved)
 
     def push(self, c: Conn, j: Job) -> None:
         """j is reserved by c."""
@@ -60,7 +75,7 @@ class Expiries:
 
     def remove(self, c: Conn, j: Job) -> None:
         """j's reservation by c ended (nothing if c no longer holds it in
-        its heap: it closed)."""
+        its heap: it closed). j's holder may be cleared already."""
         if c.deadlines.remove(j) == 0:
             self._follow(c)
 
@@ -76,62 +91,20 @@ class Expiries:
         self._follow(c)
 
     def _follow(self, c: Conn) -> None:
-        """c's soonest reservation changed: c moves to its place, or out
-        once it holds none."""
-        conns = self.conns
+        """c's soonest reservation changed: its entry is replaced by it
+        and moves to its place, or leaves once c holds none. (The entry
+        replaced is not read: it may be a reservation just ended, its
+        holder cleared.)"""
         i = c.ttr_at
-        if not (0 <= i < len(conns) and conns[i] is c):
-            i = -1
-        if not c.deadlines.jobs:
+        soonest = c.deadlines.first()
+        if soonest is None:
             if i >= 0:
                 c.ttr_at = -1
-                last = conns.pop()
-                if last is not c:
-                    self._settle(last, i)
+                self.soonest.take(i)
         elif i < 0:
-            conns.append(c)
-            self._rise(c, len(conns) - 1)
+            self.soonest.push(soonest)
         else:
-            self._settle(c, i)
-
-    def _settle(self, c: Conn, i: int) -> None:
-        if i and before(c.deadlines.jobs[0], self.conns[(i - 1) >> 1].deadlines.jobs[0]):
-            self._rise(c, i)
-        else:
-            self._sink(c, i)
-
-    def _rise(self, c: Conn, i: int) -> None:
-        conns = self.conns
-        soonest = c.deadlines.jobs[0]
-        while i:
-            parent = (i - 1) >> 1
-            above = conns[parent]
-            if not before(soonest, above.deadlines.jobs[0]):
-                break
-            conns[i] = above
-            above.ttr_at = i
-            i = parent
-        conns[i] = c
-        c.ttr_at = i
-
-    def _sink(self, c: Conn, i: int) -> None:
-        conns = self.conns
-        n = len(conns)
-        soonest = c.deadlines.jobs[0]
-        child = 2 * i + 1
-        while child < n:
-            if child + 1 < n and before(conns[child + 1].deadlines.jobs[0],
-                                        conns[child].deadlines.jobs[0]):
-                child += 1
-            below = conns[child]
-            if not before(below.deadlines.jobs[0], soonest):
-                break
-            conns[i] = below
-            below.ttr_at = i
-            i = child
-            child = 2 * i + 1
-        conns[i] = c
-        c.ttr_at = i
+            self.soonest.settle(soonest, i)
 
 
 class Timers:
