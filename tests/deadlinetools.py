@@ -1,7 +1,7 @@
 """The heaps of reserved jobs (core/job.py: Deadlines, core/timers.py:
 Expiries), checked whole against the queue's reservations: tests/core's
 attacks on them share it."""
-from pybeanstalkd.core.job import RESERVED
+from pybeanstalkd.core.job import NO_JOB, RESERVED
 
 
 def check_heaps(h, conns):
@@ -23,7 +23,8 @@ def check_heaps(h, conns):
     expiries = q.timers.ttr_heap
     holding = []
     for c in conns:
-        js = c.deadlines.jobs
+        js = c.deadlines.entries()
+        assert all(x is NO_JOB for x in c.deadlines.jobs[len(js):])  # (no job kept alive)
         for i, j in enumerate(js):
             assert j.conn_at == i, ("conn_at", j.id, j.conn_at, i)
             assert j.state == RESERVED, ("conn state", j.id, j.state)
@@ -41,7 +42,8 @@ def check_heaps(h, conns):
         else:
             assert c.ttr_at == -1, ("in expiries, holding none", c)
     assert sorted(map(id, expiries.holders())) == sorted(map(id, holding))
-    entries = expiries.soonest.jobs
+    entries = expiries.soonest.entries()
+    assert all(x is NO_JOB for x in expiries.soonest.jobs[len(entries):])
     for i, j in enumerate(entries):
         assert j.holder.conn.ttr_at == i
         if i:

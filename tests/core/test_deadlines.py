@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from pybeanstalkd.core.job import Conn, Deadlines, Held, Job, Tube
+from pybeanstalkd.core.job import NO_JOB, SPARE, Conn, Deadlines, Held, Job, Tube
 from pybeanstalkd.core.timers import Expiries
 
 TUBE = Tube(b"default")
@@ -21,7 +21,9 @@ def job(id_: int, deadline: int) -> Job:
 def check(h: Deadlines, model: dict[int, Job]) -> None:
     """The heap holds the model's jobs, each where its place says, each
     no sooner than its parent's; first() is the model's soonest."""
-    jobs = h.jobs
+    jobs = h.entries()
+    assert all(x is NO_JOB for x in h.jobs[len(jobs):])  # (no job kept alive)
+    assert len(h.jobs) <= max(SPARE, 2 * len(jobs) + 8)  # (room shrinks)
     assert len(h) == len(model)
     assert sorted(j.id for j in jobs) == sorted(model)
     for i, j in enumerate(jobs):
@@ -65,6 +67,28 @@ def test_the_heap_follows_a_model(steps):
         check(h, model)
 
 
+def test_the_room_past_the_entries_holds_no_job_and_shrinks():
+    """A heap that held many keeps no reference to a job it let go, and
+    its list shrinks back as it empties; one that holds one at a time
+    keeps its SPARE slots (no reallocation a reservation)."""
+    h = Deadlines()
+    many = [job(i, i) for i in range(1, 10_001)]
+    for j in many:
+        h.push(j)
+    slots = h.jobs
+    for j in many[:9_990]:
+        assert h.remove(j) == 0
+    assert len(h) == 10 and len(h.jobs) == SPARE and h.jobs is slots
+    assert sorted(j.id for j in h.entries()) == list(range(9_991, 10_001))
+    assert h.jobs[10:] == [NO_JOB] * (SPARE - 10)
+    for j in many[9_990:]:
+        h.remove(j)
+    assert len(h) == 0 and h.first() is None and h.jobs == [NO_JOB] * SPARE
+    h.push(many[0])
+    h.remove(many[0])
+    assert h.jobs is slots and h.jobs == [NO_JOB] * SPARE
+
+
 def test_a_remove_of_a_job_held_elsewhere_changes_nothing():
     one, other = Deadlines(), Deadlines()
     a, b = job(1, 10), job(2, 20)
@@ -84,10 +108,10 @@ def check_expiries(e: Expiries, conns: list[Conn], model: dict[int, tuple[int, J
     than its parent; first() is the model's soonest."""
     for k, c in enumerate(conns):
         check(c.deadlines, {id_: j for id_, (owner, j) in model.items() if owner == k})
-    holding = [c for c in conns if c.deadlines.jobs]
+    holding = [c for c in conns if len(c.deadlines)]
     assert len(e) == len(holding)
     assert sorted(map(id, e.holders())) == sorted(map(id, holding))
-    entries = e.soonest.jobs
+    entries = e.soonest.entries()
     for i, j in enumerate(entries):
         c = j.holder.conn
         assert c.ttr_at == i and c.deadlines.first() is j

@@ -34,7 +34,7 @@ def test_flush_of_a_gone_conns_job_misplaces_a_job_now_held_by_another():
     h = Harness(auto=False, extensions=True)
     a, b, x = h.conn(), h.conn(), h.conn()
     hold_in_two_tubes(h, a)
-    last = a.deadlines.jobs[-1]
+    last = a.deadlines.entries()[-1]
     assert last.tube.name == b"default"
     h.e.close(a, h.now)  # first slice: the SLICE default jobs back to ready
     assert last.state != RESERVED
@@ -47,7 +47,7 @@ def test_flush_of_a_gone_conns_job_misplaces_a_job_now_held_by_another():
     out += h.take(x)
     check_heaps(h, [b, x])
     assert h.send(b, b"delete %d\r\n" % last.id) == b"DELETED\r\n"
-    assert len(b.deadlines) == 0, [j.id for j in b.deadlines.jobs]
+    assert len(b.deadlines) == 0, [j.id for j in b.deadlines.entries()]
     # on the wire: B holds nothing, so a reserve with no jobs times out,
     # never DEADLINE_SOON
     h.send(b, b"watch g\r\n")

@@ -64,13 +64,13 @@ class Expiries:
     def holders(self) -> list[Conn]:
         """The connections holding reservations (open ones: a closed one
         leaves at once)."""
-        return [j.holder.conn for j in self.soonest.jobs]  # type: ignore[union-attr]  # (reserved)
+        return [j.holder.conn for j in self.soonest.entries()]  # type: ignore[union-attr]  # (reserved)
 
     def push(self, c: Conn, j: Job) -> None:
         """j is reserved by c."""
         d = c.deadlines
         d.push(j)
-        if d.jobs[0] is j:
+        if d.first() is j:
             self._follow(c)
 
     def remove(self, c: Conn, j: Job) -> None:
