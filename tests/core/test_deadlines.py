@@ -167,3 +167,15 @@ def test_the_holders_heap_follows_a_model(steps):
                 if j.holder is held[k]:
                     j.holder = None  # (returned in slices, reserving.py)
         check_expiries(e, conns, model)
+
+
+def test_clear_gives_back_the_entries_without_the_room():
+    h = Deadlines()
+    many = [job(i, i) for i in range(1, 201)]
+    for j in many:
+        h.push(j)
+    for j in many[:120]:
+        h.remove(j)
+    held = h.clear()
+    assert sorted(j.id for j in held) == list(range(121, 201)) and NO_JOB not in held
+    assert len(h) == 0 and h.first() is None and h.jobs == []

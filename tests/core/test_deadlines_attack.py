@@ -121,3 +121,29 @@ def test_deadline_soon_follows_touch_and_delete():
     assert h.send(a, b"reserve-with-timeout 0\r\n") == b"DEADLINE_SOON\r\n"
     h.advance(1)
     assert h.send(a, b"reserve-with-timeout 0\r\n") == b"RESERVED 2 1\r\nx\r\n"
+
+
+def close_steps(keep: int, first: int) -> int:
+    """The background steps a close takes when its connection reserved
+    `first` jobs and deleted all but `keep` of them before closing."""
+    h = Harness(auto=False)
+    a, p = h.conn(), h.conn()
+    for _ in range(first):
+        put(h, p)
+    ids = [reserve_id(h, a) for _ in range(first)]
+    for i in ids[:first - keep]:
+        assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    h.e.close(a, h.now)
+    steps = 1
+    while h.step():
+        steps += 1
+    check_heaps(h, [p])
+    return steps
+
+
+def test_a_close_frees_its_reservations_not_its_heaps_room():
+    """A heap keeps room past its entries (job.py: JobHeap); a close's
+    slices free the reservations left, and take no more steps for the
+    room the deleted ones left behind."""
+    keep = SLICE + 6
+    assert close_steps(keep, first=2 * SLICE + 2) == close_steps(keep, first=keep)

@@ -267,7 +267,7 @@ class Conn:
         self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
         self.open_held: Held | None = None  # the block its next reservation goes to
         self.deadlines = Deadlines()  # its reserved jobs, the soonest expiry first
-        self.ttr_at = -1  # its soonest reservation's place in the queue's (timers.py: Soonest)
+        self.ttr_at = -1  # where its soonest reservation is in the queue's heap of those (timers.py: Soonest)
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
@@ -440,11 +440,16 @@ class Deadlines(JobHeap):
         if i >= 0:
             self.settle(j, i)
 
-    def clear(self) -> None:
+    def clear(self) -> list[Job]:
         """Forget every job at once (their places are not reset: a job's
-        place is set again when it is pushed, and remove() checks it)."""
+        place is set again when it is pushed, and remove() checks it).
+        Returns the list that held them, the room past them dropped, for
+        the caller to free (in slices, if it is big)."""
+        jobs = self.jobs
+        del jobs[self.n:]
         self.jobs = []
         self.n = 0
+        return jobs
 
     def _at(self, j: Job) -> int:
         """j's place in this heap; -1 if it is not in it (its recorded

@@ -81,8 +81,7 @@ def detach(q: Queue, c: Conn, now: int) -> None:
         # slices return may be reserved again elsewhere, and a remove from
         # this heap (flush-tube's _unreserve of a job still held here) would
         # sift it and overwrite its conn_at in its new holder's heap.
-        old = c.deadlines.jobs
-        q.timers.ttr_heap.drop(c)
+        old = q.timers.ttr_heap.drop(c)
         q.gone[c] = None
         q.slices.spawn(_return_reserved(q, c, now, old))
     else:

@@ -84,11 +84,13 @@ class Expiries:
         c.deadlines.moved(j)
         self._follow(c)
 
-    def drop(self, c: Conn) -> None:
+    def drop(self, c: Conn) -> list[Job]:
         """c closed: its reservations no longer expire (their return to
-        ready is under way)."""
-        c.deadlines.clear()
+        ready is under way). Returns the list its heap held them in, for
+        the caller to free."""
+        jobs = c.deadlines.clear()
         self._follow(c)
+        return jobs
 
     def _follow(self, c: Conn) -> None:
         """c's soonest reservation changed: its entry is replaced by it
