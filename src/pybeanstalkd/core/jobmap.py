@@ -72,13 +72,7 @@ class Block:
     def thin(self) -> None:
         """Its jobs moved to a small dict, its table dropped."""
         if self.few is None:
-            few: dict[int, Job] = {}
-            table = self.table
-            for i in self.slots():
-                j = table[i]
-                if j is not None:
-                    few[i] = j
-            self.few = few
+            self.few = dict(zip(self.slots(), self.jobs()))  # (both in slot order)
             self.table = _NO_TABLE
 
     def jobs(self) -> list[Job]:
