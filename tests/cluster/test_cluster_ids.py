@@ -28,9 +28,9 @@ class Counter:
         return range(first, first + n)
 
 
-def leader(block=4, first=1):
+def leader(block=4, first=1, **engine):
     """(harness, ids, counter, log) with blocks of `block` ids."""
-    h = Harness()
+    h = Harness(**engine)
     logged = []
     h.e.log = logged.append
     counter = Counter(first)
@@ -132,6 +132,24 @@ def test_ids_never_pass_what_a_binlog_record_holds(small):
     assert put(h, c) == b"INSERTED %d\r\n" % (top - 1)
     assert put(h, c) == b"INSERTED %d\r\n" % top
     assert put(h, c) == b"INTERNAL_ERROR\r\n"
+
+
+def test_with_extensions_ids_stop_below_those_of_the_tags_records(small):
+    """With --extensions the ids from 2**63 on name the tags' records: a
+    block past that is cut there, and a flush-tube (whose record holds the
+    next id) still answers."""
+    from pybeanstalkd.core.tags import EXT_ID
+
+    h, ids, counter, _ = leader(first=EXT_ID - 2, extensions=True)
+    asyncio.run(ids.refill())
+    assert h.e.q.ids.last == EXT_ID - 1
+    c = h.conn()
+    assert put(h, c) == b"INSERTED %d\r\n" % (EXT_ID - 2)
+    assert put(h, c) == b"INSERTED %d\r\n" % (EXT_ID - 1)
+    assert put(h, c) == b"INTERNAL_ERROR\r\n"
+    asyncio.run(ids.refill())  # (etcd's counter goes on past 2**63)
+    assert h.e.q.ids.last == EXT_ID - 1 and put(h, c) == b"INTERNAL_ERROR\r\n"
+    assert h.send(c, b"flush-tube default\r\n") == b"FLUSHED 2\r\n"
 
 
 def test_metrics_of_a_node_still_becoming_leader():

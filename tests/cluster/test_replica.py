@@ -314,3 +314,26 @@ def test_a_followers_put_records_are_the_leaders_bytes_and_its_own(tmp_path):
     assert sorted(fq.jobs) == [2, 3, 4]
     for id_ in fq.jobs:
         assert records[id_] == F.encode(fq.jobs[id_], True, p.fwal.wall_offset)
+
+
+@pytest.mark.parametrize("id_", [(1 << 63) + 5, (1 << 64) - 1])
+def test_a_leaders_job_record_with_an_id_of_the_tags_records_is_refused(tmp_path, id_):
+    """With --extensions the ids from 2**63 on name the tags' records: a
+    frame holding a job's record with one (a forged leader, bytes changed
+    on the way) is refused, as recovery skips it; the follower's ids do not
+    move past it (they once did, to 2**64, where a flush-tube's record
+    could not be packed)."""
+    from fakeclock import with_binlog
+    from pybeanstalkd.cluster.apply import ApplyError
+    from pybeanstalkd.core.job import Job
+
+    h, wal = with_binlog(tmp_path, extensions=True)
+    forged = Job(id_, h.e.q.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
+    forged.state = READY
+    with pytest.raises(ApplyError, match="an id of the extensions' records"):
+        apply_records(h.e.q, F.encode(forged, True, wal.wall_offset), wal.wall_offset,
+                      h.now, h.e.max_job_size)
+    assert h.e.q.ids.next == 1 and id_ not in h.e.q.jobs
+    c = h.conn()
+    assert h.send(c, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
+    assert h.send(c, b"flush-tube default\r\n") == b"FLUSHED 1\r\n"

@@ -36,9 +36,10 @@ def test_a_block_that_does_not_follow_skips_ahead():
 
 @given(st.lists(st.one_of(st.just(("take",)), st.tuples(st.just("seen"), st.integers(0, 60)),
                           st.tuples(st.just("skip"), st.integers(0, 60)),
-                          st.tuples(st.just("bound"), st.integers(0, 60))), max_size=40))
-def test_no_id_twice_none_seen_none_past_the_bound(ops):
-    ids = JobIds()
+                          st.tuples(st.just("bound"), st.integers(0, 60))), max_size=40),
+       st.one_of(st.just(U64_MAX), st.integers(0, 50)))
+def test_no_id_twice_none_seen_none_past_the_bound(ops, top):
+    ids = JobIds(top)
     given_out, seen = set(), set()
     for op in ops:
         if op[0] == "take":
@@ -56,3 +57,20 @@ def test_no_id_twice_none_seen_none_past_the_bound(ops):
             ids.skip_to(op[1])
         else:
             ids.bound(op[1])
+        assert ids.last <= top and ids.next <= top + 1
+
+
+def test_nothing_moves_the_ids_past_their_top():
+    """The top (2**63 - 1 with --extensions, whose records take the ids
+    above): a record's id, a block or a bound past it stops there, so the
+    next id always fits 64 bits."""
+    ids = JobIds(10)
+    ids.seen(U64_MAX)
+    assert ids.next == 11 and ids.used_up() and ids.take() == 0
+    ids = JobIds(10)
+    ids.skip_to(1 << 70)
+    ids.bound(1 << 70)
+    assert (ids.next, ids.last, ids.left()) == (11, 10, 0)
+    ids = JobIds()
+    ids.seen(U64_MAX)
+    assert ids.next == U64_MAX + 1 and ids.take() == 0

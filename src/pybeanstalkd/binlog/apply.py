@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..core.job import INVALID
+from ..core.tags import EXT_ID
 from . import ext as X
 
 if TYPE_CHECKING:
@@ -63,16 +64,22 @@ class Applier(Protocol):
         """A flush-tube's end: tube's cooldowns, and its jobs' keys below last, are gone."""
 
     def bad(self, why: str) -> bool:
-        """A record of ours that does not parse; False: stop here."""
+        """A record that is not what its id says (one of ours that does not
+        parse, a job's with an id of ours); False: stop here."""
 
 
 def apply(to: Applier, r: JobRecord) -> bool:
     """Apply one record; False if it could not be (the applier said why)."""
     j = to.job(r.id)
     if j is None:
-        if r.body is not None and r.state != INVALID:
-            return to.put(r)
         chunks = to.chunks
+        if r.body is not None and r.state != INVALID:
+            if chunks is not None and r.id >= EXT_ID:
+                # (a job's record with an id of ours: forged, or its top bit
+                # changed on disk; a job of that id would be read back as
+                # ours, and no put could follow it: core/jobids.py)
+                return to.bad(f"job {r.id}: an id of the extensions' records")
+            return to.put(r)
         if chunks is not None and X.is_ours(r):
             return _ours(to, chunks, r)
         return True  # a short record of a job deleted or moved meanwhile

@@ -201,10 +201,6 @@ class Loader:
     def put(self, r: F.JobRecord) -> bool:
         """The common case, kept fast: a new job's full record."""
         q, f, id_, name = self.q, self.file, r.id, r.name
-        if id_ >= EXT_ID and self.reader is not None:
-            self.warn(f"{f.path}:{r.offset}: job {id_}: an id of the extensions' records;"
-                      " skipped")
-            return True
         if id_ > self.top:
             self.top = id_
         body: bytes | OnDisk = r.body  # type: ignore[assignment]  # (a full record's)
@@ -278,7 +274,7 @@ class Loader:
             last, tube, lambda i: (jobs[i].tube.name if i in jobs else None))
 
     def bad(self, why: str) -> bool:
-        self.warn(f"{self.file.path}: a bad tags record, skipped")
+        self.warn(f"{self.file.path}: {why}; skipped")
         return True
 
 

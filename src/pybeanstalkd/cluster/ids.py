@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.protocol import U64_MAX
-
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -64,8 +62,8 @@ class IdBlocks:
         if not (self.ids_from and block.start == ids.last + 1):
             self.ids_from = block.start
             ids.skip_to(block.start)
-        # (never past what a binlog record can hold, etcd's counter however high)
-        ids.bound(min(block.stop - 1, U64_MAX))
+        # (never past the ids' top, core/jobids.py, etcd's counter however high)
+        ids.bound(block.stop - 1)
         e = self.engine
         if e.said_ids_used_up and not ids.used_up():
             # (commands._ids_used_up said when puts began to be refused)

@@ -6,6 +6,11 @@ job is then dropped, as the reference's does. An id read back from a
 record (the binlog at start-up, a leader's records on a follower) is used
 already, and the next is past it. A binlog holds ids up to 2**64 - 1; a
 cluster's leader hands out only the blocks etcd gave it (cluster/ids.py).
+
+No id past `top` is ever handed out, and the next never passes top + 1,
+whatever a record or a block says: with --extensions the ids from 2**63 on
+name the tags' records (core/tags.py: EXT_ID), and a flush-tube's record
+holds the next id in 64 bits.
 """
 from __future__ import annotations
 
@@ -13,11 +18,12 @@ from .protocol import U64_MAX
 
 
 class JobIds:
-    __slots__ = ("next", "last")
+    __slots__ = ("top", "next", "last")
 
-    def __init__(self) -> None:
+    def __init__(self, top: int = U64_MAX) -> None:
+        self.top = top  # the last id a job may have
         self.next = 1  # the id the next put gets
-        self.last = U64_MAX  # the last id this queue may hand out
+        self.last = top  # the last id this queue may hand out now
 
     def used_up(self) -> bool:
         return self.next > self.last
@@ -36,14 +42,15 @@ class JobIds:
     def seen(self, id_: int) -> None:
         """id_ is in use already (a record's): never handed out again."""
         if id_ >= self.next:
-            self.next = id_ + 1
+            self.next = min(id_, self.top) + 1
 
     def skip_to(self, first: int) -> None:
         """Hand out no id below first (a block etcd gave that does not
         follow the last)."""
         if self.next < first:
-            self.next = first
+            self.next = min(first, self.top + 1)
 
     def bound(self, last: int) -> None:
-        """Hand out no id past last (the end of the blocks owned; 0: none)."""
-        self.last = last
+        """Hand out no id past last (the end of the blocks owned; 0: none),
+        nor past top."""
+        self.last = min(last, self.top)

@@ -182,8 +182,7 @@ class Queue:
         once recovery has loaded the queue, which writes nothing).
         max_tries: --max-tries (0: none), see tries_used_up. tags: the put
         tags' policy (tagged.py's with --extensions)."""
-        self.ids = JobIds()
-        self.ids.bound(tags.last_id())
+        self.ids = JobIds(tags.last_id())
         self.jobs = JobMap(self.ids)
         self.tubes: dict[bytes, Tube] = {}
         self.tube_list = SwapList()
