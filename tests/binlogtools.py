@@ -519,7 +519,16 @@ def parse_binlog(path, seq: int | None = None) -> BinlogFile:
 
 
 def parse_dir(d) -> list[BinlogFile]:
-    return [parse_binlog(p, n) for n, p in binlog_files(d)]
+    """The directory's files as they are now. Ours unlinks a file let go
+    once the records after it are synced (with -f, after the reply that
+    let it go): one listed may be gone when it is read, and is passed over."""
+    files = []
+    for n, p in binlog_files(d):
+        try:
+            files.append(parse_binlog(p, n))
+        except FileNotFoundError:
+            continue
+    return files
 
 
 @dataclass

@@ -113,16 +113,16 @@ def _ids_used_up(e: EngineState) -> None:
         e.log("put refused: job ids are used up (the last is %d)" % e.q.ids.last)
 
 
-def store_put(e: EngineState, j: Job, body: bytes, now: int) -> Outcome:
+def store_put(e: EngineState, j: Job, body: bytes, now: int, tags: Tags | None = None) -> Outcome:
     """An admitted put's job, its body in (CRLF included): DONE, stored
     and its record written; DRAINING; or NO_ROOM, the binlog has no room
-    (the id stays used)."""
+    (the id stays used). tags: its tags, from the tags' stage."""
     if e.draining:
         return DRAINING
     j.body = body
     if not e.q.store.reserve_put(j):
         return NO_ROOM
-    e.q.insert(j, now)
+    e.q.insert(j, now, True, tags)
     return DONE
 
 
@@ -131,17 +131,20 @@ def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
     or here after the tags' stage), stored, inserted."""
     j: Job  # put() set s.in_job for the BODY state that led here
     j, s.in_job = s.in_job, None  # type: ignore[assignment]
-    tags, s.in_tags = s.in_tags, None
+    given, s.in_tags = s.in_tags, None
     if e.max_memory is not None:
         e.inflight -= len(body) + JOB_OVERHEAD
     if body[-2:] != b"\r\n":
         s.send(P.EXPECTED_CRLF)
         return
-    if tags is not None and not _tags_stage(e, s, j, tags, now):
-        return
+    tags: Tags | None = None
+    if given is not None:
+        tags = _tags_stage(e, s, j, given, now)
+        if tags is None:
+            return
     if e.verbose >= 2:
         e.log("<%d job %d" % (s.fd, j.id))
-    outcome = store_put(e, j, body, now)
+    outcome = store_put(e, j, body, now, tags)
     if outcome is DONE:
         s.send(b"INSERTED %d\r\n" % j.id)
         return
@@ -150,17 +153,18 @@ def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
     s.send(R.PUT[outcome])
 
 
-def _tags_stage(e: EngineState, s: Session, j: Job, tags: Tags | bytes, now: int) -> bool:
-    """A tagged put's tags, before its id (in tuber's order): False if it
+def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
+                now: int) -> Tags | None:
+    """A tagged put's tags, before its id (in tuber's order): None if it
     was answered here (DRAINING; a duplicate, which uses no id; no ids
-    left); else j has its id and the tags' state its tags. tags: bytes for
-    a put whose one tag is idp:KEY (the engine's fast path, putlines.py)."""
-    if type(tags) is bytes:
-        tags = Tags(tags)
+    left); else j has its id, and the tags' state the tags returned.
+    given: bytes for a put whose one tag is idp:KEY (the engine's fast
+    path, putlines.py)."""
+    tags = Tags(given) if type(given) is bytes else given
     assert isinstance(tags, Tags)
     if e.draining:
         s.send(P.DRAINING)
-        return False
+        return None
     q = e.q
     p = policy(q)
     if tags.idp is not None:
@@ -169,14 +173,14 @@ def _tags_stage(e: EngineState, s: Session, j: Job, tags: Tags | bytes, now: int
             id_, word, lowered = dup
             s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
                    else b"INSERTED %d %s %d\r\n" % (id_, word, lowered))
-            return False
+            return None
     id_ = j.id = q.ids.take()
     if not id_:
         _ids_used_up(e)
         s.send(R.PUT[IDS_USED_UP])
-        return False
+        return None
     p.ext.jobs[id_] = tags  # (before the binlog's room is asked: it holds them too)
-    return True
+    return tags
 
 
 def _found(e: EngineState, s: Session, j: Job | None) -> None:

@@ -61,7 +61,7 @@ from .tags import HELD_MIN
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterable
 
-    from .tags import ExtState
+    from .tags import ExtState, Tags
 
 # Tube.work_hist's outcomes
 WORK_DELETE: Final = 0
@@ -93,8 +93,13 @@ class TagPolicy:
     def tries_limit(self, q: Queue, j: Job) -> int:  # j's limit of tries (0: none)
         return q.max_tries
 
-    def holds(self, q: Queue, j: Job, log: bool) -> bool:  # is a put's job held, not placed?
+    def holds(self, q: Queue, j: Job, tags: Tags, log: bool) -> bool:
+        """A put's tagged job (its tags in the state already): held, not
+        placed?"""
         return False
+
+    def tags_of(self, id_: int) -> Tags | None:  # a job's tags, if it has some
+        return None
 
     def holds_due(self, q: Queue, j: Job) -> bool:  # is a job come due held, not made ready?
         return False
@@ -277,15 +282,16 @@ class Queue:
         A ttr under a second is a second, as the reference's."""
         return Job(self.ids.take(), t, pri, delay, ttr if ttr > NS else NS, b"", now)
 
-    def insert(self, j: Job, now: int, log: bool = True) -> None:
+    def insert(self, j: Job, now: int, log: bool = True, tags: Tags | None = None) -> None:
         """A put's job, body received and binlog space reserved. log=False:
-        the caller stores its record (a follower has the leader's bytes)."""
+        the caller stores its record (a follower has the leader's bytes).
+        tags: its tags (--extensions), handed on rather than looked up."""
         self.jobs.insert(j)
         self.body_bytes += len(j.body)
         t = j.tube
         t.total_jobs += 1
         self.total_jobs += 1
-        if self.tags.holds(self, j, log):
+        if tags is not None and self.tags.holds(self, j, tags, log):
             return
         delay = j.times[0]
         if delay:

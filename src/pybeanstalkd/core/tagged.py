@@ -140,12 +140,9 @@ class Tagged(TagPolicy):
         if q.store.reserve_update(j):
             q.store.write(j)
 
-    def holds(self, q: Queue, j: Job, log: bool) -> bool:
+    def holds(self, q: Queue, j: Job, tags: Tags, log: bool) -> bool:
         """A put's job (its tags in ext.jobs already): its keys, limit and
         groups; held if it is an aft: job, not delayed, whose group is open."""
-        tags = self.ext.jobs.get(j.id)
-        if tags is None:
-            return False
         self._register(q, j, tags)
         aft = tags.aft
         if aft is None or j.times[0] or not self.ext.group_open(aft):
@@ -195,6 +192,9 @@ class Tagged(TagPolicy):
         ext.nheld += 1
         if log:
             q.store.write(j)
+
+    def tags_of(self, id_: int) -> Tags | None:
+        return self.ext.jobs.get(id_)
 
     def holds_due(self, q: Queue, j: Job) -> bool:
         """A delayed aft: job whose group is open is held again, as in tuber."""
