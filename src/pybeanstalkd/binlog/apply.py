@@ -99,6 +99,8 @@ def _ours(to: Applier, chunks: X.Reader, r: JobRecord) -> bool:
         return to.bad(str(e))
     if kind == X.TAGS:
         id_, tags = fields
+        if id_ >= EXT_ID:  # (no job has one: its record is refused too)
+            return to.bad(f"the tags of job {id_}: an id of the extensions' records")
         to.tags(id_, tags, X.chunked_size(len(msg)))
     elif kind == X.COOL:
         orig, end, tube, key = fields
