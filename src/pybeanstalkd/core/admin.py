@@ -119,8 +119,7 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
         yield from t.buried.values()
         return
     else:
-        mine = [j for c in q.holders() for held in list(c.held.values())
-                for j in list(held.jobs.values()) if j.holder is held and j.tube is t]
+        mine = [j for j in q.reservations() if j.tube is t]
         mine.sort(key=lambda j: (j.deadline, j.id))
         yield from mine
         return

@@ -371,15 +371,13 @@ def flush_every(q: Queue, t: Tube, now: int,
     # is found twice)
     held: dict[int, None] = {}
     k = SLICE
-    for c in q.holders() if want else ():
-        for h in list(c.held.values()):
-            for j in list(h.jobs.values()):
-                if not k:
-                    now = yield
-                    k = SLICE
-                k -= 1
-                if j.holder is h and j.tube is t:  # (still reserved here)
-                    held[j.id] = None
+    for j in q.reservations() if want else ():
+        if not k:
+            now = yield
+            k = SLICE
+        k -= 1
+        if j.tube is t:
+            held[j.id] = None
     if want:
         keys += state_keys(q, t)
     n, outcome = yield from delete_each(q, chain(held, keys), last, stays, now, count, k)

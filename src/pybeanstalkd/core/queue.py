@@ -59,7 +59,7 @@ from .protocol import U64_MAX
 from .tags import HELD_MIN
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterable
+    from collections.abc import Generator, Iterable, Iterator
 
     from .tags import ExtState, Tags
 
@@ -575,6 +575,17 @@ class Queue:
         """The connections holding reservations: those open, then those
         closed whose reservations are still being returned."""
         return self.timers.ttr_heap.holders() + list(self.gone)
+
+    def reservations(self) -> Iterator[Job]:
+        """Every reserved job, holder by holder, in holders() order. Lazy,
+        over a copy of each block as the walk comes to it: the queue may
+        change between two jobs (one released meanwhile is passed over;
+        one reserved again by a holder walked later comes twice)."""
+        for c in self.holders():
+            for h in list(c.held.values()):
+                for j in list(h.jobs.values()):
+                    if j.holder is h:
+                        yield j
 
     def deadline_soon(self, c: Conn, now: int) -> bool:
         soonest = c.deadlines.first()
