@@ -102,32 +102,3 @@ def test_a_snapshot_carries_the_tags_and_cooldowns(pair):
     fq.ext.groups.clear()
     p.resnap()
     assert state_of(fq) == state_of(p.lh.e.q)
-
-
-def test_a_held_job_stays_held_across_a_snapshot_in_parts(pair):
-    """While a snapshot goes out in parts, the leader puts a new member of
-    group g and deletes the old one, whose part has not gone out yet. The
-    snapshot's end drops the old member on the follower before the new
-    member's put (which follows the snapshot) is applied: that drop must
-    not complete g and release the aft:g job the leader still holds."""
-    from pybeanstalkd.core.tags import HELD
-
-    p = pair
-    p.send(b"use a\r\n")
-    assert put(p, b"") == b"INSERTED 1\r\n"
-    assert put(p, b"grp:g") == b"INSERTED 2\r\n"
-    assert put(p, b"aft:g") == b"INSERTED 3\r\n"  # held
-    p.begin_parts(1)
-    assert not p.step()  # the jobs are listed, job 1's part goes out
-    assert p.lh.send(p.c, b"put 0 0 60 1 grp:g\r\nx\r\n") == b"INSERTED 4\r\n"
-    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
-    while not p.step():
-        pass
-    lq, fq = p.lh.e.q, p.fh.e.q
-    assert lq.jobs.get(3).deadline == HELD
-    assert (fq.jobs.get(3).state, fq.jobs.get(3).deadline) == (lq.jobs.get(3).state, HELD)
-    assert state_of(fq) == state_of(lq)
-    # The leader's group then completes: the release reaches the follower.
-    assert p.send(b"delete 4\r\n") == b"DELETED\r\n"
-    assert fq.jobs.get(3).state == lq.jobs.get(3).state == 1  # READY
-    assert state_of(fq) == state_of(lq)

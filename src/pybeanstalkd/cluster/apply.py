@@ -156,6 +156,6 @@ class Restore:
 
     def end(self, q, now: int):
         seen = self.seen
-        for j in [j for j in q.jobs.values() if j.id not in seen]:
-            replica.drop(q, j, now)
+        for id_ in [i for i in q.jobs if i not in seen]:
+            q.delete(None, id_, now, count=False)
         q.jobs.shrink_all()  # (the parts came in the leader's order, buried jobs last)

@@ -130,10 +130,6 @@ class TagPolicy:
         """worked: the ns its holder worked on it (a delete by its holder),
         else NOT_WORKED. flushed: by a flush-tube."""
 
-    def let_go(self, q: Queue, j: Job) -> None:
-        """j is about to leave without a delete's consequences (a
-        snapshot's end, replica.drop)."""
-
     def may_reserve(self, id_: int) -> bool:  # by id
         return True
 

@@ -40,17 +40,6 @@ def delete(q: Queue, j: Job, now: int) -> None:
     q.delete(None, j.id, now, count=False)  # (not reserved: nothing is, here)
 
 
-def drop(q: Queue, j: Job, now: int) -> None:
-    """Job j, which no part of a snapshot named: the leader deleted it
-    before or while the snapshot was read. What that delete led to there
-    (a group's release, a cooldown) is in the snapshot's other parts or in
-    the records that follow it, so nothing is derived from it here: a
-    group completed now, before a member put meanwhile is applied, would
-    release a job the leader still holds."""
-    q.tags.let_go(q, j)
-    q.delete(None, j.id, now, count=False)
-
-
 def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
               created: int, now: int) -> Job | None:
     """A put's usual record: a new job, ready, never reserved. Placed

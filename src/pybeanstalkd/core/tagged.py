@@ -294,19 +294,7 @@ class Tagged(TagPolicy):
         if tags is not None:
             self._forget(q, j, tags, now, flushed)
 
-    def let_go(self, q: Queue, j: Job) -> None:
-        """j is about to leave without a delete's consequences: its tags go,
-        and with them no cooldown starts and no group completes (a
-        snapshot's end drops the jobs the leader no longer has; what their
-        deletes led to there comes in records of its own)."""
-        tags = self.ext.jobs.get(j.id)
-        if tags is not None:
-            self._forget(q, j, tags, 0, True, False)
-
-    def _forget(self, q: Queue, j: Job, tags: Tags, now: int, flushed: bool,
-                completes: bool = True) -> None:
-        """completes: a group whose last member j was completes (its held
-        jobs are released)."""
+    def _forget(self, q: Queue, j: Job, tags: Tags, now: int, flushed: bool) -> None:
         ext = self.ext
         del ext.jobs[j.id]
         if tags.idp is not None:
@@ -345,8 +333,7 @@ class Tagged(TagPolicy):
             g = ext.groups.get(tags.grp)
             if g is not None:
                 g.members.discard(j.id)
-                if completes:
-                    self._group_done(q, tags.grp, now)
+                self._group_done(q, tags.grp, now)
 
     def _cool(self, q: Queue, tube: bytes, key: bytes, orig: int, expires: int) -> None:
         old = self.ext.cooldown(tube, key)
