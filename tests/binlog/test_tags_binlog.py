@@ -268,20 +268,16 @@ def test_the_longest_times_fit_their_records_in_any_year(tmp_path, year):
     assert field(h2.send(s, b"stats-job 5\r\n"), b"state") == b"ready"
 
 
-def test_a_job_record_with_an_id_of_ours_is_skipped_and_puts_go_on(tmp_path):
-    """With --extensions, ids from 2**63 on name records of ours: a job's
-    full record with one (forged, or its id's top bit changed on disk) is
-    skipped, said, and its id is not gone on from: the ids past it are
-    beyond the extensions' bound, where every put answered INTERNAL_ERROR."""
+def _append_ready_job(h, wal, id_):
+    """Close the binlog with a ready job's full record of id_ after its
+    last record, as no put of ours writes it (an id of the extensions'
+    records, or the last id a job may have)."""
     import os
 
     from pybeanstalkd.core.job import READY, Job
 
-    h, wal = with_binlog(tmp_path, extensions=True)
-    s = h.conn()
-    assert put(h, s) == b"INSERTED 1\r\n"
-    forged = Job((1 << 63) + 5, h.e.q.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
-    forged.state = READY
+    j = Job(id_, h.e.q.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
+    j.state = READY
     h.e.q.store.flush()
     at = wal.used(wal.cur)
     path = wal.path_of(wal.cur.seq)
@@ -289,7 +285,18 @@ def test_a_job_record_with_an_id_of_ours_is_skipped_and_puts_go_on(tmp_path):
     os.chmod(path, 0o600)
     with open(path, "r+b") as f:
         f.seek(at)
-        f.write(F.encode(forged, True, wal.wall_offset))
+        f.write(F.encode(j, True, wal.wall_offset))
+
+
+def test_a_job_record_with_an_id_of_ours_is_skipped_and_puts_go_on(tmp_path):
+    """With --extensions, ids from 2**63 on name records of ours: a job's
+    full record with one (forged, or its id's top bit changed on disk) is
+    skipped, said, and its id is not gone on from: the ids past it are
+    beyond the extensions' bound, where every put answered INTERNAL_ERROR."""
+    h, wal = with_binlog(tmp_path, extensions=True)
+    s = h.conn()
+    assert put(h, s) == b"INSERTED 1\r\n"
+    _append_ready_job(h, wal, (1 << 63) + 5)
     h2, warnings = _restart_warned(tmp_path)
     s = h2.conn()
     assert put(h2, s, body=b"c") == b"INSERTED 2\r\n"
@@ -302,24 +309,12 @@ def test_flush_tube_at_the_top_of_the_ids_is_logged_and_read_back(tmp_path):
     records of ours). A binlog holding the last one: puts are refused, and
     a flush-tube's record, which holds the next id, is written and read
     back (it once could not be packed when the next id passed 2**64 - 1)."""
-    import os
-
-    from pybeanstalkd.core.job import READY, Job
     from pybeanstalkd.core.tags import EXT_ID
 
     h, wal = with_binlog(tmp_path, extensions=True)
     s = h.conn()
     assert put(h, s, b"idp:k") == b"INSERTED 1\r\n"
-    top = Job(EXT_ID - 1, h.e.q.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
-    top.state = READY
-    h.e.q.store.flush()
-    at = wal.used(wal.cur)
-    path = wal.path_of(wal.cur.seq)
-    wal.close()
-    os.chmod(path, 0o600)
-    with open(path, "r+b") as f:
-        f.seek(at)
-        f.write(F.encode(top, True, wal.wall_offset))
+    _append_ready_job(h, wal, EXT_ID - 1)
     h2, warnings = _restart_warned(tmp_path)
     assert h2.e.q.ids.next == EXT_ID and h2.e.q.ids.used_up()
     s = h2.conn()
