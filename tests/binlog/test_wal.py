@@ -285,7 +285,7 @@ def test_zeros_ahead_with_f0_only(tmp_path, flags, ahead):
     from pybeanstalkd.cli import parse_args
     from pybeanstalkd.server.loop import lock_binlog
 
-    wal = lock_binlog(parse_args(["-b", str(tmp_path), *flags]))
+    wal = lock_binlog(parse_args(["-b", str(tmp_path), *flags]), None)
     wal.falloc = lambda fd, size: None  # (no preallocation: the zeros show in the size)
     h = Harness(store=wal)
     recover(wal, h.e.q, h.e.max_job_size, h.now, lambda m: None)

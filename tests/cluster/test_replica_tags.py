@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from fakeclock import OPEN_WALS, Harness
+from fakeclock import OPEN_WALS, Harness, tag_state
 from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.codec import TaggedCodec
 from pybeanstalkd.binlog.files import Wal
@@ -16,12 +16,14 @@ from test_replica import Pair, quiet
 def ext_node(path, now=None, ram_min=None):
     """ram_min: --bodies-on-disk, as in test_replica.node."""
     os.makedirs(path, exist_ok=True)
+    st = tag_state()
     if ram_min is None:
-        wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec())
-        h = Harness(store=wal, extensions=True)
+        wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec(st))
+        h = Harness(store=wal, extensions=True, tag_state=st)
     else:
-        wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec(), bodies=DiskBodies(path, ram_min, quiet))
-        h = Harness(store=wal, extensions=True, bodies_on_disk=True)
+        wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec(st),
+                  bodies=DiskBodies(path, ram_min, quiet))
+        h = Harness(store=wal, extensions=True, tag_state=st, bodies_on_disk=True)
     OPEN_WALS.append(wal)  # (closed after the test: conftest.py)
     recover(wal, h.e.q, h.e.max_job_size, h.now, quiet)
     return h, wal

@@ -7,9 +7,9 @@ record, and the cooldowns' and flush-tubes' records (ext.py). The Wal asks
 it every size and every full record's bytes, and so never asks which
 binlog it writes.
 
-What a codec reads the tags from is the queue's own state, which exists
-once the engine does (the Wal is made before it, as its store): recovery
-hands the queue over (attach) before it reads the first record.
+TaggedCodec is given the tags' state when it is made, as the engine's
+queue is (the Wal is made before the engine, as its store). Recovery
+checks that the two agree (finder) before it reads the first record.
 """
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ class PlainCodec:
     of the codecs: the Wal calls its codec through this class's methods
     (compiled, direct calls)."""
 
-    def attach(self, q: Queue) -> Callable[[int], Found]:
-        """The queue the Wal stores for (it must have tags state exactly
-        when the codec writes tags: ValueError if not); returns how
-        compaction finds a record's job (or cooldown) by its id."""
+    def finder(self, q: Queue) -> Callable[[int], Found]:
+        """How compaction finds a record's job (or cooldown) by its id in
+        q, the queue the Wal stores for. ValueError if q's tags' state is
+        not the one this codec writes from (none here)."""
         if q.ext is not None:
             raise ValueError("a queue with --extensions' tags needs a binlog that writes them"
                              " (TaggedCodec)")
@@ -68,16 +68,15 @@ class TaggedCodec(PlainCodec):
     compaction and leave with its file; and the cooldowns' and
     flush-tubes' records."""
 
-    def __init__(self, state: ExtState | None = None) -> None:
-        # the queue's tags by job id (ExtState.jobs): attach() gives them
-        self.tags: dict[int, Tags] = {} if state is None else state.jobs
+    def __init__(self, state: ExtState) -> None:
+        self.state = state  # the queue's (Engine's tag_state)
+        self.tags: dict[int, Tags] = state.jobs  # by job id
 
-    def attach(self, q: Queue) -> Callable[[int], Found]:
-        if q.ext is None:
-            raise ValueError("a binlog that writes --extensions' tags needs a queue that has"
-                             " them")
+    def finder(self, q: Queue) -> Callable[[int], Found]:
+        if q.ext is not self.state:
+            raise ValueError("a binlog that writes --extensions' tags needs the queue whose"
+                             " tags they are")
         p = policy(q)
-        self.tags = p.ext.jobs
         return lambda id_: p.find_record(q, id_)
 
     def prefix(self, j: Job) -> bytes:
@@ -101,6 +100,6 @@ class TaggedCodec(PlainCodec):
         return X.note_msg(rec, wall_offset)
 
 
-def codec_for(extensions: bool) -> PlainCodec:
-    """The codec of a binlog: --extensions' tags or not."""
-    return TaggedCodec() if extensions else PlainCodec()
+def codec_for(tag_state: ExtState | None) -> PlainCodec:
+    """The codec of a binlog: --extensions' tags (from this state) or not."""
+    return PlainCodec() if tag_state is None else TaggedCodec(tag_state)

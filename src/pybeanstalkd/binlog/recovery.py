@@ -80,8 +80,8 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn,
     jobs: dict[int, Job] = {}  # in order of first appearance
     err = False
     wal.wall_offset = wall_offset
-    # (the Wal's codec writes tags exactly when q has them: ValueError if not)
-    find = wal.codec.attach(q)
+    # (the Wal's codec writes q's tags, or none if q has none: ValueError if not)
+    find = wal.codec.finder(q)
     reader = None
     if q.ext is not None:  # --extensions: the put tags' records too (ext.py)
         reader = Recovered(wal, q.ext)

@@ -26,7 +26,7 @@ from .queue import NO_TAGS_POLICY, Queue
 from .slices import SLICE
 from .tick import tick
 from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
-from .tags import Tags, tags_of
+from .tags import ExtState, Tags, tags_of
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,
@@ -60,12 +60,16 @@ class Engine(EngineState):
                  host: Host = FIXED_HOST, hold: int = HOLD_NONE, max_memory: int | None = None,
                  auth: Verifier | None = None, store: Store | None = None,
                  extensions: bool = False, max_tries: int = 0,
-                 rand: Callable[[], float] | None = None, bodies_on_disk: bool = False) -> None:
-        # (with --extensions, draws for weighted reserves: the server's are
-        # seeded from the OS; here a fixed seed, so that the pure layer gives
-        # the same answers)
-        tags = (Tagged(max_tries, rand or extensions_mod.XorShift().random)
-                if extensions else NO_TAGS_POLICY)
+                 tag_state: ExtState | None = None, bodies_on_disk: bool = False) -> None:
+        # tag_state: with --extensions, the tags' state, made before the
+        # binlog whose codec writes from it (the server's draws for weighted
+        # reserves are seeded from the OS). Made here if not given, with a
+        # fixed seed, so that the pure layer gives the same answers.
+        if tag_state is not None and not extensions:
+            raise ValueError("the put tags' state is --extensions' own")
+        if extensions and tag_state is None:
+            tag_state = ExtState(max_tries, extensions_mod.XorShift().random)
+        tags = NO_TAGS_POLICY if tag_state is None else Tagged(tag_state)
         q = Queue(now, store, max_tries, tags)
         if store is None:
             q.store.filesize = filesize  # shown by stats even without -b

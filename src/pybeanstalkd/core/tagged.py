@@ -51,10 +51,9 @@ def policy(q: Queue) -> Tagged:
 
 
 class Tagged(TagPolicy):
-    def __init__(self, max_tries: int = 0, rand: Callable[[], float] | None = None) -> None:
-        """max_tries: --max-tries (0: none; a try:N tag is a job's own).
-        rand: draws in [0, 1) for the weighted reserves."""
-        self.ext = ExtState(max_tries, rand)
+    def __init__(self, ext: ExtState) -> None:
+        """ext: the tags' state, which the binlog's codec reads too."""
+        self.ext = ext
 
     def state(self) -> ExtState | None:
         return self.ext

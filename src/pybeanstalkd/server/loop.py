@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..core.engine import Engine
 from ..core.session import Host
+from ..core.tags import ExtState
 from ..diag import default_warn as warn
 from .accept import Acceptor
 from .malloc import pin_mmap_threshold
@@ -154,8 +155,9 @@ def start_accepting(loop, sock: socket.socket, srv: Server, settings: Settings,
     return acceptor
 
 
-def lock_binlog(settings: Settings) -> Wal:
-    """Lock the binlog directory (exits as the reference does)."""
+def lock_binlog(settings: Settings, tag_state: ExtState | None) -> Wal:
+    """Lock the binlog directory (exits as the reference does); the Wal
+    that writes there (with the tags of tag_state, --extensions')."""
     from ..binlog.files import Wal
     from ..binlog.recovery import RecoveryError, lock_dir
 
@@ -170,7 +172,7 @@ def lock_binlog(settings: Settings) -> Wal:
     from ..binlog.bodies import IN_RAM, DiskBodies
     from ..binlog.codec import codec_for
 
-    codec = codec_for(settings.extensions)  # (--extensions: the put tags' records too)
+    codec = codec_for(tag_state)  # (--extensions: the put tags' records too)
     # --bodies-on-disk: the bodies' policy that leaves them in the files (the
     # flag counts a put's bytes; a stored body has its CRLF too)
     bodies = (DiskBodies(wal_dir, settings.body_ram_min + 2, warn) if settings.bodies_on_disk
@@ -220,13 +222,15 @@ async def _start_http(srv: Server, settings: Settings, rt: Runtime):
 
 
 async def _serve(loop, sock: socket.socket, settings: Settings, rt: Runtime) -> int:
-    wal = lock_binlog(settings) if settings.wal_dir is not None else None
+    # --extensions: the put tags' state, which the binlog writes from too
+    tag_state = (ExtState(settings.max_tries or 0, _draws()) if settings.extensions else None)
+    wal = lock_binlog(settings, tag_state) if settings.wal_dir is not None else None
     engine = Engine(monotonic_ns(), max_job_size=settings.max_job_size,
                     verbose=settings.verbose, filesize=settings.filesize,
                     log=Server.log, host=process_host(), hold=hold_for(settings),
                     max_memory=settings.max_memory, auth=rt.tokens, store=wal,
                     extensions=settings.extensions, max_tries=settings.max_tries or 0,
-                    rand=_draws() if settings.extensions else None,
+                    tag_state=tag_state,
                     bodies_on_disk=settings.bodies_on_disk)
     # With --http, the HTTP side answers while a long replay runs (in a
     # thread: nothing else touches the engine until it is done), so that
