@@ -61,7 +61,7 @@ def test_a_con_key_goes_with_its_last_job():
 
     assert grown_per_cycle(h, cycle, 2000) < 64
     ext = h.e.q.ext
-    assert not ext.con_limit and not ext.con_jobs and not ext.parked and not ext.con_count
+    assert not ext.cons and not ext.con_keys
 
 
 def test_a_con_keys_limit_is_forgotten_with_its_last_job():

@@ -251,7 +251,7 @@ def test_a_ttr_expiry_and_a_disconnect_free_the_slot_and_wake_a_waiter(h):
     assert h.send(w, b"reserve\r\n") == b""
     h.close(w2)  # job 1 back; its slot frees: the waiter gets job 1
     assert h.take(w) == b"RESERVED 1 1\r\na\r\n"
-    assert h.e.q.ext.con_count == {b"k": 1}
+    assert {key: k.held for key, k in h.e.q.ext.cons.items()} == {b"k": 1}
 
 
 def test_kick_brings_a_buried_con_job_back(h):
@@ -618,7 +618,7 @@ def test_peek_ready_looks_at_one_heap_however_many_keys_hide_jobs():
     for _ in range(300):  # (each key's better job: pri 10 + i)
         assert reserve(h, w).startswith(b"RESERVED")
     assert reserve(h, w) == b"TIMED_OUT\r\n"  # (the others hidden on the way)
-    assert len(h.e.q.ext.parked) == 300
+    assert sum(1 for k in h.e.q.ext.cons.values() if k.parked) == 300
     # the best hidden job, by pri then id: k0's first (pri 1000)
     assert h.send(s, b"peek-ready\r\n") == b"FOUND 1 1\r\na\r\n"
     hidden = h.e.q.ext.hidden[h.e.q.tubes[b"default"]]

@@ -68,7 +68,8 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
         tg = ext.jobs.get(j.id)
         if tg and tg.con:
             cc[tg.con] = cc.get(tg.con, 0) + 1
-    eq(ext.con_count, cc, "con_count")
+    eq({key: k.held for key, k in ext.cons.items() if k.held}, cc, "held by key")
+    eq(ext.con_keys, len(cc), "con_keys")
     # live jobs by con: key and by aft: name (what they keep goes with the last)
     cj, aj = {}, {}
     for j in jobs.values():
@@ -77,11 +78,14 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
             cj[tg.con] = cj.get(tg.con, 0) + 1
         if tg and tg.aft:
             aj[tg.aft] = aj.get(tg.aft, 0) + 1
-    eq(ext.con_jobs, cj, "con_jobs")
+    eq({key: k.jobs for key, k in ext.cons.items() if k.jobs}, cj, "jobs by key")
     eq(ext.aft_jobs, aj, "aft_jobs")
-    for key in ext.con_limit:
+    for key, k in ext.cons.items():
         if key not in cj and key not in cc:
-            errs.append(f"con_limit {key} kept with no job")
+            errs.append(f"con key {key} kept with no job")
+        for t, heap in k.parked.items():
+            if not heap:
+                errs.append(f"con key {key} keeps an empty heap for {t.name}")
     for name, g in ext.groups.items():
         if g.complete() and not g.waiting and name not in aj:
             errs.append(f"group {name} kept with no job")

@@ -6,7 +6,7 @@ hooks); without --extensions it has the null policy, TagPolicy itself.
 - idp: a duplicate put is answered from `duplicate()`; a delete frees the
   key, or keeps it TTL seconds as a Cooldown (a record in the binlog).
 - con: a ready job whose key is at its limit is hidden when it reaches the
-  top of its tube: moved out of the ready heap into `ExtState.parked`
+  top of its tube: moved out of the ready heap into its `ConKey.parked`
   (still ready, still counted), and moved back when a slot frees. So a
   reserve never walks past hidden jobs, however many there are.
 - grp:/aft: a held job is in state delayed with deadline HELD, in no heap
@@ -30,8 +30,8 @@ from .protocol import NS
 from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
 from .slices import SLICE
 from .tags import (
-    COOL_OVERHEAD, EXT_ID, HELD, NO_TAGS, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group, Tags,
-    held, void_idp)
+    COOL_OVERHEAD, EXT_ID, HELD, NO_TAGS, TAGS_OVERHEAD, Clear, ConKey, Cooldown, ExtState, Group,
+    Tags, held, void_idp)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable
@@ -121,12 +121,13 @@ class Tagged(TagPolicy):
             ext = self.ext
             tags = ext.jobs[j.id]
             if j.id in ext.parked_ids and tags.con is not None:
-                heappush(ext.parked[tags.con][t], key)  # (the old entry is stale now)
+                k = ext.cons[tags.con]
+                heappush(k.parked[t], key)  # (the old entry is stale now)
                 self._hide(q, t, key)
-                if ext.room(tags.con) > 0:
+                if k.room() > 0:
                     # Now better than jobs brought back before it: its turn
                     # comes first among them (those come back after it).
-                    self._unpark(q, tags.con)
+                    self._unpark(q, k)
             else:
                 # A run entry goes stale (run_job wants deadline 0); ready since then.
                 j.deadline = j.deadline or j.created or 1
@@ -162,12 +163,14 @@ class Tagged(TagPolicy):
             keys[idp] = j.id
         con = tags.con
         if con is not None:
-            ext.bump(ext.con_jobs, con, 1)
-            limits = ext.con_limit
-            if limits.get(con, 0) < tags.limit:
-                limits[con] = tags.limit
-                if con in ext.parked:
-                    self._unpark(q, con)  # (more room now)
+            k = ext.cons.get(con)
+            if k is None:
+                k = ext.cons[con] = ConKey()
+            k.jobs += 1
+            if k.limit < tags.limit:
+                k.limit = tags.limit
+                if k.parked:
+                    self._unpark(q, k)  # (more room now)
         if tags.grp is not None:
             g = ext.groups.get(tags.grp)
             if g is None:
@@ -228,11 +231,12 @@ class Tagged(TagPolicy):
                 self._unpark_id(j)
             else:
                 tags = ext.jobs.get(j.id)
-                if tags is not None and tags.con is not None and tags.con in ext.parked:
+                k = None if tags is None or tags.con is None else ext.cons.get(tags.con)
+                if k is not None and k.parked:
                     # One brought back for the room its key had leaves ready
                     # without taking it (deleted, reserved by id): the next
                     # hidden one comes back instead.
-                    self._unpark(q, tags.con)
+                    self._unpark(q, k)
         elif state == BURIED:
             tags = ext.jobs.get(j.id)
             g = None if tags is None or tags.grp is None else ext.groups.get(tags.grp)
@@ -310,14 +314,15 @@ class Tagged(TagPolicy):
                     q.maybe_free_name(name)
         con = tags.con
         if con is not None:
-            ext.bump(ext.con_jobs, con, -1)
-            if con not in ext.con_jobs:
+            k = ext.cons[con]
+            k.jobs -= 1
+            if not k.jobs:
                 # Its last job: what the key kept goes with it (tuber keeps
                 # the limit until a reservation of the key ends, which a
                 # key whose jobs are never reserved never sees).
-                if con not in ext.con_count:
-                    ext.con_limit.pop(con, None)
-                ext.parked.pop(con, None)  # (stale entries only, by now)
+                k.parked.clear()  # (stale entries only, by now)
+                if not k.held:
+                    del ext.cons[con]
         aft = tags.aft
         if aft is not None:
             ext.bump(ext.aft_jobs, aft, -1)
@@ -443,9 +448,7 @@ class Tagged(TagPolicy):
         if run is None or not run.take(j.id):
             heappop(t.ready)
         ext = self.ext
-        tubes = ext.parked.get(key)
-        if tubes is None:
-            tubes = ext.parked[key] = {}
+        tubes = ext.cons[key].parked  # (a key with no room has a job: this one)
         heap = tubes.get(t)
         if heap is None:
             heap = tubes[t] = []
@@ -486,14 +489,13 @@ class Tagged(TagPolicy):
         if j.tube.name not in ext.blocked:
             ext.hidden.pop(j.tube, None)  # (none hidden: its entries are all stale)
 
-    def _unpark(self, q: Queue, key: bytes) -> None:
+    def _unpark(self, q: Queue, key: ConKey) -> None:
         """key has room: bring back as many of its hidden jobs, from each tube."""
-        ext = self.ext
-        tubes = ext.parked.get(key)
+        tubes = key.parked
         if not tubes:
             return
-        room = ext.room(key)
-        jobs, ids = q.jobs, ext.parked_ids
+        room = key.room()
+        jobs, ids = q.jobs, self.ext.parked_ids
         for t, heap in list(tubes.items()):
             n = room
             while n > 0 and heap:
@@ -512,8 +514,6 @@ class Tagged(TagPolicy):
             if n < room and t.waiting and not t.matching:
                 t.matching = True  # its waiters get them at the next step
                 q.slices.spawn(q.match_later(t))
-        if not tubes:
-            del ext.parked[key]
 
     def reserved(self, q: Queue, j: Job) -> None:
         """t's reserved ids (peek-reserved's); the key's slot is taken."""
@@ -527,11 +527,13 @@ class Tagged(TagPolicy):
             ids.sweep(q.slices, self._reserved_in(q, t), lambda: t.nreserved)
         tags = ext.jobs.get(j.id)
         if tags is not None and tags.con is not None:
-            key = tags.con
-            ext.con_count[key] = ext.con_count.get(key, 0) + 1
-            ext.con_limit[key] = max(ext.con_limit.get(key, 0), tags.limit)
-            if key in ext.parked and ext.room(key) > 0:
-                self._unpark(q, key)
+            k = ext.cons[tags.con]  # (its job is live)
+            if not k.held:
+                ext.con_keys += 1
+            k.held += 1
+            k.limit = max(k.limit, tags.limit)
+            if k.parked and k.room() > 0:
+                self._unpark(q, k)
 
     def _reserved_in(self, q: Queue, t: Tube) -> Callable[[int], bool]:
         """Is an entry of t's reserved ids (peek-reserved's) live?"""
@@ -561,15 +563,21 @@ class Tagged(TagPolicy):
         tags = ext.jobs.get(j.id)
         if tags is None or tags.con is None:
             return
-        key = tags.con
-        n = ext.con_count.get(key, 0) - 1
-        if n > 0:
-            ext.con_count[key] = n
+        k = ext.cons.get(tags.con)
+        if k is None:
+            return
+        if k.held > 1:
+            k.held -= 1
         else:
-            ext.con_count.pop(key, None)
-            ext.con_limit.pop(key, None)
-        if key in ext.parked:
-            self._unpark(q, key)
+            if k.held:
+                ext.con_keys -= 1
+                k.held = 0
+            k.limit = 0
+            if not k.jobs:
+                del ext.cons[tags.con]
+                return
+        if k.parked:
+            self._unpark(q, k)
 
     def may_reserve(self, id_: int) -> bool:
         """tuber's: not a job whose key has no room, or whose aft: group

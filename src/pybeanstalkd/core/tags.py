@@ -270,6 +270,28 @@ class Group:
         return not self.members.n and not self.buried
 
 
+class ConKey:
+    """A con: key's state, from its first job's put until it has neither
+    a job nor a reservation held."""
+
+    __slots__ = ("held", "limit", "jobs", "parked")
+
+    def __init__(self) -> None:
+        self.held = 0  # reservations of its jobs held now
+        # Its limit: the highest of its jobs' N seen at a put or a reserve;
+        # 0 (none: 1 applies) once no reservation is held (tuber's
+        # bookkeeping), or its last job is gone.
+        self.limit = 0
+        self.jobs = 0  # its live jobs
+        # Its ready jobs hidden while it has no room: tube -> heap of
+        # pri << 64 | id (stale entries allowed); a tube's goes when it empties.
+        self.parked: dict[Tube, list[int]] = {}
+
+    def room(self) -> int:
+        """Reservations it may still take."""
+        return (self.limit or 1) - self.held
+
+
 class Cooldown:
     """A deleted job's idp key, kept TTL seconds. In the binlog it is a
     record of its own (binlog/ext.py), which keeps its file until the
@@ -322,17 +344,13 @@ class ExtState:
         self.cool_ids: dict[int, Cooldown] = {}  # by binlog id (compaction finds them)
         self.cool_heap: list[tuple[int, int]] = []  # (expires, binlog id): their ends
         self.next_ext = EXT_ID  # the next binlog id of a record of ours
-        # con: key -> reservations held now; key -> the limit (tuber's
-        # bookkeeping: both entries go when the count returns to 0)
-        self.con_count: dict[bytes, int] = {}
-        self.con_limit: dict[bytes, int] = {}
-        # Live jobs by con: key, and by aft: name: what a key or a name
-        # keeps (its limit, its group's empty entry) goes with its last job.
-        self.con_jobs: dict[bytes, int] = {}
+        self.cons: dict[bytes, ConKey] = {}  # con: keys
+        self.con_keys = 0  # ... with a reservation held now
+        # Live jobs by aft: name: a name's group's empty entry goes with
+        # its last job.
         self.aft_jobs: dict[bytes, int] = {}
-        # Ready jobs hidden because their key is at its limit:
-        # key -> tube -> heap of pri << 64 | id (stale entries allowed)
-        self.parked: dict[bytes, dict[Tube, list[int]]] = {}
+        # Ready jobs hidden because their key is at its limit (in their
+        # ConKey.parked)
         self.parked_ids: set[int] = set()
         # ... and by tube, all keys together: tube -> heap (heaps.StaleHeap)
         self.hidden: dict[Tube, StaleHeap] = {}
@@ -352,11 +370,9 @@ class ExtState:
         return self.next_ext
 
     def blocked_key(self, key: bytes) -> bool:
-        return self.con_count.get(key, 0) >= self.con_limit.get(key, 1)
-
-    def room(self, key: bytes) -> int:
-        """Reservations key may still take (tuber's count and limit)."""
-        return self.con_limit.get(key, 1) - self.con_count.get(key, 0)
+        """Has key no room for another reservation?"""
+        k = self.cons.get(key)
+        return k is not None and k.room() <= 0
 
     def group_open(self, name: bytes | None) -> bool:
         """Would an aft:name job be held now?"""
@@ -375,7 +391,7 @@ class ExtState:
         return None if cools is None else cools.get(key)
 
     def concurrency_keys(self) -> int:
-        return len(self.con_count)
+        return self.con_keys
 
     def bump(self, counter: dict[bytes, int], name: bytes, by: int) -> None:
         n = counter.get(name, 0) + by

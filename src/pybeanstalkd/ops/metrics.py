@@ -246,7 +246,7 @@ class Scrape:
                  "(its TTL; one that has run out may count until the next timer pass).",
                  ext.ncools),
                 ("pybeanstalkd_concurrency_keys", "con: keys with reservations held now "
-                 "(stats' current-concurrency-keys).", len(ext.con_count))):
+                 "(stats' current-concurrency-keys).", ext.concurrency_keys())):
             yield GaugeMetricFamily(name, doc, value=n)
 
 
