@@ -60,6 +60,16 @@ class Mode:
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
         return self.client_ctx.wrap_socket(s) if self.tls else s
 
+    def dial_when_up(self, port: int) -> socket.socket:
+        """dial(), once the node listens there: a node registers in etcd
+        (and so the leader may dial it) before its peer port is open."""
+        def up():
+            try:
+                return self.dial(port)
+            except ConnectionRefusedError:
+                return None
+        return wait_for(up)
+
     def listen(self, port: int) -> "Listener":
         return Listener(port, self.server_ctx if self.tls else None)
 
@@ -310,7 +320,7 @@ def test_a_man_in_the_middle_cannot_make_a_follower_hold_a_forged_frame(
         b = start(tmp_path, etcd, "b", cluster,
                   extra=[*m.extra, "--peer-advertise", "127.0.0.1:%d" % middle])
         to_a = listener.accept()
-        to_b = m.dial(b.peer)
+        to_b = m.dial_when_up(b.peer)
         _, raw = read_message(to_b, F.parse_greeting, F.MAX_GREETING, "greeting")
         to_a.sendall(raw)
         _, raw = read_message(to_a, F.parse_hello, F.MAX_HELLO, "hello")
