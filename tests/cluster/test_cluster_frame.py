@@ -47,7 +47,7 @@ def test_frames_come_back_whatever_the_reads(fs, cuts):
 
 
 def test_the_layout():
-    assert F.encode(7, 3, b"rec") == b"pbr3" + struct.pack("<QQI", 7, 3, 3) + b"rec"
+    assert F.encode(7, 3, b"rec") == b"pbr4" + struct.pack("<QQI", 7, 3, 3) + b"rec"
     assert F.HEAD_SIZE == 24
     to_f, _ = handshake()
     data = to_f.seal(F.encode(7, 3, b"rec"))
@@ -77,10 +77,11 @@ def test_refuses_what_is_not_a_frame():
     with pytest.raises(F.FrameError, match="magic"):
         F.Reader(at_f).feed(b"RESERVED 1 3\r\nabc\r\n" + b"\0" * 20)
     # A node of the previous version: said so.
-    for old in (struct.pack("<4sQQII", b"pbr1", 1, 1, 0, 0), struct.pack("<4sQQI", b"pbr2", 1, 1, 0)):
+    for old in (struct.pack("<4sQQII", b"pbr1", 1, 1, 0, 0), struct.pack("<4sQQI", b"pbr2", 1, 1, 0),
+                struct.pack("<4sQQI", b"pbr3", 1, 1, 0)):
         with pytest.raises(F.FrameError, match="another version of this format"):
             F.Reader(at_f).feed(old)
-    head = struct.pack("<4sQQI", b"pbr3", 1, 1, 1 << 31)
+    head = struct.pack("<4sQQI", b"pbr4", 1, 1, 1 << 31)
     with pytest.raises(F.FrameError, match="over"):
         F.Reader(at_f).feed(head)  # refused before its bytes are buffered
     to_f, at_f = handshake()
@@ -90,7 +91,7 @@ def test_refuses_what_is_not_a_frame():
         F.Reader(at_f, max_chunk=10).feed(to_f.seal(F.encode(1, 1, b"x" * 11)))
     to_f, at_f = handshake()
     with pytest.raises(F.FrameError, match="start at 1"):
-        F.Reader(at_f).feed(to_f.seal(struct.pack("<4sQQI", b"pbr3", 0, 1, 0)))
+        F.Reader(at_f).feed(to_f.seal(struct.pack("<4sQQI", b"pbr4", 0, 1, 0)))
     for e, s in ((0, 1), (1, 0), (1 << 64, 1)):
         with pytest.raises(ValueError):
             F.encode(e, s, b"")
@@ -105,19 +106,19 @@ def test_a_handshake_gives_both_sides_one_session_and_frames_go_both_ways():
     acc = F.Accepting(SECRET, "b", os.urandom(32))
     con = F.Connecting(SECRET, 7, "a", "b", os.urandom(32))
     greeting = acc.greeting()
-    assert greeting[:4] == b"pbn3" and len(greeting) == 4 + 32 + 1 + 1
+    assert greeting[:4] == b"pbn4" and len(greeting) == 4 + 32 + 1 + 1
     # Whatever the reads' boundaries: None until a message is all in.
     assert [con.greeted(bytes([c])) for c in greeting[:-1]] == [None] * (len(greeting) - 1)
     hello = con.greeted(greeting[-1:])
-    assert hello[:4] == b"pbh3"
+    assert hello[:4] == b"pbh4"
     assert [acc.feed(bytes([c])) for c in hello[:-1]] == [None] * (len(hello) - 1)
     proof = acc.feed(hello[-1:])
-    assert proof[:4] == b"pbf3" and len(proof) == F.PROOF.size
+    assert proof[:4] == b"pbf4" and len(proof) == F.PROOF.size
     assert (acc.hello.epoch, acc.hello.leader, acc.hello.target) == (7, "a", "b")
     assert con.proved(proof[:10]) is None
     to_f = con.proved(proof[10:])
     at_f = acc.session
-    frames = [(7, 0, b"snap", True), (7, 1, b"one"), (7, 2, b"two")]
+    frames = [(7, 0, b"snap", True, False), (7, 1, b"one"), (7, 2, b"two")]
     got = F.Reader(at_f).feed(signed(to_f, *frames))
     assert [(f.epoch, f.seq, f.records) for f in got] == [fr[:3] for fr in frames]
     acks = at_f.seal(F.encode_ack(7, 0)) + at_f.seal(F.encode_ack(7, 2))
@@ -184,12 +185,12 @@ def test_a_follower_whose_proof_is_wrong_gets_nothing():
     hello = con.greeted(acc.greeting())
     h, _ = F.parse_hello(hello)
     wrong = [
-        F.PROOF.pack(b"pbf3", os.urandom(32)),  # made up
+        F.PROOF.pack(b"pbf4", os.urandom(32)),  # made up
         F.encode_proof(b"guess", 7, "b", "a", acc.nonce, h.nonce),  # without the secret
         F.encode_proof(SECRET, 7, "c", "a", acc.nonce, h.nonce),  # another node's
         F.encode_proof(SECRET, 8, "b", "a", acc.nonce, h.nonce),  # another epoch's
         F.encode_proof(SECRET, 7, "b", "a", acc.nonce, os.urandom(32)),  # another link's
-        b"pbf3" + h.mac,  # the leader's own, reflected
+        b"pbf4" + h.mac,  # the leader's own, reflected
     ]
     for proof in wrong:
         c2 = F.Connecting(SECRET, 7, "a", "b", h.nonce)
@@ -216,7 +217,7 @@ def test_a_side_refuses_bytes_out_of_turn_and_buffers_at_most_a_hello():
     with pytest.raises(F.FrameError, match="another version"):
         F.Connecting(SECRET, 7, "a", "b", os.urandom(32)).greeted(b"pbn1" + bytes(16))
     # The longest hello there is, a byte at a time: held, never more of it.
-    longest = b"pbh3" + struct.pack("<Q", 1) + bytes(32) + (b"\xff" + b"n" * 255) * 2 + bytes(32)
+    longest = b"pbh4" + struct.pack("<Q", 1) + bytes(32) + (b"\xff" + b"n" * 255) * 2 + bytes(32)
     assert len(longest) == F.MAX_HELLO
     a = F.Accepting(SECRET, "b", os.urandom(32))
     for i in range(len(longest) - 1):
@@ -224,7 +225,7 @@ def test_a_side_refuses_bytes_out_of_turn_and_buffers_at_most_a_hello():
     with pytest.raises(F.FrameError, match="does not prove"):
         a.feed(longest[-1:])
     with pytest.raises(F.FrameError, match="epoch 0"):
-        F.Accepting(SECRET, "b", os.urandom(32)).feed(b"pbh3" + bytes(8 + 32))
+        F.Accepting(SECRET, "b", os.urandom(32)).feed(b"pbh4" + bytes(8 + 32))
 
 
 def test_a_handshake_buffer_holds_one_message_and_hands_on_what_follows():
@@ -394,11 +395,14 @@ def test_fencing_holds_in_any_sequence(steps):
 
 def test_snapshots_and_acks():
     to_f, at_f = handshake(epoch=3)
-    data = signed(to_f, (3, 0, b"al", True, False), (3, 0, b"l", True), (3, 1, b"next"))
-    assert data[:4] == b"pbp3" and data[42:46] == b"pbs3"
+    data = (signed(to_f, (3, 0, b"al", True, False))
+            + b"".join(to_f.seal(c) for c in F.end_chunks(3, 0, 0, b"l"))
+            + signed(to_f, (3, 1, b"next")))
+    assert data[:4] == b"pbp4" and data[42:46] == b"pbs4"
     got = F.Reader(at_f).feed(data)
-    assert [(f.epoch, f.seq, f.records, f.snapshot, f.last) for f in got] == [
-        (3, 0, b"al", True, False), (3, 0, b"l", True, True), (3, 1, b"next", False, True)]
+    assert [(f.epoch, f.seq, f.records, f.snapshot, f.last, f.through) for f in got] == [
+        (3, 0, b"al", True, False, 0), (3, 0, b"l", True, True, 0),
+        (3, 1, b"next", False, True, 0)]
     with pytest.raises(ValueError):
         F.encode(3, 0, b"")  # a batch's seq starts at 1
     acks = at_f.seal(F.encode_ack(3, 7)) + at_f.seal(F.encode_ack(4, 1))
@@ -413,6 +417,38 @@ def test_snapshots_and_acks():
     assert f.check(F.Frame(4, 0, b"", True)) == F.RESTART
     f.start(4, 0)
     assert f.check(F.Frame(4, 1, b"")) == F.APPLY
+
+
+def test_a_snapshots_end_names_its_last_batch_under_the_tag():
+    """A snapshot's last part starts with `through`, the last batch the
+    leader wrote while the parts went out: in the first of its chunks,
+    signed as the rest of them (a follower completes the groups the
+    snapshot left complete once it has applied that batch)."""
+    to_f, at_f = handshake(epoch=3)
+    wire = b"".join(to_f.seal(c) for c in F.end_chunks(3, 5, 9, b"records", chunk=4))
+    assert wire[:4] == b"pbc4" and wire[F.HEAD_SIZE:F.HEAD_SIZE + 4] == struct.pack("<Q", 9)[:4]
+    got = F.Reader(at_f, max_chunk=4).feed(wire)
+    assert [(f.seq, f.records, f.snapshot, f.last, f.through) for f in got] == [
+        (5, b"records", True, True, 9)]
+    # A byte of it changed on the way: the chunk fails its tag.
+    to_f, at_f = handshake(epoch=3)
+    bad = bytearray(to_f.seal(F.end_chunks(3, 5, 9)[0]))
+    bad[F.HEAD_SIZE] ^= 1
+    with pytest.raises(F.FrameError, match="failed its tag"):
+        F.Reader(at_f).feed(bytes(bad))
+    # A last part too short to name one, or naming a batch before the
+    # snapshot's own (a leader's bug; signed all the same): refused.
+    for records, why in ((b"1234567", "names no last batch"),
+                         (struct.pack("<Q", 4), "through batch 4, before it")):
+        to_f, at_f = handshake(epoch=3)
+        with pytest.raises(F.FrameError, match=why):
+            F.Reader(at_f).feed(to_f.seal(F.encode(3, 5, records, snapshot=True)))
+    with pytest.raises(ValueError):
+        F.end_chunks(3, 5, 4)
+    # Its parts but the last name none.
+    to_f, at_f = handshake(epoch=3)
+    got = F.Reader(at_f).feed(to_f.seal(F.encode(3, 5, b"1234", snapshot=True, last=False)))
+    assert [(f.records, f.last, f.through) for f in got] == [(b"1234", False, 0)]
 
 
 # -- frames in chunks: what a follower holds before it checks a tag ----------
@@ -495,11 +531,13 @@ def test_a_chunk_dropped_replayed_reordered_or_from_another_batch_is_refused():
                 max_size=6),
        st.integers(1, 9), st.lists(st.integers(0, 10_000), max_size=12))
 def test_chunked_frames_come_back_whole_whatever_the_reads(fs, size, cuts):
+    def framed(e, s, r, snap, last):  # (a snapshot's last part names its last batch)
+        return F.end_chunks(e, s, s, r, size) if snap and last else F.chunks(e, s, r, snap, last, size)
     to_f, at_f = handshake()
-    data = b"".join(to_f.seal(c) for f in fs for c in F.chunks(*f, chunk=size))
+    data = b"".join(to_f.seal(c) for f in fs for c in framed(*f))
     reader = F.Reader(at_f, max_chunk=size)
     got = [f for piece in split_at(data, cuts) for f in reader.feed(piece)]
     # (a batch is its own last: `last` is a snapshot's)
-    assert [(f.epoch, f.seq, f.records, f.snapshot, f.last) for f in got] == [
-        (e, s, r, snap, last or not snap) for e, s, r, snap, last in fs]
+    assert [(f.epoch, f.seq, f.records, f.snapshot, f.last, f.through) for f in got] == [
+        (e, s, r, snap, last or not snap, s if snap and last else 0) for e, s, r, snap, last in fs]
     assert reader.buf == b"" and at_f.received == to_f.sent

@@ -142,6 +142,58 @@ def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
     run(main())
 
 
+def test_a_snapshots_end_names_the_batches_after_which_the_follower_settles(tmp_path):
+    """With --extensions. The follower has job 2, a member of group g, and
+    job 3, held by g; then the link breaks, and the next one's snapshot goes
+    out in parts. After job 1's part, the leader puts a new member of g
+    and deletes job 2, whose part is not read then: the snapshot's end
+    drops job 2 here, before the new member's put (which follows it) is
+    in. The end names the batch of that put: job 3 stays held, as on the
+    leader, and g completes here only once the leader's does."""
+    from test_replica_tags import ext_node, held, state_of
+    lh, lwal = ext_node(str(tmp_path / "leader"))
+    fh, fwal = ext_node(str(tmp_path / "follower"))
+    fwal.wall_offset = lwal.wall_offset
+    c = lh.conn()
+    for tags in (b"", b" grp:g", b" aft:g"):
+        lh.send(c, b"put 0 0 60 1%s\r\nx\r\n" % tags)
+    lwal.flush()
+    ends = []
+
+    async def main():
+        srv, port, rep, link = await linked(lh, lwal, fh, fwal)
+        await link.until(0)
+        assert held(fh.e.q, 3) and 2 in fh.e.q.jobs
+        link.writer.close()
+        await asyncio.sleep(0.1)
+        rep.part_bytes = 1  # a job a part
+        link = await rep.connect("f", "127.0.0.1", port)
+        send, first = link.send, rep.seq
+
+        def sending(chunks):
+            magic = chunks[-1][:4]
+            if magic == F.PART and not ends and 4 not in lh.e.q.jobs:  # job 1's part
+                assert lh.send(c, b"put 0 0 60 1 grp:g\r\ny\r\n") == b"INSERTED 4\r\n"
+                assert lh.send(c, b"delete 2\r\n") == b"DELETED\r\n"
+                lwal.flush()
+            elif magic == F.SNAPSHOT:
+                ends.append(F.THROUGH.unpack_from(chunks[-1], F.HEAD_SIZE)[0])
+            send(chunks)
+        link.send = sending
+        await link.until(rep.seq)
+        assert ends == [rep.seq] and rep.seq > first  # (the put's and the delete's batch)
+        assert held(fh.e.q, 3) and held(lh.e.q, 3)
+        assert state_of(fh.e.q) == state_of(lh.e.q) and fh.e.q.tags.settling is None
+        lh.send(c, b"delete 4\r\n")  # g completes on the leader: so it does here
+        lwal.flush()
+        rep.ship()
+        await link.until(rep.seq)
+        assert not held(fh.e.q, 3) and state_of(fh.e.q) == state_of(lh.e.q)
+        srv.close()
+        link.writer.close()
+    run(main())
+
+
 def test_an_old_epoch_is_refused_and_a_break_is_caught_up(tmp_path):
     lh, lwal, fh, fwal = setup(str(tmp_path))
     oh, owal, _, _ = setup(str(tmp_path / "old"))
@@ -229,7 +281,7 @@ def test_a_link_that_cannot_prove_the_secret_is_refused(tmp_path):
         hs = F.Connecting(SECRET, 9, "x", "f", os.urandom(32))
         writer.write(hs.greeted(await reader.read(F.MAX_GREETING)))
         session = hs.proved(await reader.readexactly(F.PROOF.size))
-        writer.write(session.seal(F.encode(10, 0, b"", snapshot=True)))
+        writer.write(session.seal(F.end_chunks(10, 0, 0)[0]))
         assert await reader.read() == b""
         # Nor frames under a session the leader did not make.
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -237,7 +289,7 @@ def test_a_link_that_cannot_prove_the_secret_is_refused(tmp_path):
         writer.write(hs.greeted(await reader.read(F.MAX_GREETING)))
         hs.proved(await reader.readexactly(F.PROOF.size))
         other = F.Session(os.urandom(32), leader=True)
-        writer.write(other.seal(F.encode(9, 0, b"", snapshot=True)))
+        writer.write(other.seal(F.end_chunks(9, 0, 0)[0]))
         assert await reader.read() == b""
         assert jobs(fh.e.q) == jobs(lh.e.q) and len(jobs(fh.e.q)) == 1
         assert [m.split(" ", 6)[-1] for m in said if "a link from" in m] == [
@@ -297,7 +349,7 @@ def test_the_leader_sends_nothing_before_the_follower_proves_the_secret_and_its_
                  "its proof is wrong: it does not know the cluster's secret"),
                 (Impostor(name="g"), "the node at its address says it is 'g'"),
                 (Impostor(proof=b"pbf2" + bytes(32)), "proof of another version of this format"
-                 " (b'pbf2', not b'pbf3'): all the nodes of a cluster must run the same version")]:
+                 " (b'pbf2', not b'pbf4'): all the nodes of a cluster must run the same version")]:
             port = await impostor.serve()
             assert (await refused(rep.connect("f", "127.0.0.1", port))).startswith(why)
             await asyncio.wait_for(impostor.closed.wait(), 5)

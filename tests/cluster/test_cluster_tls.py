@@ -48,7 +48,7 @@ def test_links_are_tls_and_a_job_survives_the_leader_over_them(tmp_path, etcd, c
         with client_ctx(certs, "client").wrap_socket(
                 socket.create_connection(("127.0.0.1", b.peer), timeout=2),
                 server_hostname="localhost") as s:
-            assert first_bytes(s).startswith(b"pbn3")
+            assert first_bytes(s).startswith(b"pbn4")
 
         # The job reached b over the link: b takes over and has it.
         a.proc.send_signal(signal.SIGKILL)

@@ -11,7 +11,7 @@ from pybeanstalkd.binlog import format as F
 from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
-from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
+from pybeanstalkd.cluster.apply import Restore, apply_records, settle, snapshot_parts
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED, OnDisk
 from support import Client, Server, require_reference
 
@@ -76,7 +76,9 @@ class Pair:
         self.held = []
 
     def step(self) -> bool:
-        """The next part; True once the snapshot and what followed it are in."""
+        """The next part; True once the snapshot and what followed it are in
+        (as a link sends them: the end names the last batch written while
+        the parts went out, and the follower settles once it applied it)."""
         self.lwal.flush()
         self.held += self.batches  # (shipped after the snapshot)
         self.batches.clear()
@@ -86,7 +88,11 @@ class Pair:
                               self.fh.e.max_job_size)
             return False
         self.restore.end(self.fh.e.q, self.fh.now)
-        self.parts, self.batches[:0], self.held = None, self.held, []
+        for b in self.held:
+            apply_records(self.fh.e.q, b, self.fwal.wall_offset, self.fh.now,
+                          self.fh.e.max_job_size)
+        self.parts, self.held = None, []
+        settle(self.fh.e.q, self.fh.now)
         self.sync()
         return True
 

@@ -145,17 +145,31 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
 class Restore:
     """A follower's side of a snapshot in parts: each part is applied as it
     comes (the follower holds a superset of the leader's jobs meanwhile,
-    never less); the last part deletes every job no part named."""
+    never less); the last part deletes every job no part named. From the
+    first part until settle(), once the records the leader wrote while
+    the parts went out are applied too, the tags derive nothing from the
+    follower's lagging view (core/replica.py: restoring)."""
 
     def __init__(self, key) -> None:
         self.key = key  # which snapshot: (epoch, seq, the connection it comes on)
         self.seen: set[int] = set()
+        self.started = False
 
     def part(self, q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:
+        if not self.started:
+            self.started = True
+            replica.restoring(q)
         return apply_records(q, records, wall_offset, now, max_job_size, self.seen)
 
     def end(self, q, now: int):
         seen = self.seen
         for id_ in [i for i in q.jobs if i not in seen]:
-            q.delete(None, id_, now, count=False)
+            replica.drop(q, id_, now)
         q.jobs.shrink_all()  # (the parts came in the leader's order, buried jobs last)
+
+
+def settle(q, now: int) -> None:
+    """A snapshot's parts and the batches the leader wrote while they went
+    out (up to the one its end names) are applied, or this node leads
+    before they all came: its tags derive from its state again."""
+    replica.settled(q, now)

@@ -7,10 +7,10 @@ under which it found the follower registered in etcd. Both know the
 cluster's secret, which etcd holds (coord.secret()), and each proves it to
 the other before anything else is sent:
 
-1. follower -> "pbn3" | nonce_f (32 bytes) | its name
-2. leader   -> "pbh3" | epoch u64 | nonce_l (32 bytes) | its name
+1. follower -> "pbn4" | nonce_f (32 bytes) | its name
+2. leader   -> "pbh4" | epoch u64 | nonce_l (32 bytes) | its name
                | target: the name it meant to reach | mac_l (32 bytes)
-3. follower -> "pbf3" | mac_f (32 bytes)
+3. follower -> "pbf4" | mac_f (32 bytes)
 
 (a name is u8 length | UTF-8 bytes, 1 to MAX_NAME of them), where
 
@@ -60,8 +60,8 @@ bytes of its records, each chunk with its own tag:
 
     magic | epoch u64 | seq u64 | length u32 | records (length bytes) | tag (16 bytes)
 
-Every chunk but a frame's last has magic "pbc3"; the last one's says what
-the frame is: "pbr3" a batch, "pbp3" a snapshot's part but its last, "pbs3"
+Every chunk but a frame's last has magic "pbc4"; the last one's says what
+the frame is: "pbr4" a batch, "pbp4" a snapshot's part but its last, "pbs4"
 a snapshot's last part. All the chunks of a frame carry its epoch and seq.
 A follower checks each chunk's tag as soon as that chunk is in, and joins
 the checked chunks into the frame; so it holds at most one chunk's bytes
@@ -70,9 +70,18 @@ the checked chunks into the frame; so it holds at most one chunk's bytes
 chunks), and a header that announces more than MAX_CHUNK is refused before
 any of its records is read. What it holds beyond that was signed under the
 session key. A follower replaces what it has with a snapshot, and the
-stream goes on from seq + 1. It acks what it has on disk with
+stream goes on from seq + 1. A snapshot's last part starts with
 
-    magic "pba3" | epoch u64 | seq u64 | tag (16 bytes)
+    through u64
+
+the last batch the leader wrote while the parts went out (seq if none;
+those batches follow the snapshot). Each part reads its jobs as they are
+when it is made, so the follower's state is the leader's only once it has
+applied those batches too: until then it derives from its own state
+nothing the leader's records tell it (an aft: job's hold or release:
+core/replica.py, restoring). It acks what it has on disk with
+
+    magic "pba4" | epoch u64 | seq u64 | tag (16 bytes)
 
 - epoch: the revision of the leader key in etcd, a fencing number etcd
   hands out, not we. A follower that has seen epoch E (in a frame, or in
@@ -88,11 +97,11 @@ stream goes on from seq + 1. It acks what it has on disk with
 The tag costs one HMAC per chunk (per batch, not per job, for a batch up
 to 1 MiB) on each side.
 
-Versions: version 3 of this format (the magics' last character: 2 sent a
-frame as one piece of up to 1 GiB under one tag) cannot link with an
-older one; all the nodes of a cluster run the same version. A node of
-another version is refused at its first message, with a reason that says
-so, rather than misread.
+Versions: version 4 of this format (the magics' last character: 3 had no
+`through`, 2 sent a frame as one piece of up to 1 GiB under one tag)
+cannot link with an older one; all the nodes of a cluster run the same
+version. A node of another version is refused at its first message, with
+a reason that says so, rather than misread.
 
 Pure: bytes in, frames and verdicts out; no I/O, no clock (the caller
 brings the nonces, from os.urandom).
@@ -106,24 +115,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-MAGIC = b"pbr3"  # a batch's last chunk
-SNAPSHOT = b"pbs3"  # a snapshot's last part's last chunk
-PART = b"pbp3"  # the last chunk of a snapshot's part, not its last
-CHUNK = b"pbc3"  # a chunk of a frame, not its last
+MAGIC = b"pbr4"  # a batch's last chunk
+SNAPSHOT = b"pbs4"  # a snapshot's last part's last chunk
+PART = b"pbp4"  # the last chunk of a snapshot's part, not its last
+CHUNK = b"pbc4"  # a chunk of a frame, not its last
 KINDS = (MAGIC, SNAPSHOT, PART, CHUNK)
 HEAD = struct.Struct("<4sQQI")
 HEAD_SIZE = HEAD.size  # 24
 ACK = struct.Struct("<4sQQ")
-ACK_MAGIC = b"pba3"
+THROUGH = struct.Struct("<Q")  # what a snapshot's last part starts with
+ACK_MAGIC = b"pba4"
 TAG = 16  # bytes of a chunk's (or an ack's) tag
 # Bytes of records in one chunk, at most: what a follower holds before it
 # can check a tag is one chunk (with its header and tag), whatever the size
 # of the frame. 1 MiB: a chunk's 40 bytes and one HMAC set-up are nothing next to it.
 MAX_CHUNK = 1 << 20
 
-GREETING_MAGIC = b"pbn3"
-HELLO_MAGIC = b"pbh3"
-PROOF_MAGIC = b"pbf3"
+GREETING_MAGIC = b"pbn4"
+HELLO_MAGIC = b"pbh4"
+PROOF_MAGIC = b"pbf4"
 NONCE_SIZE = 32
 MAC_SIZE = 32
 MAX_NAME = 255  # bytes of a node's name (UTF-8)
@@ -135,11 +145,11 @@ MAX_HELLO = _HELLO.size + 2 * (1 + MAX_NAME) + MAC_SIZE  # 588
 
 # Labels (each ends with a zero byte): what a MAC is for, so that no MAC
 # made for one purpose passes for another.
-_LEADER_HELLO = b"pybeanstalkd link 3: leader hello\0"
-_FOLLOWER_HELLO = b"pybeanstalkd link 3: follower hello\0"
-_SESSION = b"pybeanstalkd link 3: session\0"
-_TO_FOLLOWER = b"pybeanstalkd link 3: leader to follower\0"
-_TO_LEADER = b"pybeanstalkd link 3: follower to leader\0"
+_LEADER_HELLO = b"pybeanstalkd link 4: leader hello\0"
+_FOLLOWER_HELLO = b"pybeanstalkd link 4: follower hello\0"
+_SESSION = b"pybeanstalkd link 4: session\0"
+_TO_FOLLOWER = b"pybeanstalkd link 4: leader to follower\0"
+_TO_LEADER = b"pybeanstalkd link 4: follower to leader\0"
 
 
 class FrameError(Exception):
@@ -170,6 +180,9 @@ class Frame:
     records: bytes
     snapshot: bool = False
     last: bool = True  # (a snapshot's part: False but for the last)
+    # A snapshot's last part: the last batch the leader wrote while the
+    # parts went out (their records are not the leader's state before it).
+    through: int = 0
 
 
 def encode(epoch: int, seq: int, records, snapshot: bool = False, last: bool = True,
@@ -196,6 +209,15 @@ def chunks(epoch: int, seq: int, records: bytes, snapshot: bool = False, last: b
     with memoryview(records) as view:  # (each chunk is one copy of its bytes)
         return [encode(epoch, seq, view[i:i + chunk], snapshot, last, more=i + chunk < n)
                 for i in range(0, n, chunk)]
+
+
+def end_chunks(epoch: int, seq: int, through: int, records=b"",
+               chunk: int = MAX_CHUNK) -> list[bytes]:
+    """A snapshot's last part (as chunks' frames): through, the last batch
+    the leader wrote while the parts went out (seq if none), then records."""
+    if not seq <= through < 1 << 64:
+        raise ValueError(f"a snapshot as of batch {seq} goes through batch {through}")
+    return chunks(epoch, seq, THROUGH.pack(through) + bytes(records), True, True, chunk)
 
 
 def encode_ack(epoch: int, seq: int) -> bytes:
@@ -294,7 +316,15 @@ class Reader:
             parts.append(records)
             records = b"".join(parts)
             self.chunks = []
-        return Frame(epoch, seq, records, snapshot, magic != PART)
+        through = 0
+        if magic == SNAPSHOT:
+            if len(records) < THROUGH.size:
+                raise FrameError(f"snapshot {epoch}/{seq}: its last part names no last batch")
+            through = THROUGH.unpack_from(records)[0]
+            if through < seq:
+                raise FrameError(f"snapshot {epoch}/{seq}: through batch {through}, before it")
+            records = records[THROUGH.size:]
+        return Frame(epoch, seq, records, snapshot, magic != PART, through)
 
 
 class AckReader:

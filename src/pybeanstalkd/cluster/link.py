@@ -32,7 +32,7 @@ from time import monotonic_ns
 
 from ..binlog.sync import sync_inline
 from . import frame as F
-from .apply import PART_BYTES, ApplyError, Restore, apply_records, snapshot_parts
+from .apply import PART_BYTES, ApplyError, Restore, apply_records, settle, snapshot_parts
 
 
 HANDSHAKE_S = 5.0  # a link's handshake, TLS's included, from the connection's start
@@ -72,6 +72,9 @@ class FollowerNode:
         self.state = F.Follower()
         self.conns: set = set()
         self.restore: Restore | None = None  # a snapshot coming in parts
+        # The batch through which the last snapshot's are to be applied
+        # before the tags derive from this node's state again (frame.py).
+        self.settle_at: int | None = None
         self.said_undurable = False
         self.last_refusal: str | None = None
         self.refused_at = 0  # monotonic ns: when a refusal was last said
@@ -130,6 +133,20 @@ class FollowerNode:
             self.log("replication: this node's binlog is disabled, so it acks nothing"
                      " with -f0 and leaves the ISR; it goes on applying in memory")
 
+    def _applied(self, seq: int, now: int):
+        """Batch seq (or a snapshot as of it) is applied: once it is the
+        last the leader wrote while the snapshot went out, this node's
+        state is the leader's, and its tags derive from it again."""
+        if self.settle_at is not None and seq >= self.settle_at:
+            self.settle_at = None
+            settle(self.q, now)
+
+    def settle(self):
+        """This node leads: a snapshot it had not all of, or the batches
+        that follow one, will not come; its tags derive from what it has."""
+        self.restore = self.settle_at = None
+        settle(self.q, monotonic_ns())
+
     def take(self, f: F.Frame, conn=None) -> bool:
         """Apply one frame (not yet on disk). False: drop the connection."""
         verdict = self.state.check(f)
@@ -148,10 +165,13 @@ class FollowerNode:
                     r.end(self.q, now)
                     self.restore = None
                     self.state.start(f.epoch, f.seq)
+                    self.settle_at = f.through
+                    self._applied(f.seq, now)
                 return True
             if verdict == F.APPLY:
                 apply_records(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
                 self.state.applied(f)
+                self._applied(f.seq, now)
                 return True
         except ApplyError as e:
             self.log(f"replication: {e}; resyncing")
@@ -482,14 +502,15 @@ class Replicator:
     async def _send_snapshot(self, link, seq: int):
         """The snapshot as of batch seq, in parts, other events served
         between them; the batches shipped meanwhile follow it."""
-        parts = snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes)
-        part = next(parts)
-        for following in parts:
+        for part in snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes):
             link.send(F.chunks(self.epoch, seq, part, snapshot=True, last=False))
             await link.writer.drain()
             await asyncio.sleep(0)  # the leader goes on meanwhile
-            part = following
-        link.send(F.chunks(self.epoch, seq, part, snapshot=True))
+        # The end names the last batch written meanwhile (all of it shipped
+        # into the backlog first): the parts are the leader's state only
+        # with those applied too.
+        self.ship()
+        link.send(F.end_chunks(self.epoch, seq, self.seq))
         for chunks in link.backlog:
             link.send(chunks)
         link.backlog = None

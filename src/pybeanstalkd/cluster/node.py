@@ -265,6 +265,7 @@ class Node:
         self.peer_srv.close()
         for c in list(self.follower.conns):
             c.transport.close()
+        self.follower.settle()  # (a snapshot's end, or what follows it, comes no more)
         self.epoch, self.role, self.leader, self.leader_epoch = epoch, "leader", self.name, epoch
         self.lease_until = monotonic_ns() + self.coord.ttl * 1_000_000_000
         got = await self.coord.isr()

@@ -168,6 +168,14 @@ class TagPolicy:
     def flushed(self, q: Queue, name: bytes, last: int) -> None:
         """A flush-tube of tube `name` ended (`last`: the next id when it began)."""
 
+    def restoring(self, q: Queue) -> None:
+        """A follower's snapshot starts coming in (core/replica.py): until
+        settled(), its view of the leader lags."""
+
+    def settled(self, q: Queue, now: int) -> None:
+        """... and is the leader's again: the snapshot and the records
+        written while it went out are applied."""
+
     def tick(self, q: Queue, now: int, more: bool) -> bool:  # after the timers' tick
         return more
 

@@ -40,6 +40,34 @@ def delete(q: Queue, j: Job, now: int) -> None:
     q.delete(None, j.id, now, count=False)  # (not reserved: nothing is, here)
 
 
+def restoring(q: Queue) -> None:
+    """A snapshot starts coming in (at each one's first part). Until
+    settled(), this node's view lags the leader's: the jobs come in the
+    order they were listed (an aft: job before members of its group put
+    since), each as it was when its part was read, and the records the
+    leader wrote meanwhile come after the last part. So the tags derive
+    nothing from it meanwhile (Tagged.restoring): a held job is held as
+    its record says, and a group left complete is not released."""
+    q.tags.restoring(q)
+
+
+def drop(q: Queue, id_: int, now: int) -> None:
+    """A job no part of a snapshot named: the leader deleted it. Deleted
+    here as a flush-tube's delete is, which starts no cooldown: the
+    leader's, if it still has one, is in the snapshot's first part or in
+    the records after it. A group it leaves complete completes once
+    settled() (a member the leader put meanwhile may be yet to come)."""
+    q.delete(None, id_, now, count=False, any_holder=True)
+
+
+def settled(q: Queue, now: int) -> None:
+    """The snapshot and the records the leader wrote while it went out
+    are applied (or this node leads now): the tags derive again from
+    this node's state, which is the leader's, and the groups left
+    complete meanwhile complete now."""
+    q.tags.settled(q, now)
+
+
 def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,
               created: int, now: int) -> Job | None:
     """A put's usual record: a new job, ready, never reserved. Placed

@@ -54,6 +54,9 @@ class Tagged(TagPolicy):
     def __init__(self, ext: ExtState) -> None:
         """ext: the tags' state, which the binlog's codec reads too."""
         self.ext = ext
+        # While a follower's snapshot comes in (restoring): the groups that
+        # completed meanwhile, each with the held jobs it did not release.
+        self.settling: dict[bytes, dict[int, None]] | None = None
 
     def state(self) -> ExtState | None:
         return self.ext
@@ -142,10 +145,11 @@ class Tagged(TagPolicy):
 
     def holds(self, q: Queue, j: Job, tags: Tags, log: bool) -> bool:
         """A put's job (its tags in ext.jobs already): its keys, limit and
-        groups; held if it is an aft: job, not delayed, whose group is open."""
+        groups; held if it is an aft: job, not delayed, whose group is open
+        (while a snapshot comes in, the leader's record says: place_held)."""
         self._register(q, j, tags)
         aft = tags.aft
-        if aft is None or j.times[0] or not self.ext.group_open(aft):
+        if aft is None or j.times[0] or self.settling is not None or not self.ext.group_open(aft):
             return False
         self._hold(q, j, log)
         return True
@@ -188,8 +192,12 @@ class Tagged(TagPolicy):
         ext = self.ext
         j.state = DELAYED
         j.deadline = HELD
-        tags = ext.jobs[j.id]
-        ext.groups[tags.aft].waiting[j.id] = None  # type: ignore[index]  # (aft: set)
+        aft = ext.jobs[j.id].aft
+        assert aft is not None  # (an aft: job)
+        g = ext.groups.get(aft)
+        if g is None:  # (a snapshot's held job, its group's members yet to come)
+            g = ext.groups[aft] = Group()
+        g.waiting[j.id] = None
         ext.bump(ext.held, j.tube.name, 1)
         ext.nheld += 1
         if log:
@@ -199,9 +207,11 @@ class Tagged(TagPolicy):
         return self.ext.jobs.get(id_)
 
     def holds_due(self, q: Queue, j: Job) -> bool:
-        """A delayed aft: job whose group is open is held again, as in tuber."""
+        """A delayed aft: job whose group is open is held again, as in tuber.
+        Not while a snapshot comes in: the group may be open here only for
+        a member the leader deleted (the leader's hold is in a record)."""
         tags = self.ext.jobs.get(j.id)
-        if tags is None or not self.ext.group_open(tags.aft):
+        if tags is None or self.settling is not None or not self.ext.group_open(tags.aft):
             return False
         # (no room to log it: the binlog has it delayed and due, and a
         # restart holds it again the same way)
@@ -210,9 +220,12 @@ class Tagged(TagPolicy):
 
     def place_held(self, q: Queue, j: Job, now: int, log: bool) -> bool:
         """A held job's record (a follower's copy): held, or ready if its
-        group has completed meanwhile."""
+        group has completed meanwhile. While a snapshot comes in it is held
+        as the record says: this node may not have the group's members yet
+        (settled() releases it if the group is complete then)."""
         tags = self.ext.jobs.get(j.id)
-        if tags is not None and self.ext.group_open(tags.aft):
+        if tags is not None and tags.aft is not None and (
+                self.settling is not None or self.ext.group_open(tags.aft)):
             self._hold(q, j, log)
         else:
             q.place_ready(j, now, log=log)
@@ -257,11 +270,18 @@ class Tagged(TagPolicy):
         if g is None or not g.complete():
             return
         del self.ext.groups[name]
-        # (nothing adds to g.waiting now: a later aft:name put finds no group)
-        if len(g.waiting) <= SLICE:
-            self._release_held(q, g.waiting, now)
+        if self.settling is not None:
+            # A snapshot comes in: a member the leader put before it deleted
+            # this one may be yet to come here (settled() releases these).
+            self.settling.setdefault(name, {}).update(g.waiting)
+        else:  # (nothing adds to g.waiting now: a later aft:name put finds no group)
+            self._release(q, g.waiting, now)
+
+    def _release(self, q: Queue, waiting: dict[int, None], now: int) -> None:
+        if len(waiting) <= SLICE:
+            self._release_held(q, waiting, now)
         else:
-            q.slices.spawn(self._release_later(q, g.waiting))
+            q.slices.spawn(self._release_later(q, waiting))
 
     def _release_held(self, q: Queue, waiting: dict[int, None], now: int, n: int = -1) -> None:
         """Release n (-1: all) of the jobs `waiting` lists, taking them out
@@ -395,6 +415,39 @@ class Tagged(TagPolicy):
                 del ext.keys[name]
         q.store.note(Clear(ext.ext_id(), name, last))
         q.maybe_free_name(name)
+
+    # -- a follower's snapshot (core/replica.py) ------------------------------
+
+    def restoring(self, q: Queue) -> None:
+        """Until settled(), no hold or release is derived from this node's
+        groups. The first part brings the leader's cooldowns in place of
+        these (its own may have ended, or a flush-tube cleared them)."""
+        if self.settling is None:
+            self.settling = {}
+        for cd in list(self.ext.cool_ids.values()):
+            self._uncool(q, cd)
+
+    def settled(self, q: Queue, now: int) -> None:
+        """What a group that completed meanwhile held stays held if it has
+        a member now (put on the leader before its last one here was
+        deleted), and is released if not; so is what a complete group
+        holds (a held job's record came before its members' deletes)."""
+        settling = self.settling
+        if settling is None:
+            return
+        self.settling = None
+        groups, jobs = self.ext.groups, q.jobs
+        for name, waiting in settling.items():
+            g = groups.get(name)
+            if g is None or g.complete():
+                self._release(q, waiting, now)
+                continue
+            for id_ in waiting:
+                j = jobs.get(id_)
+                if j is not None and j.state == DELAYED and j.deadline == HELD:
+                    g.waiting[id_] = None
+        for name in [n for n, g in groups.items() if g.waiting and g.complete()]:
+            self._group_done(q, name, now)
 
     def _uncool_all(self, q: Queue, cools: list[Cooldown]) -> Generator[None, int, None]:
         yield
