@@ -214,24 +214,25 @@ def test_an_aft_job_due_while_a_snapshot_comes_in_is_held_as_the_leader_holds_it
     assert state_of(fq) == state_of(lq)
 
 
-def test_a_snapshot_brings_the_leaders_cooldowns_in_place_of_the_followers(pair):
+def test_a_snapshot_brings_the_leaders_cooldowns_and_keys_in_place_of_the_followers(pair):
     """What the follower missed while away: a cooldown the leader's
-    flush-tube ended, and the cooldown of a job deleted meanwhile (the
-    snapshot's end drops that job: its cooldown is the leader's, ending
-    when the leader's does)."""
+    flush-tube ended, a held job's key that flush-tube voided, and the
+    cooldown of a job deleted meanwhile (the snapshot's end drops that job:
+    its cooldown is the leader's, ending when the leader's does)."""
     p = pair
     p.send(b"use a\r\n")
     put(p, b"idp:gone:3600")
     p.send(b"delete 1\r\n")
     put(p, b"grp:g")
-    put(p, b"")
+    put(p, b"idp:k grp:g aft:g")  # 3: held by its own group, for good
     p.send(b"use b\r\n")
     put(p, b"idp:late:3600")
     away(p)
-    assert p.send(b"flush-tube a\r\n") == b"FLUSHED 2\r\n"
+    assert p.send(b"flush-tube a\r\n") == b"FLUSHED 1\r\n"  # 2 deleted, 3 stays held
     assert p.send(b"delete 4\r\n") == b"DELETED\r\n"
     p.advance(10)
     lq, fq = p.lh.e.q, p.fh.e.q
+    assert fq.ext.holder(b"a", b"k") == 3 and lq.ext.holder(b"a", b"k") is None
     back(p)
     while not p.step():
         pass

@@ -85,7 +85,7 @@ class Follower:
         return r.deadline - self.wall_offset if r.deadline else 0
 
     def tags(self, id_: int, tags, size: int) -> None:
-        self.q.ext.jobs[id_] = tags  # (the job's full record follows)
+        replica.tags_record(self.q, id_, tags)  # (the job's full record follows)
 
     def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
         policy(self.q).apply_cool(self.q, tube, key, orig, end - self.wall_offset)
