@@ -90,7 +90,7 @@ class Pair:
         self.restore.end(self.fh.e.q, self.fh.now)
         for b in self.held:
             apply_records(self.fh.e.q, b, self.fwal.wall_offset, self.fh.now,
-                          self.fh.e.max_job_size)
+                          self.fh.e.max_job_size, snapshot=True)
         self.parts, self.held = None, []
         settle(self.fh.e.q, self.fh.now)
         self.sync()
@@ -351,3 +351,24 @@ def test_a_leaders_job_record_with_an_id_of_the_tags_records_is_refused(tmp_path
     c = h.conn()
     assert h.send(c, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
     assert h.send(c, b"flush-tube default\r\n") == b"FLUSHED 1\r\n"
+
+
+def test_jobs_buried_while_a_snapshot_goes_out_keep_the_leaders_bury_order(tmp_path):
+    """Jobs reserved when the snapshot lists its jobs, buried (3, then 2)
+    before their parts are read: the parts bury them in id order, the
+    batches that follow in the leader's; a record that leaves a buried
+    job buried keeps its place only once those are applied."""
+    p = Pair(str(tmp_path))
+    p.send(b"use a\r\n")
+    for i in range(3):
+        p.send(b"put 0 0 60 1\r\n%d\r\n" % i)
+    for i in range(3):
+        assert p.send(b"reserve-with-timeout 0\r\n").startswith(b"RESERVED %d " % (i + 1))
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"bury 3 0\r\n") == b"BURIED\r\n"
+    assert p.lh.send(p.c, b"bury 2 0\r\n") == b"BURIED\r\n"
+    while not p.step():
+        pass
+    assert list(p.lh.e.q.tubes[b"a"].buried) == [3, 2]
+    same(p)

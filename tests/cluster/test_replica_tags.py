@@ -240,3 +240,22 @@ def test_a_snapshot_brings_the_leaders_cooldowns_and_keys_in_place_of_the_follow
     assert {(t, k): c.expires for t, m in fq.ext.cools.items() for k, c in m.items()} == {
         (t, k): c.expires for t, m in lq.ext.cools.items() for k, c in m.items()}
 
+
+def test_a_buried_job_whose_priority_a_duplicate_lowers_keeps_its_place(pair):
+    """A duplicate put lowers the priority of the buried job holding its
+    key: the leader's record of it leaves the job where it was in its
+    tube's bury order, and so does the follower (a kick takes the same job
+    on both)."""
+    p = pair
+    p.send(b"use a\r\n")
+    put(p, b"idp:k", pri=5)
+    put(p, b"", pri=5)
+    for id_ in (1, 2):
+        assert p.send(b"reserve-with-timeout 0\r\n").startswith(b"RESERVED %d " % id_)
+        assert p.send(b"bury %d 5\r\n" % id_) == b"BURIED\r\n"
+    assert put(p, b"idp:k", pri=1) == b"INSERTED 1 BURIED 1\r\n"
+    lq, fq = p.lh.e.q, p.fh.e.q
+    assert list(fq.tubes[b"a"].buried) == list(lq.tubes[b"a"].buried) == [1, 2]
+    assert fq.jobs[1].pri == 1
+    p.send(b"kick 1\r\n")
+    assert fq.jobs[1].state == lq.jobs[1].state == 1 and fq.jobs[2].state == 3

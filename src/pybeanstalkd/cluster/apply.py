@@ -24,13 +24,16 @@ class ApplyError(Exception):
 
 
 def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: int,
-                  seen: set | None = None) -> int:
+                  seen: set | None = None, snapshot: bool = False) -> int:
     """Apply every record of a frame to queue q; the number read. The ids
-    of the records go into seen, if given."""
+    of the records go into seen, if given (a snapshot's part). snapshot:
+    the frame is a snapshot's part, or a batch written while its parts went
+    out (a record of a buried job then takes it to the end of its tube's
+    bury order, the one its parts and those batches bury jobs in)."""
     problems: list[str] = []
     st = [0, True]
     n = 0
-    to = Follower(q, _HEAD + records, wall_offset, now, seen)
+    to = Follower(q, _HEAD + records, wall_offset, now, seen, snapshot or seen is not None)
     for r in F.read_records(to.data, F.VERSION, max_job_size, "frame", problems.append, st):
         if not apply(to, r):
             raise ApplyError(f"job {r.id}: no room in this node's binlog")
@@ -45,9 +48,11 @@ class Follower:
     (binlog/apply.py's Applier), through the queue's own operations
     (core/replica.py). data: the frame's records, after a version."""
 
-    def __init__(self, q, data: bytes, wall_offset: int, now: int, seen: set | None) -> None:
+    def __init__(self, q, data: bytes, wall_offset: int, now: int, seen: set | None,
+                 snapshot: bool = False) -> None:
         self.q, self.data, self.wall_offset, self.now = q, data, wall_offset, now
         self.seen = seen
+        self.snapshot = snapshot
         # The put tags' records: a job's tags come just before its full
         # record, and a message is never split across frames.
         self.chunks = X.Reader() if q.ext is not None else None
@@ -76,7 +81,7 @@ class Follower:
 
     def update(self, j, r: F.JobRecord) -> bool:
         return replica.update(self.q, j, r.pri, r.delay, r.ttr, self._deadline(r), r.counts,
-                              r.state, self.now)
+                              r.state, self.now, self.snapshot)
 
     def delete(self, j) -> None:
         replica.delete(self.q, j, self.now)

@@ -169,7 +169,8 @@ class FollowerNode:
                     self._applied(f.seq, now)
                 return True
             if verdict == F.APPLY:
-                apply_records(self.q, f.records, self.wal.wall_offset, now, self.max_job_size)
+                apply_records(self.q, f.records, self.wal.wall_offset, now, self.max_job_size,
+                              snapshot=self.settle_at is not None)
                 self.state.applied(f)
                 self._applied(f.seq, now)
                 return True

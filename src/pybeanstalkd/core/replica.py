@@ -29,11 +29,20 @@ if TYPE_CHECKING:
 
 
 def update(q: Queue, j: Job, pri: int, delay: int, ttr: int, deadline: int, counts: int,
-           state: int, now: int) -> bool:
+           state: int, now: int, snapshot: bool = False) -> bool:
     """A record of job j, held here, that is not its delete. False if the
-    follower's own binlog has no room for it."""
+    follower's own binlog has no room for it. snapshot: of a snapshot's
+    part, or of a batch written while its parts went out (cluster/apply.py:
+    a buried job's record then takes it to the end of the bury order)."""
     if not q.store.reserve_update(j):
         return False
+    if j.state == BURIED and state == BURIED and not snapshot:
+        # Buried and left so (a duplicate put lowered its priority, or
+        # compaction copied it): it keeps its place in the bury order, as
+        # on the leader, where only a bury from another state moves a job.
+        j.pri, j.counts, j.times = pri, counts, times(delay, ttr)
+        q.store.write(j)
+        return True
     q.remove(j)
     j.pri, j.counts, j.times = pri, counts, times(delay, ttr)
     _place(q, j, state, deadline, now)
