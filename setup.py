@@ -31,6 +31,7 @@ COMPILED = [
     "core/extensions.py",
     "core/heaps.py",
     "core/held.py",
+    "core/hiding.py",
     "core/hist.py",
     "core/job.py",
     "core/jobids.py",

@@ -6,9 +6,9 @@ hooks); without --extensions it has the null policy, TagPolicy itself.
 - idp: a duplicate put is answered from `duplicate()`; a delete frees the
   key, or keeps it TTL seconds as a Cooldown (a record in the binlog).
 - con: a ready job whose key is at its limit is hidden when it reaches the
-  top of its tube: moved out of the ready heap into its `ConKey.parked`
-  (still ready, still counted), and moved back when a slot frees. So a
-  reserve never walks past hidden jobs, however many there are.
+  top of its tube (still ready, still counted), and moved back when a slot
+  frees (hiding.py). So a reserve never walks past hidden jobs, however
+  many there are.
 - grp:/aft: a held job is in state delayed with deadline HELD, in no heap
   (not counted as delayed, as in tuber); its group's last delete releases
   every job it holds, SLICE a step.
@@ -24,7 +24,8 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
-from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
+from . import hiding
+from .heaps import SHIFT, TUBE_SLACK, StaleHeap
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, STATE_NAMES, Job
 from .protocol import NS
 from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
@@ -126,11 +127,11 @@ class Tagged(TagPolicy):
             if j.id in ext.parked_ids and tags.con is not None:
                 k = ext.cons[tags.con]
                 heappush(k.parked[t], key)  # (the old entry is stale now)
-                self._hide(q, t, key)
+                hiding.hide(ext, q, t, key)
                 if k.room() > 0:
                     # Now better than jobs brought back before it: its turn
                     # comes first among them (those come back after it).
-                    self._unpark(q, k)
+                    hiding.unpark(ext, q, k)
             else:
                 # A run entry goes stale (run_job wants deadline 0); ready since then.
                 j.deadline = j.deadline or j.created or 1
@@ -174,7 +175,7 @@ class Tagged(TagPolicy):
             if k.limit < tags.limit:
                 k.limit = tags.limit
                 if k.parked:
-                    self._unpark(q, k)  # (more room now)
+                    hiding.unpark(ext, q, k)  # (more room now)
         if tags.grp is not None:
             g = ext.groups.get(tags.grp)
             if g is None:
@@ -241,7 +242,7 @@ class Tagged(TagPolicy):
             return True
         if state == READY:
             if j.id in ext.parked_ids:
-                self._unpark_id(j)
+                hiding.unpark_id(ext, j)
             else:
                 tags = ext.jobs.get(j.id)
                 k = None if tags is None or tags.con is None else ext.cons.get(tags.con)
@@ -249,7 +250,7 @@ class Tagged(TagPolicy):
                     # One brought back for the room its key had leaves ready
                     # without taking it (deleted, reserved by id): the next
                     # hidden one comes back instead.
-                    self._unpark(q, k)
+                    hiding.unpark(ext, q, k)
         elif state == BURIED:
             tags = ext.jobs.get(j.id)
             g = None if tags is None or tags.grp is None else ext.groups.get(tags.grp)
@@ -493,80 +494,8 @@ class Tagged(TagPolicy):
         tags = ext.jobs.get(j.id)
         if tags is None or tags.con is None or not ext.blocked_key(tags.con):
             return False
-        self._park(q, t, j, tags.con)
+        hiding.park(ext, q, t, j, tags.con)
         return True
-
-    def _park(self, q: Queue, t: Tube, j: Job, key: bytes) -> None:
-        run = t.run
-        if run is None or not run.take(j.id):
-            heappop(t.ready)
-        ext = self.ext
-        tubes = ext.cons[key].parked  # (a key with no room has a job: this one)
-        heap = tubes.get(t)
-        if heap is None:
-            heap = tubes[t] = []
-        key_ = (j.pri << SHIFT) | j.id
-        heappush(heap, key_)
-        self._hide(q, t, key_)
-        if j.id not in ext.parked_ids:
-            ext.parked_ids.add(j.id)
-            ext.bump(ext.blocked, t.name, 1)
-
-    def _hide(self, q: Queue, t: Tube, key: int) -> None:
-        """key's job is hidden: it goes into t's heap of hidden jobs (for
-        peek-ready and flush-tube, without a walk over every key)."""
-        ext = self.ext
-        hidden = ext.hidden.get(t)
-        if hidden is None:
-            hidden = ext.hidden[t] = StaleHeap(TUBE_SLACK)
-        heappush(hidden, key)
-        if hidden.over(ext.blocked.get(t.name, 0) + 1):
-            hidden.sweep(q.slices, self._hidden_live(q, t), lambda: ext.blocked.get(t.name, 0))
-
-    def _hidden_live(self, q: Queue, t: Tube) -> Callable[[int], bool]:
-        jobs, ids = q.jobs, self.ext.parked_ids
-
-        def live(key: int) -> bool:
-            id_ = key & MASK
-            j = jobs.get(id_)
-            return (j is not None and id_ in ids and j.tube is t and j.state == READY
-                    and j.pri == key >> SHIFT)
-        return live
-
-    def _unpark_id(self, j: Job) -> None:
-        """A hidden job leaves ready (deleted, reserved by id): its entry
-        in parked goes stale."""
-        ext = self.ext
-        ext.parked_ids.discard(j.id)
-        ext.bump(ext.blocked, j.tube.name, -1)
-        if j.tube.name not in ext.blocked:
-            ext.hidden.pop(j.tube, None)  # (none hidden: its entries are all stale)
-
-    def _unpark(self, q: Queue, key: ConKey) -> None:
-        """key has room: bring back as many of its hidden jobs, from each tube."""
-        tubes = key.parked
-        if not tubes:
-            return
-        room = key.room()
-        jobs, ids = q.jobs, self.ext.parked_ids
-        for t, heap in list(tubes.items()):
-            n = room
-            while n > 0 and heap:
-                k = heappop(heap)
-                id_ = k & MASK
-                j = jobs.get(id_)
-                if j is None or j.state != READY or j.pri != k >> SHIFT or id_ not in ids:
-                    continue  # stale
-                self._unpark_id(j)
-                heappush(t.ready, k)
-                if t.ikey is None or k < t.ikey:
-                    q.index_push(t, k)
-                n -= 1
-            if not heap:
-                del tubes[t]
-            if n < room and t.waiting and not t.matching:
-                t.matching = True  # its waiters get them at the next step
-                q.slices.spawn(q.match_later(t))
 
     def reserved(self, q: Queue, j: Job) -> None:
         """t's reserved ids (peek-reserved's); the key's slot is taken."""
@@ -586,7 +515,7 @@ class Tagged(TagPolicy):
             k.held += 1
             k.limit = max(k.limit, tags.limit)
             if k.parked and k.room() > 0:
-                self._unpark(q, k)
+                hiding.unpark(ext, q, k)
 
     def _reserved_in(self, q: Queue, t: Tube) -> Callable[[int], bool]:
         """Is an entry of t's reserved ids (peek-reserved's) live?"""
@@ -630,7 +559,7 @@ class Tagged(TagPolicy):
                 del ext.cons[tags.con]
                 return
         if k.parked:
-            self._unpark(q, k)
+            hiding.unpark(ext, q, k)
 
     def may_reserve(self, id_: int) -> bool:
         """tuber's: not a job whose key has no room, or whose aft: group
@@ -642,13 +571,9 @@ class Tagged(TagPolicy):
 
     def peek_ready(self, q: Queue, t: Tube, best: Job | None) -> Job | None:
         """The best ready job, hidden ones included (tuber's peek-ready)."""
-        hidden = self.ext.hidden.get(t)
-        if hidden:
-            key = hidden.top(self._hidden_live(q, t))
-            if key is not None:
-                j = q.jobs[key & MASK]
-                if best is None or (j.pri, j.id) < (best.pri, best.id):
-                    best = j
+        j = hiding.best_hidden(self.ext, q, t)
+        if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
+            best = j
         return best
 
     def hidden(self, t: Tube) -> list[int]:

@@ -1,0 +1,108 @@
+"""The ready jobs a con: key hides (--extensions; tagged.py's policy asks):
+a ready job whose key has no room is hidden when it reaches the top of
+its tube, moved out of the ready heap (or run) into its key's heap of
+them (ConKey.parked, by tube) and its tube's (ExtState.hidden, for
+peek-ready and flush-tube without a walk over every key). It is still
+ready, and counted so. When its key has room again it goes back to its
+tube's ready heap. So a reserve never walks past hidden jobs, however
+many there are; entries left behind by jobs that moved since are stale,
+and dropped when met.
+"""
+from __future__ import annotations
+
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING
+
+from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
+from .job import READY
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .job import Job, Tube
+    from .queue import Queue
+    from .tags import ConKey, ExtState
+
+
+def park(ext: ExtState, q: Queue, t: Tube, j: Job, key: bytes) -> None:
+    """t's best ready job j is hidden: its key has no room."""
+    run = t.run
+    if run is None or not run.take(j.id):
+        heappop(t.ready)
+    tubes = ext.cons[key].parked  # (a key with no room has a job: this one)
+    heap = tubes.get(t)
+    if heap is None:
+        heap = tubes[t] = []
+    entry = (j.pri << SHIFT) | j.id
+    heappush(heap, entry)
+    hide(ext, q, t, entry)
+    if j.id not in ext.parked_ids:
+        ext.parked_ids.add(j.id)
+        ext.bump(ext.blocked, t.name, 1)
+
+
+def hide(ext: ExtState, q: Queue, t: Tube, entry: int) -> None:
+    """entry's job is hidden: it goes into t's heap of hidden jobs."""
+    hidden = ext.hidden.get(t)
+    if hidden is None:
+        hidden = ext.hidden[t] = StaleHeap(TUBE_SLACK)
+    heappush(hidden, entry)
+    if hidden.over(ext.blocked.get(t.name, 0) + 1):
+        hidden.sweep(q.slices, hidden_live(ext, q, t), lambda: ext.blocked.get(t.name, 0))
+
+
+def hidden_live(ext: ExtState, q: Queue, t: Tube) -> Callable[[int], bool]:
+    """Is an entry of t's hidden jobs live?"""
+    jobs, ids = q.jobs, ext.parked_ids
+
+    def live(entry: int) -> bool:
+        id_ = entry & MASK
+        j = jobs.get(id_)
+        return (j is not None and id_ in ids and j.tube is t and j.state == READY
+                and j.pri == entry >> SHIFT)
+    return live
+
+
+def best_hidden(ext: ExtState, q: Queue, t: Tube) -> Job | None:
+    """t's best hidden job (by priority, then id), if it has one."""
+    hidden = ext.hidden.get(t)
+    if not hidden:
+        return None
+    entry = hidden.top(hidden_live(ext, q, t))
+    return None if entry is None else q.jobs[entry & MASK]
+
+
+def unpark_id(ext: ExtState, j: Job) -> None:
+    """A hidden job leaves ready (deleted, reserved by id): its entries go
+    stale."""
+    ext.parked_ids.discard(j.id)
+    ext.bump(ext.blocked, j.tube.name, -1)
+    if j.tube.name not in ext.blocked:
+        ext.hidden.pop(j.tube, None)  # (none hidden: its entries are all stale)
+
+
+def unpark(ext: ExtState, q: Queue, key: ConKey) -> None:
+    """key has room: bring back as many of its hidden jobs, from each tube."""
+    tubes = key.parked
+    if not tubes:
+        return
+    room = key.room()
+    jobs, ids = q.jobs, ext.parked_ids
+    for t, heap in list(tubes.items()):
+        n = room
+        while n > 0 and heap:
+            entry = heappop(heap)
+            id_ = entry & MASK
+            j = jobs.get(id_)
+            if j is None or j.state != READY or j.pri != entry >> SHIFT or id_ not in ids:
+                continue  # stale
+            unpark_id(ext, j)
+            heappush(t.ready, entry)
+            if t.ikey is None or entry < t.ikey:
+                q.index_push(t, entry)
+            n -= 1
+        if not heap:
+            del tubes[t]
+        if n < room and t.waiting and not t.matching:
+            t.matching = True  # its waiters get them at the next step
+            q.slices.spawn(q.match_later(t))
