@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import resource
 import shutil
 import socket
@@ -165,10 +166,37 @@ def sock_path(tmp_path) -> str:
     return os.path.join(tempfile.mkdtemp(prefix="pbs"), "s")
 
 
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # (Linux's default)
+
+
+# The ports servers under test listen on: below the kernel's ephemeral
+# range, from which every client socket's own port is drawn. A port that
+# bind(0) found free in that range may be taken by another test's client
+# socket before the server binds it: a node then exited on "Address
+# already in use" (its test went on to time out, on a loaded machine
+# running tests side by side).
+_LISTEN_PORTS = range(max(1024, min(20000, _ephemeral_low() - 4096)), _ephemeral_low())
+# (its own draws: hypothesis seeds the random module's, the same in every
+# worker of a parallel run)
+_DRAWS = random.SystemRandom()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port no socket uses on 127.0.0.1 now, outside the ephemeral range."""
+    for _ in range(1000):
+        port = _DRAWS.choice(_LISTEN_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_LISTEN_PORTS}")
 
 
 class Server:
