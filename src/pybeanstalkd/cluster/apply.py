@@ -108,19 +108,29 @@ PART_BYTES = 1 << 18  # a snapshot goes out in parts of about this size
 def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     """A full record of every job q holds, in parts of about part_bytes:
     buried ones last, in each tube's bury order (the order a follower
-    buries them in). The jobs are listed when the first part is made; each
-    part reads them as they are then, so the leader may go on between parts
-    (what changes meanwhile is in the batches shipped after the snapshot,
-    and applying a job's record again is harmless). Always yields at least
-    one part, the last possibly empty."""
+    buries them in). The jobs and the cooldowns are listed now, when this
+    is called (the caller fixes the snapshot's seq at the same time: no
+    batch it ships after that is older than the listing); each part reads
+    its jobs as they are when it is made, so the leader may go on between
+    parts (what changes meanwhile is in the batches shipped after the
+    snapshot, and applying a job's record again is harmless). Returns an
+    iterator that always yields at least one part, the last possibly
+    empty."""
     ids = [j.id for j in q.jobs.values() if j.state != BURIED]
     ids += [j.id for t in q.tubes.values() for j in t.buried.values()]
-    jobs = q.jobs
-    out, size = [], 0
     codec = None
+    notes: list[bytes] = []
     if q.ext is not None:  # the put tags: cooldowns first, tags before each job
         codec = TaggedCodec(q.ext)
-        out = [codec.note(cd, wall_offset) for cd in list(q.ext.cool_ids.values())]
+        # The live ones: a flush-tube ends a tube's cooldowns in ext.cools at
+        # once, and lets their records go from ext.cool_ids in slices.
+        notes = [codec.note(cd, wall_offset) for m in q.ext.cools.values() for cd in m.values()]
+    return _parts(q, ids, codec, notes, wall_offset, part_bytes)
+
+
+def _parts(q, ids, codec, out, wall_offset: int, part_bytes: int):
+    jobs = q.jobs
+    size = 0
     for id_ in ids:
         j = jobs.get(id_)
         if j is None:
@@ -161,10 +171,14 @@ class Restore:
         self.started = False
 
     def part(self, q, records: bytes, wall_offset: int, now: int, max_job_size: int) -> int:
-        if not self.started:
+        first = not self.started
+        if first:
             self.started = True
             replica.restoring(q)
-        return apply_records(q, records, wall_offset, now, max_job_size, self.seen)
+        n = apply_records(q, records, wall_offset, now, max_job_size, self.seen)
+        if first:
+            q.tags.listed(q)  # (the first part has all the leader's cooldowns)
+        return n
 
     def end(self, q, now: int):
         seen = self.seen

@@ -466,7 +466,11 @@ class Replicator:
         self.lsn.setdefault(self.seq, self.wal.written)
         link = self.links[name] = _Shipper(self, name, reader, writer, session)
         link.backlog = []
-        link.task = asyncio.get_running_loop().create_task(link.run(self.seq))
+        # The jobs are listed now, as of this batch: a batch shipped before
+        # the link's task first runs (-f0: the Syncer's, from any callback)
+        # is not older than the listing its records follow.
+        parts = snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes)
+        link.task = asyncio.get_running_loop().create_task(link.run(self.seq, parts))
         return link
 
     async def _handshake(self, name: str, host: str, port: int):
@@ -500,10 +504,11 @@ class Replicator:
             raise
         return reader, writer, session
 
-    async def _send_snapshot(self, link, seq: int):
-        """The snapshot as of batch seq, in parts, other events served
-        between them; the batches shipped meanwhile follow it."""
-        for part in snapshot_parts(self.q, self.wal.wall_offset, self.part_bytes):
+    async def _send_snapshot(self, link, seq: int, parts):
+        """The snapshot as of batch seq (its parts: snapshot_parts, listed
+        when seq was), other events served between them; the batches
+        shipped meanwhile follow it."""
+        for part in parts:
             link.send(F.chunks(self.epoch, seq, part, snapshot=True, last=False))
             await link.writer.drain()
             await asyncio.sleep(0)  # the leader goes on meanwhile
@@ -547,9 +552,9 @@ class _Shipper:
         # those not all sent yet.
         self.big: deque[tuple[int, int]] = deque()
 
-    async def run(self, seq: int):
+    async def run(self, seq: int, parts):
         try:
-            await self.rep._send_snapshot(self, seq)
+            await self.rep._send_snapshot(self, seq, parts)
         except (OSError, ConnectionError) as e:
             if not self.writer.is_closing():  # (else it was closed here, and said why)
                 self.rep.failed(self.name, e)

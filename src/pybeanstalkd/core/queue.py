@@ -172,6 +172,9 @@ class TagPolicy:
         """A follower's snapshot starts coming in (core/replica.py): until
         settled(), its view of the leader lags."""
 
+    def listed(self, q: Queue) -> None:
+        """... and its first part (with the leader's cooldowns) is applied."""
+
     def settled(self, q: Queue, now: int) -> None:
         """... and is the leader's again: the snapshot and the records
         written while it went out are applied."""

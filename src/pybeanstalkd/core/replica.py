@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from .job import BURIED, DELAYED, UNPLACED, Job, times
 from .queue import Queue
+from .tags import void_idp
 
 if TYPE_CHECKING:
     from .tags import Tags
@@ -91,6 +92,13 @@ def tags_record(q: Queue, id_: int, tags: Tags) -> None:
     ext = q.ext
     assert ext is not None  # (records of tags come with --extensions only)
     old = ext.jobs.get(id_)
+    if (old is not None and old.idp is not None and old.idp[:1] == b":"
+            and tags.idp is not None and tags.idp[:1] != b":" and tags.idp[1:] == old.idp[1:]):
+        # A record older than the one that voided the key (a put shipped
+        # after a snapshot's part read the job after a flush-tube, or a
+        # compaction copy): a key, once voided, never comes back.
+        ext.jobs[id_] = void_idp(tags)
+        return
     ext.jobs[id_] = tags
     j = q.jobs.get(id_)
     if j is None or old is None or old.idp is None or old.idp == tags.idp:

@@ -58,6 +58,9 @@ class Tagged(TagPolicy):
         # While a follower's snapshot comes in (restoring): the groups that
         # completed meanwhile, each with the held jobs it did not release.
         self.settling: dict[bytes, dict[int, None]] | None = None
+        # ... and until its first part is applied, this node's cooldowns
+        # that part has not brought again (their binlog ids).
+        self.unlisted: set[int] = set()
 
     def state(self) -> ExtState | None:
         return self.ext
@@ -347,6 +350,13 @@ class Tagged(TagPolicy):
         aft = tags.aft
         if aft is not None:
             ext.bump(ext.aft_jobs, aft, -1)
+            settling = self.settling
+            if settling is not None:
+                w = settling.get(aft)
+                if w is not None:
+                    w.pop(j.id, None)
+                    if not w:
+                        del settling[aft]
             g = ext.groups.get(aft)
             if g is not None:
                 g.waiting.pop(j.id, None)
@@ -422,11 +432,23 @@ class Tagged(TagPolicy):
     def restoring(self, q: Queue) -> None:
         """Until settled(), no hold or release is derived from this node's
         groups. The first part brings the leader's cooldowns in place of
-        these (its own may have ended, or a flush-tube cleared them)."""
+        these (its own may have ended, or a flush-tube cleared them): the
+        ones it does not bring again go once it is applied (listed())."""
         if self.settling is None:
             self.settling = {}
-        for cd in list(self.ext.cool_ids.values()):
-            self._uncool(q, cd)
+        self.unlisted = set(self.ext.cool_ids)
+
+    def listed(self, q: Queue) -> None:
+        """A snapshot's first part, which has all the leader's cooldowns,
+        is applied: this node's others go (not all of them uncooled and
+        made again: each would leave an entry in cool_heap until its end,
+        and two records in this node's binlog, at every snapshot)."""
+        unlisted, self.unlisted = self.unlisted, set()
+        ids = self.ext.cool_ids
+        for id_ in unlisted:
+            cd = ids.get(id_)
+            if cd is not None:
+                self._uncool(q, cd)
 
     def settled(self, q: Queue, now: int) -> None:
         """What a group that completed meanwhile held stays held if it has
@@ -465,6 +487,8 @@ class Tagged(TagPolicy):
         cd = self.ext.cooldown(tube, key)
         if cd is None or (cd.orig, cd.expires) != (orig, expires):
             self._cool(q, tube, key, orig, expires)
+        else:
+            self.unlisted.discard(cd.id)  # (a snapshot's first part: the leader has it)
 
     def tick(self, q: Queue, now: int, more: bool) -> bool:
         """Let the cooldowns that have ended go (after the timers' tick:

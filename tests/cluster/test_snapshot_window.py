@@ -1,0 +1,195 @@
+"""A follower's snapshot window: from the moment the leader fixes the
+snapshot's seq, through its parts, to the last batch written while they
+went out. What the follower holds once it has all of them is what the
+leader holds (keys, cooldowns, held jobs), and what it keeps meanwhile
+is freed or bounded. One known gap is a strict xfail: a follower that
+leads before the window's last batch came."""
+# ruff: noqa: F811  (pair: test_replica_tags' fixture, taken by the tests' arguments)
+import asyncio
+
+import pytest
+
+from test_replica_tags import ext_node, held, pair, put, state_of  # noqa: F401  (pair: fixture)
+from pybeanstalkd.cluster.apply import Restore, settle, snapshot_parts
+from pybeanstalkd.cluster.link import FollowerNode, Replicator
+
+SECRET = b"the cluster's secret"
+
+
+def test_a_snapshot_does_not_make_the_followers_cooldowns_again(pair):
+    """restoring() uncooled every cooldown and the first part made it
+    again: each snapshot left one more cool_heap entry per cooldown (until
+    its end: an idp: TTL, hours) and two binlog records."""
+    p = pair
+    p.send(b"use a\r\n")
+    for i in range(100):
+        put(p, b"idp:k%d:3600" % i)
+        p.send(b"delete %d\r\n" % (i + 1))
+    fq = p.fh.e.q
+    assert len(fq.ext.cool_heap) == 100
+    written = p.fwal.written
+    for _ in range(5):
+        p.resnap()
+    assert len(fq.ext.cool_ids) == 100
+    assert len(fq.ext.cool_heap) == 100
+    assert p.fwal.written == written
+    assert state_of(fq) == state_of(p.lh.e.q)
+
+
+def test_a_batch_shipped_before_the_listing_takes_no_key(pair):
+    """A batch shipped between the snapshot's seq (connect) and the
+    listing of its jobs is older than the parts it follows. Job 1 takes k,
+    is deleted, job 2 takes k: the listing has job 2 only; then job 1's put
+    took k from it and its delete freed k. After a failover a put with k
+    made a new job where the leader answered with job 2."""
+    p = pair
+    p.begin_parts(1)  # (Replicator.connect: the seq is fixed)
+    p.lh.send(p.c, b"use a\r\n")
+    assert p.lh.send(p.c, b"put 0 0 60 1 idp:k\r\nx\r\n") == b"INSERTED 1\r\n"
+    assert p.lh.send(p.c, b"delete 1\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"put 0 0 60 1 idp:k\r\ny\r\n") == b"INSERTED 2\r\n"
+    while not p.step():
+        pass
+    lq, fq = p.lh.e.q, p.fh.e.q
+    assert fq.ext.keys == lq.ext.keys == {b"a": {b"k": 2}}
+    assert state_of(fq) == state_of(lq)
+
+
+def test_the_link_lists_the_jobs_when_it_fixes_the_snapshots_seq(tmp_path):
+    """The same over a link, -f0: the Syncer ships a batch (gate.sync_starting)
+    from a callback that runs before the link's task first does."""
+    lh, lwal = ext_node(str(tmp_path / "leader"))
+    fh, fwal = ext_node(str(tmp_path / "follower"))
+    fwal.wall_offset = lwal.wall_offset
+    c = lh.conn()
+    lh.send(c, b"use a\r\n")
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, "f", refusals_s=0)
+        srv = await f.serve("127.0.0.1", 0)
+        rep = Replicator(lh.e.q, lwal, 7, SECRET, "leader", eager=False)
+        link = await rep.connect("f", "127.0.0.1", srv.sockets[0].getsockname()[1])
+        assert lh.send(c, b"put 0 0 60 1 idp:k\r\nx\r\n") == b"INSERTED 1\r\n"
+        assert lh.send(c, b"delete 1\r\n") == b"DELETED\r\n"
+        assert lh.send(c, b"put 0 0 60 1 idp:k\r\ny\r\n") == b"INSERTED 2\r\n"
+        rep.ship()
+        await link.until(rep.seq)
+        assert fh.e.q.ext.keys == lh.e.q.ext.keys == {b"a": {b"k": 2}}
+        srv.close()
+        link.writer.close()
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_snapshot_ships_no_cooldown_a_flush_tube_ended(pair):
+    """flush-tube ends a tube's cooldowns in ext.cools at once and lets
+    their records go from ext.cool_ids in slices; snapshot_parts listed
+    cool_ids, so a snapshot made meanwhile gave the follower cooldowns the
+    leader had ended (a put with such a key: DELETED there, a job here)."""
+    p = pair
+    p.send(b"use a\r\n")
+    for i in range(200):
+        put(p, b"idp:k%d:3600" % i)
+        p.send(b"delete %d\r\n" % (i + 1))
+    p.lh.auto = False  # the leader's background work: a slice a pass
+    assert p.lh.send(p.c, b"flush-tube a\r\n") == b"FLUSHED 0\r\n"
+    p.lh.step()
+    p.sync()
+    p.resnap()
+    p.fh.idle()
+    assert not p.fh.e.q.ext.cools and not p.lh.e.q.ext.cools
+
+
+def test_a_record_older_than_a_part_gives_no_voided_key_back(pair):
+    """A held job's put, shipped after the seq but before the listing
+    (or a compaction copy of it, older than its part), came after a part
+    read after a flush-tube voided its key: the follower's tags got the
+    key back (stats-job shows it), with no entry in the keys map."""
+    p = pair
+    p.send(b"use b\r\n")
+    put(p, b"grp:g")
+    put(p, b"")
+    p.begin_parts(1)
+    p.lh.send(p.c, b"use a\r\n")
+    assert p.lh.send(p.c, b"put 5 0 60 1 aft:g idp:k\r\nx\r\n") == b"INSERTED 3\r\n"  # held
+    p.lwal.flush()
+    assert not p.step()
+    assert p.lh.send(p.c, b"flush-tube a\r\n") == b"FLUSHED 0\r\n"
+    while not p.step():
+        pass
+    lq, fq = p.lh.e.q, p.fh.e.q
+    assert fq.ext.jobs[3].idp == lq.ext.jobs[3].idp == b":"
+    assert state_of(fq) == state_of(lq)
+
+
+def test_settling_keeps_no_id_of_a_deleted_job(pair):
+    """Tagged.settling, while snapshots end but the batch they name does not
+    come (the link drops after the end): the held jobs of each group the
+    end's drops completed stayed listed, deleted since or not."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    for k in range(5):
+        base = lq.ids.next
+        put(p, b"grp:g%d" % k)
+        for _ in range(20):
+            put(p, b"aft:g%d" % k)
+        p.lwal.flush()
+        p.batches.clear()
+        for i in range(21):  # the link is down
+            p.lh.send(p.c, b"delete %d\r\n" % (base + i))
+        p.lwal.flush()
+        p.batches.clear()
+        r = Restore(("k", k))
+        for part in snapshot_parts(lq, p.lwal.wall_offset, 1):
+            r.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
+        r.end(fq, p.fh.now)  # (its `through` never comes)
+    s = fq.tags.settling
+    assert all(i in fq.jobs for w in s.values() for i in w)
+    settle(fq, p.fh.now)
+
+
+@pytest.mark.xfail(reason="a node that leads between a snapshot's end and its `through` "
+                   "completes a group from a state the leader never had (docs/HA.md)", strict=True)
+def test_a_follower_that_leads_before_through_holds_what_the_leader_held(pair):
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")
+    put(p, b"grp:g")
+    put(p, b"aft:g")  # 3: held
+    p.begin_parts(1)
+    assert not p.step()
+    assert p.lh.send(p.c, b"put 0 0 60 1 grp:g\r\nx\r\n") == b"INSERTED 4\r\n"
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    p.lwal.flush()
+    for part in p.parts:
+        p.restore.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
+    p.restore.end(fq, p.fh.now)
+    settle(fq, p.fh.now)  # Node.lead -> FollowerNode.settle: the batches never come
+    p.fh.idle()
+    assert held(lq, 3)
+    assert held(fq, 3)
+
+
+def test_a_copy_older_than_a_voided_key_gives_it_no_key_back(pair):
+    """As above, with the listing fixed at the seq: a compaction copy of a held
+    job (its full record, its tags as they are then: key k) written after
+    the listing and before a flush-tube voided k, follows a part read after
+    the flush. (The copy's bytes are a full record as a put's: here the
+    put's own, shipped again after the part.)"""
+    from pybeanstalkd.cluster.apply import apply_records
+    p = pair
+    p.send(b"use b\r\n")
+    put(p, b"grp:g")
+    p.send(b"use a\r\n")
+    p.lwal.flush()
+    p.batches.clear()
+    p.lh.send(p.c, b"put 5 0 60 1 aft:g idp:k\r\nx\r\n")  # 2: held
+    p.lwal.flush()
+    copy = b"".join(p.batches)  # (its tags' record, then its full record)
+    p.sync()
+    assert p.send(b"flush-tube a\r\n") == b"FLUSHED 0\r\n"
+    lq, fq = p.lh.e.q, p.fh.e.q
+    assert fq.ext.jobs[2].idp == b":"
+    apply_records(fq, copy, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size, snapshot=True)
+    assert fq.ext.jobs[2].idp == lq.ext.jobs[2].idp == b":"
