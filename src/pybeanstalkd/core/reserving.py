@@ -90,12 +90,18 @@ def detach(q: Queue, c: Conn, now: int) -> None:
         # connection that ever reserved would stay in memory.
         c.held.clear()
         c.open_held = None
+    # The tubes it alone kept go in the reference's order, which decides
+    # the order of the tubes left in list-tubes (a tube that goes leaves
+    # the last one in its place): the watched ones as beanstalkd clears a
+    # connection's watch set (deleting item 0, the last taking its place:
+    # item 0, then from the last back to item 1), then the used one.
+    watched = list(c.watch)
+    for t in watched[:1] + watched[:0:-1]:
+        t.watching -= 1
+        q.maybe_free(t)
     t = c.use
     t.using -= 1
     q.maybe_free(t)
-    for t in list(c.watch):
-        t.watching -= 1
-        q.maybe_free(t)
 
 
 def _return_reserved(q: Queue, c: Conn, now: int,
