@@ -697,3 +697,21 @@ def test_a_binlog_holding_the_last_job_id(servers, wal, reader):
     assert c2.peek(U64_MAX) == b"last"
     assert c2.stats()["current-jobs-ready"] == 1
     assert c2.cmd(b"put 0 0 60 1\r\nx\r\n") == b"INTERNAL_ERROR\r\n"
+
+
+@pytest.mark.parametrize("reader", KINDS)
+def test_jobs_of_the_maximum_size_and_one_less_are_recovered(servers, wal, reader):
+    """COMPATIBILITY.md: the reference's recovery compares a job's size with
+    its CRLF to -z, so it refuses a job of -z bytes and one of -z - 1, and
+    reads nothing more of that file (the jobs after them are lost too,
+    deletes included). Ours recovers every job a put accepted."""
+    w = servers("ours", wal, "-z", "100", "-f0")
+    c = w.client()
+    ids = [c.put(b"a" * 100), c.put(b"b" * 99), c.put(b"c" * 98), c.put(b"d")]
+    w.kill9()
+    r = servers(reader, wal, "-z", "100")
+    got = [r.client().peek(i) for i in ids]
+    if reader == "reference":
+        assert got == [None] * 4
+    else:
+        assert got == [b"a" * 100, b"b" * 99, b"c" * 98, b"d"]
