@@ -21,8 +21,9 @@ RETRY_S = 0.5  # without a close to wake us, retry this often when out of fds
 SOON_S = 0.05  # after a close: soon, so that closes in a burst free their fds first
 # Accepts per loop pass. One while the server is idle: a client is set up
 # (and an early EOF seen) before the next one is accepted, as epoll order
-# makes it in the reference. More once the server has spent BUSY_CPU_S of
-# CPU since its last accept: its passes are long then (clients pipelining
+# makes it in the reference. More once the loop's thread has spent
+# BUSY_CPU_S of CPU since the last pass here (its own CPU: the fsync
+# thread's does not count): its passes are long then (clients pipelining
 # commands), and at one a pass a burst of new clients would wait for as
 # many passes (200 clients pipelining without reading, 100 new ones: their
 # first replies at 1.6 s, worst 3.3 s, against 21 and 49 ms).
@@ -51,7 +52,7 @@ class Acceptor:
         self.retry = None
         self.soon = False  # the retry is the short one
         self.closed_ = False
-        self.cpu_at = time.process_time()  # the process's CPU time at the last accept
+        self.cpu_at = time.thread_time()  # the loop thread's CPU time at the last pass here
 
     def start(self):
         self._resume()
@@ -100,7 +101,7 @@ class Acceptor:
 
     def _on_readable(self):
         sock = self.sock
-        cpu = time.process_time()
+        cpu = time.thread_time()
         batch = BUSY_BATCH if cpu - self.cpu_at > BUSY_CPU_S else BATCH
         self.cpu_at = cpu
         for _ in range(batch):
