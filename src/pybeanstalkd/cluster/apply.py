@@ -90,7 +90,7 @@ class Follower:
         return r.deadline - self.wall_offset if r.deadline else 0
 
     def tags(self, id_: int, tags, size: int) -> None:
-        replica.tags_record(self.q, id_, tags)  # (the job's full record follows)
+        policy(self.q).tags_record(self.q, id_, tags)  # (the job's full record follows)
 
     def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
         policy(self.q).apply_cool(self.q, tube, key, orig, end - self.wall_offset)

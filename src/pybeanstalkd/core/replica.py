@@ -19,14 +19,8 @@ passed in.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .job import BURIED, DELAYED, UNPLACED, Job, times
 from .queue import Queue
-from .tags import void_idp
-
-if TYPE_CHECKING:
-    from .tags import Tags
 
 
 def update(q: Queue, j: Job, pri: int, delay: int, ttr: int, deadline: int, counts: int,
@@ -81,36 +75,6 @@ def settled(q: Queue, now: int) -> None:
     this node's state, which is the leader's, and the groups left
     complete meanwhile complete now."""
     q.tags.settled(q, now)
-
-
-def tags_record(q: Queue, id_: int, tags: Tags) -> None:
-    """Job id_'s tags record (its full record follows). A job held here
-    already keeps its keys and groups, but for an idp: key a flush-tube
-    voided since (tags.void_idp: the flush's own record came while this
-    node did not follow, and the snapshot carries the job's tags as they
-    are now): its key is let go here too."""
-    ext = q.ext
-    assert ext is not None  # (records of tags come with --extensions only)
-    old = ext.jobs.get(id_)
-    if (old is not None and old.idp is not None and old.idp[:1] == b":"
-            and tags.idp is not None and tags.idp[:1] != b":" and tags.idp[1:] == old.idp[1:]):
-        # A record older than the one that voided the key (a put shipped
-        # after a snapshot's part read the job after a flush-tube, or a
-        # compaction copy): a key, once voided, never comes back.
-        ext.jobs[id_] = void_idp(tags)
-        return
-    ext.jobs[id_] = tags
-    j = q.jobs.get(id_)
-    if j is None or old is None or old.idp is None or old.idp == tags.idp:
-        return
-    name = j.tube.name
-    keys = ext.keys.get(name)
-    if keys is not None and keys.get(old.idp) == id_:
-        del keys[old.idp]
-        ext.nkeys -= 1
-        if not keys:
-            del ext.keys[name]
-            q.maybe_free_name(name)
 
 
 def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: bytes,

@@ -326,15 +326,10 @@ class Tagged(TagPolicy):
         del ext.jobs[j.id]
         if tags.idp is not None:
             name = j.tube.name
-            keys = ext.keys.get(name)
-            if keys is not None and keys.get(tags.idp) == j.id:
-                del keys[tags.idp]
-                ext.nkeys -= 1
-                if not keys:
-                    del ext.keys[name]
+            if ext.let_key_go(name, tags.idp, j.id):
                 if tags.ttl and not flushed:
                     self._cool(q, name, tags.idp, j.id, now + tags.ttl * NS)
-                elif not keys:
+                elif name not in ext.keys:
                     q.maybe_free_name(name)
         con = tags.con
         if con is not None:
@@ -428,6 +423,29 @@ class Tagged(TagPolicy):
         q.maybe_free_name(name)
 
     # -- a follower's snapshot (core/replica.py) ------------------------------
+
+    def tags_record(self, q: Queue, id_: int, tags: Tags) -> None:
+        """Job id_'s tags record (its full record follows). A job held here
+        already keeps its keys and groups, but for an idp: key a flush-tube
+        voided since (tags.void_idp: the flush's own record came while this
+        node did not follow, and the snapshot carries the job's tags as they
+        are now): its key is let go here too. A key, once voided, never
+        comes back: a record older than the one that voided it (a put
+        shipped after a snapshot's part read the job after a flush-tube, or
+        a compaction copy) keeps it void."""
+        ext = self.ext
+        old = ext.jobs.get(id_)
+        if (old is not None and old.idp is not None and old.idp[:1] == b":"
+                and tags.idp is not None and tags.idp[:1] != b":" and tags.idp[1:] == old.idp[1:]):
+            ext.jobs[id_] = void_idp(tags)
+            return
+        ext.jobs[id_] = tags
+        j = q.jobs.get(id_)
+        if j is None or old is None or old.idp is None or old.idp == tags.idp:
+            return
+        name = j.tube.name
+        if ext.let_key_go(name, old.idp, id_) and name not in ext.keys:
+            q.maybe_free_name(name)
 
     def restoring(self, q: Queue) -> None:
         """Until settled(), no hold or release is derived from this node's

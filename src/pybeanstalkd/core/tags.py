@@ -386,6 +386,18 @@ class ExtState:
         keys = self.keys.get(tube)
         return None if keys is None else keys.get(key)
 
+    def let_key_go(self, tube: bytes, key: bytes, id_: int) -> bool:
+        """Job id_'s idp: key in tube, if the job holds it, is let go (and
+        the tube's map of keys with its last one). Did it hold it?"""
+        keys = self.keys.get(tube)
+        if keys is None or keys.get(key) != id_:
+            return False
+        del keys[key]
+        self.nkeys -= 1
+        if not keys:
+            del self.keys[tube]
+        return True
+
     def cooldown(self, tube: bytes, key: bytes) -> Cooldown | None:
         cools = self.cools.get(tube)
         return None if cools is None else cools.get(key)
