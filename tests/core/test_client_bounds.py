@@ -9,7 +9,6 @@ import tracemalloc
 
 from fakeclock import Harness
 from pybeanstalkd.core.timers import paused
-from pybeanstalkd.core import putlines, tags as tags_mod
 from pybeanstalkd.core.protocol import LINE_BUF_SIZE
 
 
@@ -136,11 +135,13 @@ def test_the_put_line_caches_hold_a_few_mib_at_most():
         line = b"put %d 0 60 1 %s" % (i, words)
         h.send(s, line + b"\r\nx\r\n")
         h.send(s, b"delete %d\r\n" % (i + 1))
-    held = sum(len(k) for k in putlines.TAGGED_PUTS) + sum(len(k) for k in tags_mod._TAGS)
-    assert max(map(len, tags_mod._TAGS), default=0) <= LINE_BUF_SIZE
+    lines = h.e.lines
+    assert lines.tails and lines.tagged
+    held = sum(len(k) for k in lines.tagged) + sum(len(k) for k in lines.tails)
+    assert max(map(len, lines.tails), default=0) <= LINE_BUF_SIZE
     assert held < 4 << 20
-    size = sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in putlines.TAGGED_PUTS.items())
-    size += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in tags_mod._TAGS.items())
+    size = sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in lines.tagged.items())
+    size += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in lines.tails.items())
     assert size < 4 << 20
 
 

@@ -1,13 +1,12 @@
-"""A put whose one tag is idp:KEY, finished on its own path (finish_keyed)
-where its key is new in a tube that has keys, and by finish_tagged in
-every other case. Each case is run on an engine with the fast path and on
+"""A put whose one tag is idp:KEY: the fast path hands on the key alone
+as its tags until the put's tags' stage (commands.py). Each case is run on
+an engine with the fast path, its put lines parsed before or not, and on
 one without it (Engine.fast = False, as with -V -V): the replies and the
 extensions' state (the keys, their count, the tags by id, the next id)
 must come out the same."""
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd.core import putlines
 from pybeanstalkd.core.store import Store
 
 
@@ -26,8 +25,10 @@ def _state(h):
             h.e.q.ids.next, sorted(h.e.q.jobs))
 
 
-def _pair():
+def _pair(known=False):
     fast, slow = Harness(extensions=True), Harness(extensions=True)
+    if known:
+        fast.e.lines = _warm_lines()
     slow.e.fast = False
     for h in (fast, slow):
         h.e.q.store = Refusing()
@@ -68,14 +69,22 @@ CASES = {
 }
 
 
+def _warm_lines():
+    """An engine's put lines once every case's lines have been parsed."""
+    h = Harness(extensions=True)
+    c = h.conn()
+    for before, data, _ in CASES.values():
+        for step in [*before, data]:
+            h.send(c, step)
+    assert h.e.lines.heads
+    return h.e.lines
+
+
 @pytest.mark.parametrize("known", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_alike_on_both_paths(case, known):
-    if not known:
-        putlines.PUTS.clear()
-        putlines.TAGGED_PUTS.clear()
     before, data, expected = CASES[case]
-    fast, slow, cf, cs = _pair()
+    fast, slow, cf, cs = _pair(known)
     for step in before:
         _both(fast, slow, cf, cs, step)
     assert _both(fast, slow, cf, cs, data) == expected

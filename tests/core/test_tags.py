@@ -515,7 +515,10 @@ def test_peek_reserved(h):
 from hypothesis import given, strategies as st  # noqa: E402
 
 from pybeanstalkd.core.protocol import Bad  # noqa: E402
-from pybeanstalkd.core.tags import parse_tags, tags_of  # noqa: E402
+from pybeanstalkd.core.putlines import PutLines  # noqa: E402
+from pybeanstalkd.core.tags import parse_tags  # noqa: E402
+
+LINES = PutLines()  # (kept across the examples: tails parsed before are looked up)
 
 _word = st.sampled_from([b"idp:a", b"idp:b:5", b"idp:", b"idp:c:x", b"idp:-d", b"con:k",
                          b"con:k:3", b"con:k:0", b"grp:g", b"aft:h", b"try:2", b"try:0",
@@ -524,7 +527,7 @@ _sep = st.sampled_from([b" ", b"  ", b"\t"])
 
 
 @given(st.lists(st.tuples(_word, _sep), min_size=1, max_size=5))
-def test_tags_of_is_parse_tags(words):
+def test_tail_tags_is_parse_tags(words):
     tail = b"".join(w + s for w, s in words).rstrip(b" \t")
 
     def outcome(f):
@@ -533,7 +536,7 @@ def test_tags_of_is_parse_tags(words):
         except Bad:
             return "Bad"
 
-    assert outcome(lambda: tags_of(tail)) == outcome(lambda: parse_tags(tail.split()))
+    assert outcome(lambda: LINES.tail_tags(tail)) == outcome(lambda: parse_tags(tail.split()))
 
 
 _tag_word = st.sampled_from([b"idp:k1", b"idp:k2:5", b"idp:k3", b"con:c", b"con:c:2",

@@ -25,8 +25,8 @@ from .tagged import Tagged
 from .queue import NO_TAGS_POLICY, Queue
 from .slices import SLICE
 from .tick import tick
-from .putlines import PUTS, TAGGED_PUTS, U32S, keyed_put, u32
-from .tags import ExtState, Tags, tags_of
+from .putlines import PutLines
+from .tags import ExtState, Tags
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,
@@ -52,7 +52,7 @@ class Engine(EngineState):
     them through the command table, and decides who runs when. What the
     commands see and change is its state (session.py: EngineState)."""
 
-    __slots__ = ("commands", "extensions", "fast", "line_max", "puts", "reserves",
+    __slots__ = ("commands", "extensions", "fast", "lines", "line_max", "puts", "reserves",
                  "timed_reserves", "deletes", "releases", "touches")
 
     def __init__(self, now: int, max_job_size: int = 65535, verbose: int = 0,
@@ -91,6 +91,7 @@ class Engine(EngineState):
         # The hot commands' fast paths (command()); off with -V -V, which
         # logs each command line, and in tests that compare the two paths.
         self.fast = verbose < 2
+        self.lines = PutLines()  # the put lines they have parsed
         # The longest command line: the reference's, or a delete-batch's.
         self.line_max = extensions_mod.LINE_MAX if extensions else LINE_BUF_SIZE
 
@@ -420,9 +421,7 @@ class Engine(EngineState):
                     args = line[8:].split(b" ")
                     if len(args) == 3:
                         a, b, d = args
-                        pri, delay = U32S.get(b, -1), U32S.get(d, -1)
-                        if (pri | delay) < 0:  # not both known: look closer
-                            pri, delay = u32(b), u32(d)
+                        pri, delay = self.lines.u32(b), self.lines.u32(d)
                         id_ = P.plain_id(a)
                         if (pri | delay | id_) >= 0:
                             self.releases.n += 1
@@ -450,7 +449,8 @@ class Engine(EngineState):
                         self.deletes.n += 1
                         reply = DELETE[self.q.delete(s, id_, now)]
             elif c == 112:  # p
-                hdr: PutHead | None = PUTS.get(line)
+                lines = self.lines
+                hdr: PutHead | None = lines.heads.get(line)
                 if hdr is not None:
                     self.puts.n += 1
                     commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
@@ -464,16 +464,12 @@ class Engine(EngineState):
                             return
                     elif len(args) == 4:
                         a, b, d, z = args
-                        get = U32S.get
-                        pri, delay, ttr, size = get(a, -1), get(b, -1), get(d, -1), get(z, -1)
-                        if (pri | delay | ttr | size) < 0:  # not all known: look closer
-                            pri, delay, ttr, size = u32(a), u32(b), u32(d), u32(z)
+                        pri, delay, ttr, size = lines.u32(a), lines.u32(b), lines.u32(d), lines.u32(z)
                         if (pri | delay | ttr | size) >= 0:
                             self.puts.n += 1
                             delay *= NS
                             ttr *= NS
-                            if len(PUTS) < 4096:
-                                PUTS[line] = (pri, delay, ttr, size)
+                            lines.keep_head(line, (pri, delay, ttr, size))
                             commands.put(self, s, pri, delay, ttr, size, True, now)
                             return
             elif c == 116:  # t
@@ -509,7 +505,8 @@ class Engine(EngineState):
     def _put_known_tags(self, s: Session, line: bytes, now: int) -> bool:
         """A put with tags whose line (or line but for its idp: key) the
         fast path has parsed before: run it (True), else False."""
-        tagged = TAGGED_PUTS.get(line)
+        lines = self.lines
+        tagged = lines.tagged.get(line)
         if tagged is not None:
             head, tags = tagged
             self._put_known(s, head, now, tags)
@@ -518,14 +515,14 @@ class Engine(EngineState):
         front, idp, key = line.rpartition(b" idp:")
         if not idp:
             return False
-        plain = PUTS.get(front)
+        plain = lines.heads.get(front)
         if plain is not None and name_ok(key):
             # The commonest: a known plain put, then idp:KEY (no TTL). The
             # key alone stands for its tags until the put's tags' stage
             # (commands.py).
             self._put_known(s, plain, now, key)
             return True
-        hdr, keyed = keyed_put(line, len(front))
+        hdr, keyed = lines.keyed(line, len(front))
         if hdr is None or keyed is None:
             return False
         self._put_known(s, hdr, now, keyed)
@@ -541,34 +538,19 @@ class Engine(EngineState):
         """A tagged put in its plain form (single spaces, plain numbers, the
         tags known or well-formed); False: not that, parse() decides."""
         a, b, d, z, tail = args
-        get = U32S.get
-        pri, delay, ttr, size = get(a, -1), get(b, -1), get(d, -1), get(z, -1)
-        if (pri | delay | ttr | size) < 0:  # not all known: look closer
-            pri, delay, ttr, size = u32(a), u32(b), u32(d), u32(z)
-            if (pri | delay | ttr | size) < 0:
-                return False
+        lines = self.lines
+        pri, delay, ttr, size = lines.u32(a), lines.u32(b), lines.u32(d), lines.u32(z)
+        if (pri | delay | ttr | size) < 0:
+            return False
         if not tail.strip():  # (no tag, only white space: the reference's put)
             return False
         try:
-            tags = tags_of(tail)
+            tags = lines.tail_tags(tail)
         except Bad:
             return False
         self.puts.n += 1
         delay *= NS
         ttr *= NS
-        if len(TAGGED_PUTS) < 4096 and len(tail) <= LINE_BUF_SIZE:  # (putlines.py: the bound)
-            if tags.idp is None:
-                TAGGED_PUTS[b"put %s %s %s %s %s" % tuple(args)] = ((pri, delay, ttr, size), tags)
-            else:  # what the fast path looks up: the line less its idp: word
-                words = tail.split(b" ")
-                others = [w for w in words if w[:4] != b"idp:"]
-                if len(others) == len(words) - 1 and b"" not in others:
-                    head = b"put %s %s %s %s" % tuple(args[:4])
-                    if not others:
-                        if len(PUTS) < 4096:
-                            PUTS[head] = (pri, delay, ttr, size)
-                    else:
-                        rest = b" ".join(others)
-                        TAGGED_PUTS[head + b" " + rest] = ((pri, delay, ttr, size), tags_of(rest))
+        lines.keep_tagged(args, (pri, delay, ttr, size), tags)
         commands.put(self, s, pri, delay, ttr, size, True, now, tags)
         return True

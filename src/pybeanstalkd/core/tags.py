@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from .protocol import LINE_BUF_SIZE, U32_MAX, Bad, name_ok
+from .protocol import U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -126,33 +126,6 @@ def _keyed(value: bytes) -> tuple[bytes, int | None]:
     if not name_ok(key):
         raise Bad
     return key, num
-
-
-# Tags by the put line's words after the size, for tags without idp: (most
-# puts repeat a few con:/grp:/aft:/try: words). Shared by the jobs put with
-# them, so never changed. Bounded as putlines.py's caches are: 4,096 tails
-# of at most LINE_BUF_SIZE bytes.
-_TAGS: Final[dict[bytes, Tags]] = {}
-
-
-def tags_of(tail: bytes) -> Tags:
-    """parse_tags of a put line's tail (the words after its size)."""
-    tags = _TAGS.get(tail)
-    if tags is not None:
-        return tags
-    i = tail.find(b"idp:")
-    if i == 0 or (i > 0 and tail[i - 1] == 32):
-        # A key differs from put to put; the other tags repeat (cached).
-        j = tail.find(b" ", i)
-        word = tail[i:] if j < 0 else tail[i:j]
-        rest = tail[:max(i - 1, 0)] if j < 0 else tail[:i] + tail[j + 1:]
-        tags = with_idp(tags_of(rest) if rest else None, word)
-        if tags is not None:
-            return tags
-    tags = parse_tags(tail.split())
-    if tags.idp is None and len(_TAGS) < 4096 and len(tail) <= LINE_BUF_SIZE:
-        _TAGS[tail] = tags
-    return tags
 
 
 def with_idp(tags: Tags | None, word: bytes) -> Tags | None:
