@@ -7,16 +7,8 @@ from pybeanstalkd.binlog.files import Wal, _falloc
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.binlog.sync import sync_inline
 from pybeanstalkd.core.engine import Engine
-from pybeanstalkd.core.extensions import XorShift
 from pybeanstalkd.core.protocol import NS
 from pybeanstalkd.core.tags import ExtState
-
-
-def tag_state(max_tries=0):
-    """--extensions' tags state as the server makes it before its binlog
-    (the engine's own default draws), for a TaggedCodec and an engine to
-    share: Harness(extensions=True, tag_state=st)."""
-    return ExtState(max_tries, XorShift().random)
 
 
 class Harness:
@@ -82,7 +74,7 @@ def with_binlog(tmp_path, filesize=10485760, falloc=_falloc, zero_ahead=False, r
     more left in the files. wall: a fake wall clock (its time_ns()) for
     recovery, so that the records' times are set ones."""
     if kw.get("extensions", False):
-        kw.setdefault("tag_state", tag_state(kw.get("max_tries", 0)))
+        kw.setdefault("tag_state", ExtState(kw.get("max_tries", 0)))
     codec = codec_for(kw.get("tag_state"))
     if ram_min is None:
         wal = Wal(str(tmp_path), filesize, warn=warn, falloc=falloc, zero_ahead=zero_ahead,

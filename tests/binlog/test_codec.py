@@ -3,16 +3,17 @@ made, from --extensions' tags state; a queue and a codec that disagree on
 the tags are refused at recovery rather than found out as lost tags."""
 import pytest
 
-from fakeclock import Harness, tag_state, with_binlog
+from fakeclock import Harness, with_binlog
 from pybeanstalkd.binlog import format as F
 from pybeanstalkd.binlog.codec import PlainCodec, TaggedCodec, codec_for
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
+from pybeanstalkd.core.tags import ExtState
 
 
 def test_codec_for_the_flag():
     assert isinstance(codec_for(None), PlainCodec)
-    st = tag_state()
+    st = ExtState()
     codec = codec_for(st)
     assert isinstance(codec, TaggedCodec) and codec.state is st
 
@@ -23,7 +24,7 @@ def test_a_codec_that_disagrees_with_the_queue_is_refused(tmp_path, tagged, exte
     """The codec must write exactly the queue's tags: none, or those of the
     very state the queue's policy keeps (one made for another engine would
     write no tags for this one's jobs)."""
-    codec = TaggedCodec(tag_state()) if tagged else PlainCodec()
+    codec = TaggedCodec(ExtState()) if tagged else PlainCodec()
     wal = Wal(str(tmp_path), 1 << 20, warn=lambda m: None, codec=codec)
     h = Harness(store=wal, extensions=extensions)
     with pytest.raises(ValueError):

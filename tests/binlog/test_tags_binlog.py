@@ -179,13 +179,14 @@ def _ours_at(data: bytes) -> list[int]:
 def _restart_warned(tmp_path):
     """An --extensions harness on the binlog in tmp_path, and what its
     recovery and its binlog said."""
-    from fakeclock import OPEN_WALS, Harness, tag_state
+    from fakeclock import OPEN_WALS, Harness
+    from pybeanstalkd.core.tags import ExtState
     from pybeanstalkd.binlog.codec import TaggedCodec
     from pybeanstalkd.binlog.files import Wal
     from pybeanstalkd.binlog.recovery import recover
 
     warnings = []
-    st = tag_state()
+    st = ExtState()
     wal = Wal(str(tmp_path), 10485760, warn=warnings.append, codec=TaggedCodec(st))
     OPEN_WALS.append(wal)
     h = Harness(store=wal, extensions=True, tag_state=st)

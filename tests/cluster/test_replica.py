@@ -11,7 +11,8 @@ from pybeanstalkd.binlog import format as F
 from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
-from pybeanstalkd.cluster.apply import Restore, apply_records, settle, snapshot_parts
+from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
+from pybeanstalkd.core import replica
 from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED, OnDisk
 from support import Client, Server, require_reference
 
@@ -92,7 +93,7 @@ class Pair:
             apply_records(self.fh.e.q, b, self.fwal.wall_offset, self.fh.now,
                           self.fh.e.max_job_size, snapshot=True)
         self.parts, self.held = None, []
-        settle(self.fh.e.q, self.fh.now)
+        replica.settled(self.fh.e.q, self.fh.now)
         self.sync()
         return True
 

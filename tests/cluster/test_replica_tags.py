@@ -5,18 +5,19 @@ import os
 
 import pytest
 
-from fakeclock import OPEN_WALS, Harness, tag_state
+from fakeclock import OPEN_WALS, Harness
 from pybeanstalkd.binlog.bodies import DiskBodies
 from pybeanstalkd.binlog.codec import TaggedCodec
 from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
+from pybeanstalkd.core.tags import ExtState
 from test_replica import Pair, quiet
 
 
 def ext_node(path, now=None, ram_min=None):
     """ram_min: --bodies-on-disk, as in test_replica.node."""
     os.makedirs(path, exist_ok=True)
-    st = tag_state()
+    st = ExtState()
     if ram_min is None:
         wal = Wal(path, 1 << 20, warn=quiet, codec=TaggedCodec(st))
         h = Harness(store=wal, extensions=True, tag_state=st)

@@ -10,8 +10,9 @@ import asyncio
 import pytest
 
 from test_replica_tags import ext_node, held, pair, put, state_of  # noqa: F401  (pair: fixture)
-from pybeanstalkd.cluster.apply import Restore, settle, snapshot_parts
+from pybeanstalkd.cluster.apply import Restore, snapshot_parts
 from pybeanstalkd.cluster.link import FollowerNode, Replicator
+from pybeanstalkd.core import replica
 
 SECRET = b"the cluster's secret"
 
@@ -145,7 +146,7 @@ def test_settling_keeps_no_id_of_a_deleted_job(pair):
         r.end(fq, p.fh.now)  # (its `through` never comes)
     s = fq.tags.settling
     assert all(i in fq.jobs for w in s.values() for i in w)
-    settle(fq, p.fh.now)
+    replica.settled(fq, p.fh.now)
 
 
 @pytest.mark.xfail(reason="a node that leads between a snapshot's end and its `through` "
@@ -165,7 +166,7 @@ def test_a_follower_that_leads_before_through_holds_what_the_leader_held(pair):
     for part in p.parts:
         p.restore.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
     p.restore.end(fq, p.fh.now)
-    settle(fq, p.fh.now)  # Node.lead -> FollowerNode.settle: the batches never come
+    replica.settled(fq, p.fh.now)  # Node.lead -> FollowerNode.settle: the batches never come
     p.fh.idle()
     assert held(lq, 3)
     assert held(fq, 3)

@@ -161,9 +161,9 @@ class Restore:
     """A follower's side of a snapshot in parts: each part is applied as it
     comes (the follower holds a superset of the leader's jobs meanwhile,
     never less); the last part deletes every job no part named. From the
-    first part until settle(), once the records the leader wrote while
-    the parts went out are applied too, the tags derive nothing from the
-    follower's lagging view (core/replica.py: restoring)."""
+    first part until core/replica.py's settled(), once the records the
+    leader wrote while the parts went out are applied too (link.py), the
+    tags derive nothing from the follower's lagging view (replica.restoring)."""
 
     def __init__(self, key) -> None:
         self.key = key  # which snapshot: (epoch, seq, the connection it comes on)
@@ -177,7 +177,7 @@ class Restore:
             replica.restoring(q)
         n = apply_records(q, records, wall_offset, now, max_job_size, self.seen)
         if first:
-            q.tags.listed(q)  # (the first part has all the leader's cooldowns)
+            replica.listed(q)
         return n
 
     def end(self, q, now: int):
@@ -186,9 +186,3 @@ class Restore:
             replica.drop(q, id_, now)
         q.jobs.shrink_all()  # (the parts came in the leader's order, buried jobs last)
 
-
-def settle(q, now: int) -> None:
-    """A snapshot's parts and the batches the leader wrote while they went
-    out (up to the one its end names) are applied, or this node leads
-    before they all came: its tags derive from its state again."""
-    replica.settled(q, now)

@@ -32,7 +32,8 @@ from time import monotonic_ns
 
 from ..binlog.sync import sync_inline
 from . import frame as F
-from .apply import PART_BYTES, ApplyError, Restore, apply_records, settle, snapshot_parts
+from ..core import replica
+from .apply import PART_BYTES, ApplyError, Restore, apply_records, snapshot_parts
 
 
 HANDSHAKE_S = 5.0  # a link's handshake, TLS's included, from the connection's start
@@ -139,13 +140,13 @@ class FollowerNode:
         state is the leader's, and its tags derive from it again."""
         if self.settle_at is not None and seq >= self.settle_at:
             self.settle_at = None
-            settle(self.q, now)
+            replica.settled(self.q, now)
 
     def settle(self):
         """This node leads: a snapshot it had not all of, or the batches
         that follow one, will not come; its tags derive from what it has."""
         self.restore = self.settle_at = None
-        settle(self.q, monotonic_ns())
+        replica.settled(self.q, monotonic_ns())
 
     def take(self, f: F.Frame, conn=None) -> bool:
         """Apply one frame (not yet on disk). False: drop the connection."""

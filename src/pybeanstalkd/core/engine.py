@@ -63,12 +63,12 @@ class Engine(EngineState):
                  tag_state: ExtState | None = None, bodies_on_disk: bool = False) -> None:
         # tag_state: with --extensions, the tags' state, made before the
         # binlog whose codec writes from it (the server's draws for weighted
-        # reserves are seeded from the OS). Made here if not given, with a
-        # fixed seed, so that the pure layer gives the same answers.
+        # reserves are seeded from the OS). Made here if not given, with
+        # its fixed draws.
         if tag_state is not None and not extensions:
             raise ValueError("the put tags' state is --extensions' own")
         if extensions and tag_state is None:
-            tag_state = ExtState(max_tries, extensions_mod.XorShift().random)
+            tag_state = ExtState(max_tries)
         tags = NO_TAGS_POLICY if tag_state is None else Tagged(tag_state)
         q = Queue(now, store, max_tries, tags)
         if store is None:

@@ -60,25 +60,6 @@ LINE_MAX: Final = 13 + MAX_BATCH * 21 + 2
 _SPACE = b" \t\n\v\f\r"
 
 
-class XorShift:
-    """A small uniform source of draws in [0, 1) (xorshift64, the kind
-    tuber draws with), for the pure layer, which reads no OS entropy: the
-    server passes one seeded from the OS instead."""
-
-    def __init__(self, seed: int = 0x9E3779B97F4A7C15) -> None:
-        self.x = seed & _M64 or 1
-
-    def random(self) -> float:
-        x = self.x
-        x ^= (x << 13) & _M64
-        x ^= x >> 7
-        x ^= (x << 17) & _M64
-        self.x = x
-        return x / 18446744073709551616.0
-
-
-_M64 = (1 << 64) - 1
-
 
 # The arguments of each extension command, parsed as tuber's are
 # (protocol.py says what a parser takes and returns). The table
@@ -220,9 +201,7 @@ def c_reserve_mode(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 def weighted(e: EngineState, s: Session) -> Weighted:
     """s's reserve policy, made when it first names a mode or a weight."""
     if s.weighted is None:
-        rand = policy(e.q).ext.rand
-        assert rand is not None  # (the engine gives the tags' policy its draws)
-        s.weighted = Weighted(rand)
+        s.weighted = Weighted(policy(e.q).ext.rand)
     return s.weighted
 
 

@@ -60,6 +60,12 @@ def restoring(q: Queue) -> None:
     q.tags.restoring(q)
 
 
+def listed(q: Queue) -> None:
+    """A snapshot's first part is applied: it has all the leader's
+    cooldowns, so this node's others go (Tagged.listed)."""
+    q.tags.listed(q)
+
+
 def drop(q: Queue, id_: int, now: int) -> None:
     """A job no part of a snapshot named: the leader deleted it. Deleted
     here as a flush-tube's delete is, which starts no cooldown: the

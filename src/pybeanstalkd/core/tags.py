@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from .protocol import U32_MAX, Bad, name_ok
+from .weighted import XorShift
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -305,8 +306,9 @@ class ExtState:
     def __init__(self, max_tries: int = 0, rand: Callable[[], float] | None = None) -> None:
         self.max_tries = max_tries  # --max-tries (0: none)
         # Draws in [0, 1) for the weighted reserves (reserve-mode): the
-        # server's are seeded from the OS, the pure layer's fixed.
-        self.rand = rand
+        # server's are seeded from the OS; by default, fixed ones (the pure
+        # layer reads no OS entropy, and gives the same answers each run).
+        self.rand: Callable[[], float] = XorShift().random if rand is None else rand
         self.jobs: dict[int, Tags] = {}  # id -> tags, for tagged jobs only
         # idp: by tube name, key -> the id of the live job holding it, and
         # key -> its cooldown (a tube's maps go when they empty: a tube is

@@ -64,3 +64,23 @@ class Weighted:
                 return i
             r -= w
         return len(tubes) - 1  # (should rounding leave r past the last)
+
+
+class XorShift:
+    """A small uniform source of draws in [0, 1) (xorshift64, the kind
+    tuber draws with), for the pure layer, which reads no OS entropy: the
+    server passes one seeded from the OS instead."""
+
+    def __init__(self, seed: int = 0x9E3779B97F4A7C15) -> None:
+        self.x = seed & _M64 or 1
+
+    def random(self) -> float:
+        x = self.x
+        x ^= (x << 13) & _M64
+        x ^= x >> 7
+        x ^= (x << 17) & _M64
+        self.x = x
+        return x / 18446744073709551616.0
+
+
+_M64 = (1 << 64) - 1
