@@ -28,9 +28,9 @@ from .tick import tick
 from .putlines import PutLines
 from .tags import ExtState, Tags
 from .replies import DELETE, RELEASE, TOUCH
-from .session import (  # noqa: F401 (Session, VerboseSession, OUT_LIMIT: re-exported)
+from .session import (  # noqa: F401 (Session, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,
-    Calls, Count, EngineState, Host, Session, VerboseSession, Verifier, wide_budget)
+    Calls, Count, EngineState, Host, Session, Verifier, wide_budget)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -98,8 +98,7 @@ class Engine(EngineState):
     # -- connection lifecycle ---------------------------------------------
 
     def connect(self) -> Session:
-        # (the class is chosen here, not kept: see "for stats" below)
-        s = (VerboseSession if self.verbose >= 2 else Session)(self)
+        s = Session(self)
         reserving.attach(self.q, s)
         self.conn_ct += 1
         self.total_conn_ct += 1

@@ -3,7 +3,7 @@ state, its pending input and its share of the work; and the engine's state
 as the commands see it (EngineState), which keeps lists of sessions."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, final
 
 from .. import BEANSTALKD_VERSION
 from .job import Conn
@@ -64,12 +64,32 @@ def wide_budget(budget: int, watched: int) -> int:
     return (budget if budget < CALL_UNITS else CALL_UNITS) // (watched // WIDE) or 1
 
 
+class ReplyLog:
+    """-V -V: log every reply line and every job sent, as the reference does."""
+
+    __slots__ = ("log",)
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+
+    def reply(self, fd: int, data: bytes) -> None:
+        self.log(">%d reply %s" % (fd, data.split(b"\r\n", 1)[0].decode("latin-1")))
+        if data.startswith(b"OK "):
+            self.log(">%d job 0" % fd)
+
+    def job(self, fd: int, word: bytes, job: Job) -> None:
+        self.log(">%d reply %s %d %d" % (fd, word.decode(), job.id, len(job.body) - 2))
+        self.log(">%d job %d" % (fd, job.id))
+
+
+@final
 class Session(Conn):
     """One client connection: framing state plus what the queue tracks, and
     its replies (out) until the I/O layer writes them."""
 
     __slots__ = ("out", "sink", "engine", "state", "need", "pending", "skip", "plen", "in_job",
-                 "in_tags", "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran")
+                 "in_tags", "skip_reply", "closing", "hup", "fd", "hold", "transport", "budget", "ran",
+                 "replies")
 
     def __init__(self, engine: EngineState) -> None:
         super().__init__()
@@ -92,8 +112,12 @@ class Session(Conn):
         self.transport: Transport | None = None  # the I/O layer's, while the connection is open
         self.budget = UNLIMITED  # commands a call may run before it stops (backlog)
         self.ran = 0  # commands the last batch of a read ran
+        # -V -V: what logs each reply (None: nothing does)
+        self.replies = ReplyLog(engine.log) if engine.verbose >= 2 else None
 
     def send(self, data: bytes) -> None:
+        if self.replies is not None:
+            self.replies.reply(self.fd, data)
         if not self.out:
             self.sink.append(self)
         self.out.append(data)
@@ -116,6 +140,8 @@ class Session(Conn):
             self.sink.append(self)
         out.append(job_header(word, job.id, len(body) - 2))
         out.append(body)
+        if self.replies is not None:
+            self.replies.job(self.fd, word, job)
         return True
 
     def reserved(self, job: Job) -> None:
@@ -126,27 +152,6 @@ class Session(Conn):
 
     def woken(self) -> None:
         self.engine.resume.append(self)
-
-
-class VerboseSession(Session):
-    """-V -V: log every reply line and every job sent, as the reference does."""
-
-    __slots__ = ()
-
-    def send(self, data: bytes) -> None:
-        log = self.engine.log
-        log(">%d reply %s" % (self.fd, data.split(b"\r\n", 1)[0].decode("latin-1")))
-        if data.startswith(b"OK "):
-            log(">%d job 0" % self.fd)
-        super().send(data)
-
-    def send_job(self, word: bytes, job: Job) -> bool:
-        if not super().send_job(word, job):
-            return False
-        log = self.engine.log
-        log(">%d reply %s %d %d" % (self.fd, word.decode(), job.id, len(job.body) - 2))
-        log(">%d job %d" % (self.fd, job.id))
-        return True
 
 
 VERSION: Final = BEANSTALKD_VERSION.encode()  # for stats (EngineState.version)
