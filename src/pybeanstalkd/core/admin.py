@@ -16,7 +16,7 @@ from heapq import heappop, heappush
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from . import commands
+from . import commands, reserving
 from .job import BURIED, DELAYED, READY, RESERVED, Tube
 from .jobmap import BITS
 from .outcome import DONE, IDS_USED_UP, NO_ROOM, NOT_LOGGED, UNREADABLE, Outcome
@@ -119,7 +119,7 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
         yield from t.buried.values()
         return
     else:
-        mine = [j for j in q.reservations() if j.tube is t]
+        mine = [j for j in reserving.reservations(q) if j.tube is t]
         mine.sort(key=lambda j: (j.deadline, j.id))
         yield from mine
         return
@@ -347,4 +347,4 @@ def put(e: EngineState, name: bytes, body: bytes, pri: int, delay: int, ttr: int
 
 def pause(q: Queue, t: Tube, seconds: int, now: int) -> None:
     """pause-tube without counting a command (0 unpauses)."""
-    q.pause_tube(t, seconds * NS, now, count=False)
+    reserving.pause_tube(q, t, seconds * NS, now, count=False)

@@ -195,7 +195,8 @@ def c_peek(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 
 
 def c_peek_ready(e: EngineState, s: Session, cmd: Command, now: int) -> None:
-    _found(e, s, e.q.peek_ready(s.use))
+    q = e.q
+    _found(e, s, q.tags.peek_ready(q, s.use, q.ready_top(s.use)))  # (hidden ones too: tuber's)
 
 
 def c_peek_delayed(e: EngineState, s: Session, cmd: Command, now: int) -> None:
@@ -262,7 +263,7 @@ def c_stats(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 
 def c_stats_job(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     j = e.q.jobs.get(cmd[1])
-    s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now, e.q.job_extra(j))))
+    s.send(P.NOT_FOUND if j is None else P.yaml_reply(job_stats(j, now, e.q.tags.job_extra(e.q, j))))
 
 
 def c_stats_tube(e: EngineState, s: Session, cmd: Command, now: int) -> None:
@@ -308,7 +309,7 @@ def c_pause_tube(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     elif t is None:
         s.send(P.NOT_FOUND)
     else:
-        e.q.pause_tube(t, delay, now)
+        reserving.pause_tube(e.q, t, delay, now)
         s.send(P.PAUSED)
 
 

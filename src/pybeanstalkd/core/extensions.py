@@ -350,7 +350,7 @@ def flush_every(q: Queue, t: Tube, now: int,
     # is found twice)
     held: dict[int, None] = {}
     k = SLICE
-    for j in q.reservations() if want else ():
+    for j in reserving.reservations(q) if want else ():
         if not k:
             now = yield
             k = SLICE

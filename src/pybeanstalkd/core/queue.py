@@ -43,7 +43,7 @@ from .job import (
     Job,
     bump,
 )
-from .outcome import DEADLINE_SOON, TIMED_OUT, DONE, NOT_FOUND, NOT_LOGGED, Outcome
+from .outcome import DONE, NOT_FOUND, NOT_LOGGED, Outcome
 from .protocol import NS
 from .jobids import JobIds
 from .jobmap import THIN, JobMap
@@ -59,7 +59,7 @@ from .protocol import U64_MAX
 from .tags import HELD_MIN
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterable, Iterator
+    from collections.abc import Generator, Iterable
 
     from .tags import ExtState, Tags
 
@@ -68,7 +68,6 @@ WORK_DELETE: Final = 0
 WORK_RELEASE: Final = 1
 WORK_BURY: Final = 2
 URGENT_PRI: Final = 1024
-SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
 # TagPolicy.deleted's `worked` for a delete not by the job's holder. (Not
 # -1: a holder's own may be a few ns below 0, its delete stamped before its
 # reservation, which a later command of a read is: still a sample.)
@@ -258,19 +257,6 @@ class Queue:
         if t is not None:
             self.maybe_free(t)
 
-    def pause_tube(self, t: Tube, delay: int, now: int, count: bool = True) -> None:
-        """count: False for a pause that is not a pause-tube command (ops/)."""
-        # The reference pauses for 1 ns when told 0 (0 would mean "not
-        # paused"), so the pause is over by the next look at its clock: even
-        # for the next command of the same read. Here a zero pause ends at
-        # once (paused() is False from here on), whatever time the next
-        # command is given; stats-tube still shows pause 0.
-        t.pause = delay or 1
-        t.unpause_at = now + delay
-        t.cmd_pause += count
-        self.timers.pause(t)
-        self.timers.tidy_pauses(len(self.tubes))
-
     def job_count(self) -> int:
         """The jobs stored: each is in exactly one state (a held aft: job of
         tagged.py's is in none), so the counters give it, and the hot paths
@@ -340,11 +326,6 @@ class Queue:
             self.match(t, now)
         elif len(t.ready) + (0 if run is None else len(run)) > 2 * t.nready + t.ready.slack:
             self._tidy_ready(t)
-
-    def come_due(self, j: Job, now: int) -> None:
-        """A delayed job's time came (tick.py); the tags may hold it instead."""
-        if not self.tags.holds_due(self, j):
-            self.place_ready(j, now)
 
     def _tidy_ready(self, t: Tube) -> None:
         # One of the two holds more than its share of stale entries.
@@ -530,10 +511,6 @@ class Queue:
         self._leave_ready(j)
         return j
 
-    def peek_ready(self, t: Tube) -> Job | None:
-        """peek-ready's job (hidden ones included: tuber's)."""
-        return self.tags.peek_ready(self, t, self.ready_top(t))
-
     def delayed_top(self, t: Tube) -> Job | None:
         return self.jobs.top(t.delayed, self.jobs.delayed_live)
 
@@ -578,26 +555,6 @@ class Queue:
             heapify(live)
             self.index = live
 
-    def holders(self) -> list[Conn]:
-        """The connections holding reservations: those open, then those
-        closed whose reservations are still being returned."""
-        return self.timers.ttr_heap.holders() + list(self.gone)
-
-    def reservations(self) -> Iterator[Job]:
-        """Every reserved job, holder by holder, in holders() order. Lazy,
-        over a copy of each block as the walk comes to it: the queue may
-        change between two jobs (one released meanwhile is passed over;
-        one reserved again by a holder walked later comes twice)."""
-        for c in self.holders():
-            for h in list(c.held.values()):
-                for j in list(h.jobs.values()):
-                    if j.holder is h:
-                        yield j
-
-    def deadline_soon(self, c: Conn, now: int) -> bool:
-        soonest = c.deadlines.first()
-        return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
-
     def unwait(self, c: Conn) -> None:
         c.waiting = False
         timed = c.wait_key is not None
@@ -607,12 +564,6 @@ class Queue:
             del t.waiting[c]
         if timed:
             self.timers.tidy_waits(self.waiting_ct)
-
-    def wait_expired(self, c: Conn, now: int) -> None:
-        soon = self.deadline_soon(c, now)
-        self.unwait(c)
-        c.no_job(DEADLINE_SOON if soon else TIMED_OUT)
-        c.woken()
 
     # -- timers ------------------------------------------------------------
 
@@ -660,7 +611,3 @@ class Queue:
             self.maybe_free(t)
         self.tags.deleted(self, j, worked, now, any_holder)
         return DONE if ok else NOT_LOGGED
-
-    def job_extra(self, j: Job) -> list[tuple[bytes, object]]:
-        """stats-job's fields past the reference's (the tags', the tries')."""
-        return self.tags.job_extra(self, j)

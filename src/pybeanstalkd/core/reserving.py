@@ -17,17 +17,18 @@ from .held import FREED
 from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, Job
 from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
+from .protocol import NS
 from .timers import paused
-from .queue import SAFETY_MARGIN, Queue
+from .queue import Queue
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Generator, Iterator
 
-    from .job import Conn
+    from .job import Conn, Tube
     from .weighted import Weighted
 
 WIDE_WATCH: Final = 16  # a reserve watching more tubes than this walks the tube index
-
+SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
 
 # -- connections -------------------------------------------------------
 
@@ -102,6 +103,38 @@ def detach(q: Queue, c: Conn, now: int) -> None:
     t = c.use
     t.using -= 1
     q.maybe_free(t)
+
+
+def holders(q: Queue) -> list[Conn]:
+    """The connections holding reservations: those open, then those
+    closed whose reservations are still being returned."""
+    return q.timers.ttr_heap.holders() + list(q.gone)
+
+
+def reservations(q: Queue) -> Iterator[Job]:
+    """Every reserved job, holder by holder, in holders() order. Lazy,
+    over a copy of each block as the walk comes to it: the queue may
+    change between two jobs (one released meanwhile is passed over;
+    one reserved again by a holder walked later comes twice)."""
+    for c in holders(q):
+        for h in list(c.held.values()):
+            for j in list(h.jobs.values()):
+                if j.holder is h:
+                    yield j
+
+
+def pause_tube(q: Queue, t: Tube, delay: int, now: int, count: bool = True) -> None:
+    """count: False for a pause that is not a pause-tube command (ops/)."""
+    # The reference pauses for 1 ns when told 0 (0 would mean "not
+    # paused"), so the pause is over by the next look at its clock: even
+    # for the next command of the same read. Here a zero pause ends at
+    # once (paused() is False from here on), whatever time the next
+    # command is given; stats-tube still shows pause 0.
+    t.pause = delay or 1
+    t.unpause_at = now + delay
+    t.cmd_pause += count
+    q.timers.pause(t)
+    q.timers.tidy_pauses(len(q.tubes))
 
 
 def _return_reserved(q: Queue, c: Conn, now: int,
@@ -188,9 +221,24 @@ def _best_ready_unclaimed(q: Queue, c: Conn, now: int) -> Job | None:
     return best
 
 
+def deadline_soon(c: Conn, now: int) -> bool:
+    """A job c holds is within its last second (SAFETY_MARGIN)."""
+    soonest = c.deadlines.first()
+    return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
+
+
+def wait_expired(q: Queue, c: Conn, now: int) -> None:
+    """c's blocked reserve ends with no job: its timeout came, or a job it
+    holds is within its last second."""
+    soon = deadline_soon(c, now)
+    q.unwait(c)
+    c.no_job(DEADLINE_SOON if soon else TIMED_OUT)
+    c.woken()
+
+
 def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     """reserve / reserve-with-timeout (timeout in ns)."""
-    if q.deadline_soon(c, now) and not any(t.nready for t in c.watch):
+    if deadline_soon(c, now) and not any(t.nready for t in c.watch):
         c.no_job(DEADLINE_SOON)
         return
     j = _ready_for(q, c, now)
@@ -214,7 +262,7 @@ def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     if due is not None:
         c.wait_key = q.timers.wait(c, due)
         if due <= now:
-            q.wait_expired(c, now)
+            wait_expired(q, c, now)
         else:
             q.timers.push_wait(c.wait_key)
 

@@ -127,7 +127,7 @@ def tube_stats(t: Tube, now: int) -> bytes:
 
 def job_fields(j: Job, now: int, extra: Iterable[tuple[bytes, object]] = ()
                ) -> list[tuple[bytes, object]]:
-    """stats-job's fields, then `extra` (Queue.job_extra: --max-tries's,
+    """stats-job's fields, then `extra` (TagPolicy.job_extra: --max-tries's,
     --extensions' tags). A held aft: job (tags.py) has no time left."""
     left = (_secs(j.deadline - now) if j.state in (RESERVED, DELAYED) and j.deadline < HELD_MIN
             else 0)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .heaps import MASK, SHIFT
 from .jobmoves import bury_held, logs_tries, tries_used_up
+from .reserving import wait_expired
 from .job import TIMEOUTS, bump
 from .slices import SLICE
 from .timers import paused
@@ -40,7 +41,8 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
             assert j is not None  # (live: its job is there)
             q._leave_delayed(j)
             q.delayed_top(j.tube)  # drop the tube's now-stale top entries
-            q.come_due(j, now)
+            if not q.tags.holds_due(q, j):  # (the tags may hold it instead)
+                q.place_ready(j, now)
     pauses = timers.pause_heap
     while pauses and pauses[0][0] <= now:
         if not n:
@@ -84,5 +86,5 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
         c = entry[2]
         # (equal, not the same object: compiled, a tuple is copied as a value)
         if c.waiting and c.wait_key == entry:
-            q.wait_expired(c, now)
+            wait_expired(q, c, now)
     return False

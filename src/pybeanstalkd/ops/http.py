@@ -400,7 +400,7 @@ class Http:
         jobs = [j for j in jobs if q.jobs.get(j.id) is j]  # (any deleted since)
         return web.json_response({"tube": name.decode(), "state": state, "total": total,
                                   "offset": offset, "limit": limit,
-                                  "jobs": [api.job(j, now, q.job_extra(j), q.store)
+                                  "jobs": [api.job(j, now, q.tags.job_extra(q, j), q.store)
                                            for j in jobs]})
 
     async def job(self, request):
@@ -408,7 +408,7 @@ class Http:
         if j is None:
             return _error(404, "no such job")
         q = self.engine.q
-        return web.json_response({"job": api.job(j, self.now(), q.job_extra(j), q.store)})
+        return web.json_response({"job": api.job(j, self.now(), q.tags.job_extra(q, j), q.store)})
 
     # -- actions --------------------------------------------------------------
 
