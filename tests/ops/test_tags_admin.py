@@ -118,9 +118,9 @@ def test_peek_shows_the_tag_fields(ext):
 
 
 def test_groups_on_a_terminal_draws_the_table(ext, monkeypatch, capsys):
-    from pybeanstalkd.ops import admin
+    from pybeanstalkd.ops import admin, admin_groups
 
-    monkeypatch.setattr(admin, "on_terminal", lambda: True)
+    monkeypatch.setattr(admin_groups, "on_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", "100")
     assert admin.main(["-p", str(ext.port), "groups", "g", "gone"]) == 1
     out, err = capsys.readouterr()
@@ -179,9 +179,9 @@ def test_keys_json_is_the_apis_answer(keyed):
 
 
 def test_keys_on_a_terminal_draws_both_tables(keyed, monkeypatch, capsys):
-    from pybeanstalkd.ops import admin
+    from pybeanstalkd.ops import admin, admin_keys
 
-    monkeypatch.setattr(admin, "on_terminal", lambda: True)
+    monkeypatch.setattr(admin_keys, "on_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", "100")
     assert admin.main(["keys", "mail", "--http", keyed.where]) == 0
     out, err = capsys.readouterr()
@@ -223,12 +223,12 @@ def test_keys_says_when_the_list_is_cut(monkeypatch, capsys):
     answer = {"tube": "t", "keys": [{"key": "k%d" % i, "job": i + 1} for i in range(3)],
               "cooldowns": [{"key": "c", "job": 9, "ends_in_s": 5}], "truncated": True}
     monkeypatch.setattr(admin_keys, "fetch_keys", lambda *a: answer)
-    monkeypatch.setattr(admin, "on_terminal", lambda: False)
+    monkeypatch.setattr(admin_keys, "on_terminal", lambda: False)
     assert admin.main(["keys", "t", "--http", "127.0.0.1:1"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[1:] == ["key\tk0\t1\t-", "key\tk1\t2\t-", "key\tk2\t3\t-", "cooldown\tc\t9\t5"]
     assert "the first 3 keys and 1 cooldowns by key: the tube has more" in err
-    monkeypatch.setattr(admin, "on_terminal", lambda: True)
+    monkeypatch.setattr(admin_keys, "on_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", "80")
     assert admin.main(["keys", "t", "--http", "127.0.0.1:1"]) == 0
     assert "the tube has more" in capsys.readouterr().out

@@ -13,8 +13,9 @@ full width (its JSON without rich); messages never use separators.
 
 It imports nothing of pybeanstalkd outside ops/admin*: the protocol client
 is admin_client.py, the connection options admin_options.py (TLS and
-tokens: admin_tls.py), the drawing (rich, loaded only when something is
-drawn) admin_views.py.
+tokens: admin_tls.py), what is printed and how admin_out.py, the drawing
+(rich, loaded only when something is drawn) admin_views.py, the failures
+and their exit statuses admin_errors.py.
 
 Exit status: 0 done; 1 the server refused (NOT_FOUND, JOB_TOO_BIG, ...);
 2 bad usage (arguments, tube names, option files); 3 the server cannot be
@@ -24,76 +25,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import sys
 import time
 
-from .admin_client import MAX_U32, MAX_U64, AdminError, Conn, UsageError, body_text, check_tube
+from .admin_client import MAX_U32, MAX_U64, Conn, body_text, check_tube
+from .admin_errors import AdminError, UsageError
 from .admin_groups import register as add_groups
 from .admin_keys import register as add_keys
 from .admin_options import connect, connection_flags, positive_float, ranged, resolve
+from .admin_out import NO_RICH, PROG, console, emit_json, has_rich, jobs, on_terminal, say, views
 from .admin_plain import job as plain_job, run_top as plain_top, stats as plain_stats, tubes as plain_tubes
 
-PROG = "pybeanstalkd-admin"
 STATES = ("ready", "delayed", "buried")
 UNCUT = 10_000  # a width no report reaches: lines are as long as they need
-
-
-NO_RICH = ("rich is not installed (pip install 'pybeanstalkd[admin]', or from a checkout"
-           " make install-service EXTRAS=http,admin)")
-
-
-def views():
-    """admin_views, which needs rich; a clear message when rich is missing."""
-    try:
-        import pybeanstalkd.ops.admin_views as v
-    except ModuleNotFoundError as e:
-        if e.name and e.name.split(".")[0] == "rich":
-            raise AdminError(f"this command draws with rich, but {NO_RICH}") from None
-        raise
-    return v
-
-
-def has_rich() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("rich") is not None
-
-
-def console():
-    return views().Console()
-
-
-_told_plain = False
-
-
-def on_terminal() -> bool:
-    """Whether to draw: stdout is a terminal and rich is there to draw with.
-    Otherwise plain TSV, and on a terminal a line on stderr saying why."""
-    global _told_plain
-    if not sys.stdout.isatty():
-        return False
-    if has_rich():
-        return True
-    if not _told_plain:
-        _told_plain = True
-        say(f"{PROG}: plain output: {NO_RICH}", err=True)
-    return False
-
-
-def jobs(n: int, what: str = "job") -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def say(*parts, err=False):
-    print(*parts, file=sys.stderr if err else sys.stdout, flush=True)
-
-
-def emit_json(data):
-    json.dump(data, sys.stdout, indent=2)
-    sys.stdout.write("\n")
 
 
 def tube_or_fail(c: Conn, tube: str) -> dict:

@@ -9,6 +9,8 @@ import re
 import socket
 from typing import TYPE_CHECKING
 
+from .admin_errors import AdminError, ConnectError, UnexpectedReply, UsageError
+
 if TYPE_CHECKING:
     from .admin_tls import Secure
 
@@ -25,35 +27,6 @@ TUBE_TEXT = ("name",)
 # (with --extensions, or tuber: stats-job's tag fields; a key named "123" stays text)
 JOB_TEXT = ("tube", "state", "idempotency-key", "group", "after-group", "concurrency-key")
 GROUP_TEXT = ("name",)
-
-
-class AdminError(Exception):
-    """An expected failure, printed as one line; exit_code is the status."""
-
-    exit_code = 1
-
-
-class UsageError(AdminError):
-    """A bad argument: a tube name, an option file, a stats key the server does not have."""
-
-    exit_code = 2
-
-
-class ConnectError(AdminError):
-    """The server cannot be reached, or the connection broke."""
-
-    exit_code = 3
-
-
-class UnexpectedReply(AdminError):
-    """The server answered something the command never answers."""
-
-    exit_code = 3
-
-    def __init__(self, command: bytes, reply: bytes):
-        cmd = command.split(b"\r\n", 1)[0].decode("ascii", "replace")
-        super().__init__(f"unexpected reply to {cmd!r}: {reply.decode('ascii', 'replace')}")
-        self.reply = reply
 
 
 def check_tube(name: str) -> str:

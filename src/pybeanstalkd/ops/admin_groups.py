@@ -7,7 +7,10 @@ A group is known from the first put that names it until its last job is
 deleted: a completed group answers NOT_FOUND, as one never named."""
 from __future__ import annotations
 
-from .admin_client import TUBE_NAME, UsageError
+from .admin_client import TUBE_NAME
+from .admin_errors import UsageError
+from .admin_options import connect
+from .admin_out import console, emit_json, on_terminal, say, views
 
 
 def check_group(name: str) -> str:
@@ -19,7 +22,6 @@ def check_group(name: str) -> str:
 
 
 def cmd_groups(args) -> int:
-    from .admin import connect, console, emit_json, on_terminal, say, views
 
     for name in args.names:
         check_group(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from .admin_client import check_tube, http_get_json
+from .admin_out import console, emit_json, on_terminal, say, views
 
 
 def fetch_keys(addr: str, tube: str, auth: str | None, timeout: float) -> dict:
@@ -23,7 +24,6 @@ def fetch_keys(addr: str, tube: str, auth: str | None, timeout: float) -> dict:
 
 
 def cmd_keys(args) -> int:
-    from .admin import console, emit_json, on_terminal, say, views
 
     check_tube(args.tube)
     auth = args.http_auth or os.environ.get("PYBEANSTALKD_HTTP_AUTH") or None

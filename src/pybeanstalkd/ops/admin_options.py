@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from .admin_client import Conn, UsageError, parse_address
+from .admin_client import Conn, parse_address
+from .admin_errors import UsageError
 from .admin_tls import add_flags, from_args, given
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 11300

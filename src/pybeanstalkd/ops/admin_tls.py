@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .admin_client import ConnectError, UsageError
+from .admin_errors import ConnectError, UsageError
 
 if TYPE_CHECKING:
     import socket
