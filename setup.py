@@ -27,6 +27,7 @@ COMPILED = [
     "core/admin.py",
     "core/cmdtable.py",
     "core/commands.py",
+    "core/cooling.py",
     "core/engine.py",
     "core/extensions.py",
     "core/heaps.py",

@@ -100,7 +100,7 @@ def test_a_snapshot_carries_the_tags_and_cooldowns(pair):
     # a fresh follower: forget all it had, and catch up from a snapshot
     fq.ext.jobs.clear()
     for cd in list(fq.ext.cool_ids.values()):
-        fq.tags._uncool(fq, cd)
+        fq.tags.cooling.end(fq, cd)
     for id_ in list(fq.jobs):
         fq.delete(None, id_, p.fh.now, count=False)
     fq.ext.groups.clear()

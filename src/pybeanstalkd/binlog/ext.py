@@ -201,4 +201,4 @@ class Recovered:
             if cd.expires <= now:
                 self.wal.drop_cooldown(cd)
             else:
-                p.cooled(q, cd)
+                p.cooling.keep(q, cd)

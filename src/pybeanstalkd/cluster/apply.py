@@ -93,7 +93,7 @@ class Follower:
         policy(self.q).tags_record(self.q, id_, tags)  # (the job's full record follows)
 
     def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
-        policy(self.q).apply_cool(self.q, tube, key, orig, end - self.wall_offset)
+        policy(self.q).cooling.apply(self.q, tube, key, orig, end - self.wall_offset)
 
     def clear(self, last: int, tube: bytes) -> None:
         self.q.tags.flushed(self.q, tube, last)

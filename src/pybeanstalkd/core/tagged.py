@@ -21,10 +21,11 @@ reference keeps it delayed (until a kick) and serves the plain jobs.
 """
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heappush
 from typing import TYPE_CHECKING
 
 from . import hiding
+from .cooling import Cooldowns
 from .heaps import SHIFT, TUBE_SLACK, StaleHeap
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, STATE_NAMES, Job
 from .protocol import NS
@@ -58,9 +59,7 @@ class Tagged(TagPolicy):
         # While a follower's snapshot comes in (restoring): the groups that
         # completed meanwhile, each with the held jobs it did not release.
         self.settling: dict[bytes, dict[int, None]] | None = None
-        # ... and until its first part is applied, this node's cooldowns
-        # that part has not brought again (their binlog ids).
-        self.unlisted: set[int] = set()
+        self.cooling = Cooldowns(ext)  # idp: keys kept past their job's delete
 
     def state(self) -> ExtState | None:
         return self.ext
@@ -116,7 +115,7 @@ class Tagged(TagPolicy):
             if now < cd.expires:
                 ext.bump(ext.dedup, t.name, 1)
                 return cd.orig, b"DELETED", None
-            self._uncool(q, cd)
+            self.cooling.end(q, cd)
         return None
 
     def _lower(self, q: Queue, j: Job, pri: int) -> None:
@@ -328,7 +327,7 @@ class Tagged(TagPolicy):
             name = j.tube.name
             if ext.let_key_go(name, tags.idp, j.id):
                 if tags.ttl and not flushed:
-                    self._cool(q, name, tags.idp, j.id, now + tags.ttl * NS)
+                    self.cooling.start(q, name, tags.idp, j.id, now + tags.ttl * NS)
                 elif name not in ext.keys:
                     q.maybe_free_name(name)
         con = tags.con
@@ -365,38 +364,6 @@ class Tagged(TagPolicy):
                 g.members.discard(j.id)
                 self._group_done(q, tags.grp, now)
 
-    def _cool(self, q: Queue, tube: bytes, key: bytes, orig: int, expires: int) -> None:
-        old = self.ext.cooldown(tube, key)
-        if old is not None:
-            self._uncool(q, old)
-        cd = Cooldown(self.ext.ext_id(), tube, key, orig, expires)
-        self.cooled(q, cd)
-        q.store.note(cd)  # (no room: kept in memory only, until a restart)
-
-    def cooled(self, q: Queue, cd: Cooldown) -> None:
-        """Keep cd as its key's cooldown until it ends (recovery's too)."""
-        ext = self.ext
-        cools = ext.cools.get(cd.tube)
-        if cools is None:
-            cools = ext.cools[cd.tube] = {}
-        cools[cd.key] = ext.cool_ids[cd.id] = cd
-        ext.ncools += 1
-        heappush(ext.cool_heap, (cd.expires, cd.id))
-        q.timers.timer(cd.expires)
-
-    def _uncool(self, q: Queue, cd: Cooldown) -> None:
-        ext = self.ext
-        if ext.cool_ids.pop(cd.id, None) is None:
-            return  # (gone already: a flush-tube's slices)
-        q.store.forget(cd)
-        cools = ext.cools.get(cd.tube)
-        if cools is not None and cools.get(cd.key) is cd:
-            del cools[cd.key]
-            ext.ncools -= 1
-            if not cools:
-                del ext.cools[cd.tube]
-                q.maybe_free_name(cd.tube)
-
     def flushed(self, q: Queue, name: bytes, last: int) -> None:
         """A flush-tube that started when `last` was the next id has
         ended: the tube's cooldowns go, and the keys of its jobs below
@@ -404,10 +371,7 @@ class Tagged(TagPolicy):
         the leader's record of it the same way.) The cooldowns' records
         are let go in slices."""
         ext = self.ext
-        cools = ext.cools.pop(name, None)
-        if cools:
-            ext.ncools -= len(cools)
-            q.slices.spawn(self._uncool_all(q, list(cools.values())))
+        self.cooling.flushed(q, name)
         keys = ext.keys.get(name)
         if keys:
             for key, id_ in list(keys.items()):  # (after a flush: held jobs' only)
@@ -454,19 +418,12 @@ class Tagged(TagPolicy):
         ones it does not bring again go once it is applied (listed())."""
         if self.settling is None:
             self.settling = {}
-        self.unlisted = set(self.ext.cool_ids)
+        self.cooling.restoring()
 
     def listed(self, q: Queue) -> None:
         """A snapshot's first part, which has all the leader's cooldowns,
-        is applied: this node's others go (not all of them uncooled and
-        made again: each would leave an entry in cool_heap until its end,
-        and two records in this node's binlog, at every snapshot)."""
-        unlisted, self.unlisted = self.unlisted, set()
-        ids = self.ext.cool_ids
-        for id_ in unlisted:
-            cd = ids.get(id_)
-            if cd is not None:
-                self._uncool(q, cd)
+        is applied: this node's others go (Cooldowns.listed)."""
+        self.cooling.listed(q)
 
     def settled(self, q: Queue, now: int) -> None:
         """What a group that completed meanwhile held stays held if it has
@@ -490,42 +447,14 @@ class Tagged(TagPolicy):
         for name in [n for n, g in groups.items() if g.waiting and g.complete()]:
             self._group_done(q, name, now)
 
-    def _uncool_all(self, q: Queue, cools: list[Cooldown]) -> Generator[None, int, None]:
-        yield
-        ids = self.ext.cool_ids
-        for i in range(0, len(cools), SLICE):
-            for cd in cools[i:i + SLICE]:
-                if ids.pop(cd.id, None) is cd:
-                    q.store.forget(cd)
-            yield
-
-    def apply_cool(self, q: Queue, tube: bytes, key: bytes, orig: int, expires: int) -> None:
-        """A follower: the leader's cooldown record (its own delete may
-        have made the same one)."""
-        cd = self.ext.cooldown(tube, key)
-        if cd is None or (cd.orig, cd.expires) != (orig, expires):
-            self._cool(q, tube, key, orig, expires)
-        else:
-            self.unlisted.discard(cd.id)  # (a snapshot's first part: the leader has it)
-
     def tick(self, q: Queue, now: int, more: bool) -> bool:
         """Let the cooldowns that have ended go (after the timers' tick:
         `more` is what it said); True if more of either is due."""
-        ext = self.ext
-        heap = ext.cool_heap
-        k = SLICE
-        while heap and heap[0][0] <= now and k:
-            k -= 1
-            cd = ext.cool_ids.get(heappop(heap)[1])
-            if cd is not None and cd.expires <= now:
-                self._uncool(q, cd)
-        return more or bool(k == 0 and heap and heap[0][0] <= now)
+        due = self.cooling.expire(q, now)
+        return more or due
 
     def next_due(self, due: int | None) -> int | None:
-        heap = self.ext.cool_heap
-        if heap and (due is None or heap[0][0] < due):
-            return heap[0][0]
-        return due
+        return self.cooling.next_due(due)
 
     # -- concurrency keys ---------------------------------------------------
 
