@@ -45,6 +45,7 @@ COMPILED = [
     "core/queue.py",
     "core/replica.py",
     "core/replies.py",
+    "core/reservedids.py",
     "core/reserving.py",
     "core/run.py",
     "core/session.py",

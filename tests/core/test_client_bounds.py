@@ -168,7 +168,7 @@ def test_peek_reserved_is_answered_at_once_however_many_reservations():
     while h.step():
         pass
     assert h.send(s, b"peek-reserved\r\n") == b"NOT_FOUND\r\n"
-    assert not h.e.q.ext.reserved
+    assert not h.e.q.tags.reserved_ids.by_tube
 
 
 def test_pauses_of_tubes_since_freed_are_let_go():

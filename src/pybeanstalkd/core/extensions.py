@@ -254,7 +254,7 @@ def c_stats_group(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 def c_peek_reserved(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """tuber's peek-reserved: the reserved job of the used tube with
     the lowest id (whoever holds it), from the tube's index of them."""
-    j = policy(e.q).peek_reserved(e.q, s.use)
+    j = policy(e.q).reserved_ids.lowest(e.q, s.use)
     if j is None:
         s.send(P.NOT_FOUND)
         return

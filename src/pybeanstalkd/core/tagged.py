@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 from . import hiding
 from .cooling import Cooldowns
-from .heaps import SHIFT, TUBE_SLACK, StaleHeap
-from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, RESERVED, STATE_NAMES, Job
+from .reservedids import ReservedIds
+from .heaps import SHIFT
+from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES, Job
 from .protocol import NS
 from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
 from .slices import SLICE
@@ -36,7 +37,7 @@ from .tags import (
     Tags, held, void_idp)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterable
+    from collections.abc import Generator, Iterable
 
     from .job import Tube
     from .queue import Queue
@@ -60,6 +61,7 @@ class Tagged(TagPolicy):
         # completed meanwhile, each with the held jobs it did not release.
         self.settling: dict[bytes, dict[int, None]] | None = None
         self.cooling = Cooldowns(ext)  # idp: keys kept past their job's delete
+        self.reserved_ids = ReservedIds()  # by tube, for peek-reserved
 
     def state(self) -> ExtState | None:
         return self.ext
@@ -469,15 +471,9 @@ class Tagged(TagPolicy):
         return True
 
     def reserved(self, q: Queue, j: Job) -> None:
-        """t's reserved ids (peek-reserved's); the key's slot is taken."""
-        t = j.tube
+        """Its tube's reserved ids (peek-reserved's); the key's slot is taken."""
+        self.reserved_ids.add(q, j)
         ext = self.ext
-        ids = ext.reserved.get(t)
-        if ids is None:
-            ids = ext.reserved[t] = StaleHeap(TUBE_SLACK)
-        heappush(ids, j.id)
-        if ids.over(t.nreserved):
-            ids.sweep(q.slices, self._reserved_in(q, t), lambda: t.nreserved)
         tags = ext.jobs.get(j.id)
         if tags is not None and tags.con is not None:
             k = ext.cons[tags.con]  # (its job is live)
@@ -488,31 +484,11 @@ class Tagged(TagPolicy):
             if k.parked and k.room() > 0:
                 hiding.unpark(ext, q, k)
 
-    def _reserved_in(self, q: Queue, t: Tube) -> Callable[[int], bool]:
-        """Is an entry of t's reserved ids (peek-reserved's) live?"""
-        jobs = q.jobs
-
-        def live(id_: int) -> bool:
-            j = jobs.get(id_)
-            return j is not None and j.state == RESERVED and j.tube is t
-        return live
-
-    def peek_reserved(self, q: Queue, t: Tube) -> Job | None:
-        """The reserved job of t with the lowest id (tuber's peek-reserved):
-        the top of t's heap of reserved ids, its stale entries dropped on
-        the way (O(log n) each, once)."""
-        ids = self.ext.reserved.get(t)
-        if ids is None:
-            return None
-        id_ = ids.top(self._reserved_in(q, t))
-        return None if id_ is None else q.jobs.get(id_)
-
     def returned(self, q: Queue, j: Job) -> None:
         """j's reservation ended: its concurrency slot frees, and its tube's
         reserved ids go once it has none."""
+        self.reserved_ids.returned(j.tube)
         ext = self.ext
-        if not j.tube.nreserved:
-            ext.reserved.pop(j.tube, None)
         tags = ext.jobs.get(j.id)
         if tags is None or tags.con is None:
             return

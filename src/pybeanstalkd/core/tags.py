@@ -329,9 +329,6 @@ class ExtState:
         self.parked_ids: set[int] = set()
         # ... and by tube, all keys together: tube -> heap (heaps.StaleHeap)
         self.hidden: dict[Tube, StaleHeap] = {}
-        # Reserved jobs' ids by tube, for peek-reserved (stale entries
-        # allowed; a tube's heap goes once it has no reserved job)
-        self.reserved: dict[Tube, StaleHeap] = {}
         self.groups: dict[bytes, Group] = {}
         # For /metrics, by tube name: duplicate puts answered; held aft:
         # jobs; jobs hidden by their concurrency key.
