@@ -183,7 +183,7 @@ class Tagged(TagPolicy):
             g = ext.groups.get(tags.grp)
             if g is None:
                 g = ext.groups[tags.grp] = Group()
-            g.members.add(j.id)
+            g.members[j.id] = True
         aft = tags.aft
         if aft is not None:
             ext.bump(ext.aft_jobs, aft, 1)
@@ -362,7 +362,7 @@ class Tagged(TagPolicy):
         if tags.grp is not None:
             g = ext.groups.get(tags.grp)
             if g is not None:
-                g.members.discard(j.id)
+                g.members.pop(j.id)
                 self._group_done(q, tags.grp, now)
 
     def _cool(self, q: Queue, tube: bytes, key: bytes, orig: int, expires: int) -> None:

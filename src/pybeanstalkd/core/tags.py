@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from .idmap import IdMap
 from .protocol import LINE_BUF_SIZE, U32_MAX, Bad, name_ok
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from .heaps import StaleHeap
     from .job import Tube
@@ -206,61 +207,19 @@ def parse_tags(words: list[bytes]) -> Tags:
     return Tags(idp, ttl, con, limit, grp, aft, tries)
 
 
-BITS: Final = 12  # ids per block of Members: 1 << BITS, as the job map's (jobmap.py)
-
-
-class Members:
-    """A group's members: the ids of its jobs not yet deleted, in blocks of
-    4,096 consecutive ids, as the job map's (jobmap.py). So no step grows
-    with the group: stats-group goes through a block at a time (a dict of
-    a million can be neither walked while it changes nor copied in one
-    step: 25 ms here), and a million members deleted leave no table of a
-    million to free at once when the group goes (5 to 16 ms here), an
-    emptied block going with its last member."""
-
-    __slots__ = ("blocks", "n")
-
-    def __init__(self) -> None:
-        self.blocks: dict[int, dict[int, None]] = {}  # id >> BITS -> ids (jobmap.BITS)
-        self.n = 0
-
-    def add(self, id_: int) -> None:
-        b = self.blocks.get(id_ >> BITS)
-        if b is None:
-            b = self.blocks[id_ >> BITS] = {}
-        size = len(b)
-        b[id_] = None
-        self.n += len(b) - size  # (0: a member already)
-
-    def discard(self, id_: int) -> None:
-        k = id_ >> BITS
-        b = self.blocks.get(k)
-        if b is not None and id_ in b:
-            del b[id_]
-            self.n -= 1
-            if not b:
-                del self.blocks[k]
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __contains__(self, id_: int) -> bool:
-        b = self.blocks.get(id_ >> BITS)
-        return b is not None and id_ in b
-
-    def __iter__(self) -> Iterator[int]:
-        """Every member, in one go (tests, and the few a small group has)."""
-        for k in sorted(self.blocks):
-            yield from self.blocks[k]
-
-
 class Group:
-    """grp:NAME's members and the aft:NAME jobs they hold."""
+    """grp:NAME's members and the aft:NAME jobs it holds."""
 
     __slots__ = ("members", "buried", "waiting")
 
     def __init__(self) -> None:
-        self.members = Members()  # its jobs not yet deleted
+        # Its jobs not yet deleted, in blocks of ids (idmap.py), so that no
+        # step grows with the group: stats-group goes through a block at a
+        # time (a dict of a million can be neither walked while it changes
+        # nor copied in one step: 25 ms here), and a million members deleted
+        # leave no table of a million to free at once when the group goes
+        # (5 to 16 ms here), an emptied block going with its last member.
+        self.members: IdMap[bool] = IdMap()
         self.buried = 0  # ... of which buried
         # Held aft: jobs' ids. A kick-job'd one stays listed (as in tuber)
         # until its group completes.
@@ -334,7 +293,7 @@ class ExtState:
         # Draws in [0, 1) for the weighted reserves (reserve-mode): the
         # server's are seeded from the OS, the pure layer's fixed.
         self.rand = rand
-        self.jobs: dict[int, Tags] = {}  # id -> tags, for tagged jobs only
+        self.jobs: IdMap[Tags] = IdMap()  # id -> tags, for tagged jobs only
         # idp: by tube name, key -> the id of the live job holding it, and
         # key -> its cooldown (a tube's maps go when they empty: a tube is
         # kept while it has one, and flush-tube drops a tube's at once)
