@@ -210,7 +210,7 @@ def parse_tags(words: list[bytes]) -> Tags:
 class Group:
     """grp:NAME's members and the aft:NAME jobs it holds."""
 
-    __slots__ = ("members", "buried", "waiting")
+    __slots__ = ("members", "buried", "waiting", "afts")
 
     def __init__(self) -> None:
         # Its jobs not yet deleted, in blocks of ids (idmap.py), so that no
@@ -224,6 +224,10 @@ class Group:
         # Held aft: jobs' ids. A kick-job'd one stays listed (as in tuber)
         # until its group completes.
         self.waiting: dict[int, None] = {}
+        # The live aft:NAME jobs, held or not: the entry of a group with no
+        # member goes with the last of them (ExtState.aft_left keeps their
+        # count while the name has no entry).
+        self.afts = 0
 
     def complete(self) -> bool:
         return not self.members.n and not self.buried
@@ -305,9 +309,10 @@ class ExtState:
         self.next_ext = EXT_ID  # the next binlog id of a record of ours
         self.cons: dict[bytes, ConKey] = {}  # con: keys
         self.con_keys = 0  # ... with a reservation held now
-        # Live jobs by aft: name: a name's group's empty entry goes with
-        # its last job.
-        self.aft_jobs: dict[bytes, int] = {}
+        # The live aft: jobs of a name whose group's entry went while they
+        # lived (it completed), by name: a group made again for the name
+        # counts them (Group.afts). The count is in one place at a time.
+        self.aft_left: dict[bytes, int] = {}
         # Ready jobs hidden because their key is at its limit (in their
         # ConKey.parked)
         self.parked_ids: set[int] = set()
@@ -332,6 +337,24 @@ class ExtState:
         """Has key no room for another reservation?"""
         k = self.cons.get(key)
         return k is not None and k.room() <= 0
+
+    def group(self, name: bytes) -> Group:
+        """name's group, made if it has no entry (tuber's empty entry, for
+        an aft: job: stats-group finds it)."""
+        g = self.groups.get(name)
+        if g is None:
+            g = self.groups[name] = Group()
+            if self.aft_left:
+                g.afts = self.aft_left.pop(name, 0)
+        return g
+
+    def forget_group(self, name: bytes) -> Group:
+        """name's group's entry goes (it completed, or nothing names it);
+        the aft: jobs naming it are counted without it."""
+        g = self.groups.pop(name)
+        if g.afts:
+            self.aft_left[name] = g.afts
+        return g
 
     def group_open(self, name: bytes | None) -> bool:
         """Would an aft:name job be held now?"""
