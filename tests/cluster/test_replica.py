@@ -348,7 +348,7 @@ def test_a_leaders_job_record_with_an_id_of_the_tags_records_is_refused(tmp_path
     frame = X.chunks(X.tags_msg(id_, Tags(grp=b"g"))) + F.encode(forged, True, wal.wall_offset)
     with pytest.raises(ApplyError, match="an id of the extensions' records"):
         apply_records(h.e.q, frame, wal.wall_offset, h.now, h.e.max_job_size)
-    assert h.e.q.ext.jobs == {} and h.e.q.tags.memory() == 0
+    assert not h.e.q.ext.jobs and h.e.q.tags.memory() == 0
     c = h.conn()
     assert h.send(c, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
     assert h.send(c, b"flush-tube default\r\n") == b"FLUSHED 1\r\n"

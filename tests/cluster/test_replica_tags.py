@@ -48,7 +48,7 @@ def state_of(q):
             {(t, k): c.orig for t, m in ext.cools.items() for k, c in m.items()},
             {n: (sorted(g.members), g.buried, sorted(g.waiting)) for n, g in ext.groups.items()},
             dict(ext.held), {key: k.limit for key, k in ext.cons.items() if k.limit},
-            dict(ext.jobs))
+            dict(ext.jobs.items()))
 
 
 def test_a_follower_holds_the_same_tags_state(pair):

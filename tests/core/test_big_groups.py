@@ -12,7 +12,7 @@ from fakeclock import Harness
 from pybeanstalkd.core import admin
 from pybeanstalkd.core.jobmap import BITS
 from pybeanstalkd.core.slices import SLICE
-from pybeanstalkd.core.tags import Members
+from pybeanstalkd.core.idmap import IdMap
 
 BLOCK = 1 << BITS
 N = 2 * BLOCK + 100  # the jobs of a group or a tube: three blocks of the job map
@@ -70,8 +70,8 @@ def test_stats_group_of_a_big_group(h, monkeypatch):
     h.take(w)
     g = h.e.q.ext.groups[b"big"]
     # (its members in blocks of the job map's size: none is walked whole)
-    assert len(g.members.blocks) == 3 and max(map(len, g.members.blocks.values())) <= BLOCK
-    monkeypatch.setattr(Members, "__iter__", Uncopied.__iter__)
+    assert len(g.members.blocks) == 3 and max(b.live for b in g.members.blocks.values()) <= BLOCK
+    monkeypatch.setattr(IdMap, "__iter__", Uncopied.__iter__)
     assert h.send(s, b"stats-group big\r\n") == b""  # (in slices: not yet)
     steps = slices(h, other)
     assert steps >= N // SLICE  # (SLICE members a slice)

@@ -91,7 +91,7 @@ def test_a_group_named_by_aft_alone_goes_with_its_last_job():
         assert h.send(s, b"delete %d\r\n" % jid) == b"DELETED\r\n"
 
     assert grown_per_cycle(h, cycle, 2000) < 64
-    assert not h.e.q.ext.groups and not h.e.q.ext.aft_jobs
+    assert not h.e.q.ext.groups and not h.e.q.ext.aft_left
 
 
 def test_a_group_with_waiting_jobs_stays_until_they_go():
@@ -103,7 +103,7 @@ def test_a_group_with_waiting_jobs_stays_until_they_go():
     assert b"name: \"g\"" not in h.send(s, b"stats-group g\r\n")
     assert h.send(s, b"peek-ready\r\n").startswith(b"FOUND %d " % held)
     h.send(s, b"delete %d\r\n" % held)
-    assert not h.e.q.ext.groups and not h.e.q.ext.aft_jobs
+    assert not h.e.q.ext.groups and not h.e.q.ext.aft_left
 
 
 def test_a_tubes_duplicate_counter_goes_with_the_tube():

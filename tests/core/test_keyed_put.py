@@ -21,7 +21,7 @@ class Refusing(Store):
 
 def _state(h):
     ext = h.e.q.ext
-    return ({t: dict(k) for t, k in ext.keys.items()}, ext.nkeys, dict(ext.jobs),
+    return ({t: dict(k) for t, k in ext.keys.items()}, ext.nkeys, dict(ext.jobs.items()),
             h.e.q.ids.next, sorted(h.e.q.jobs))
 
 

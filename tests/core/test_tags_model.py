@@ -79,7 +79,10 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
         if tg and tg.aft:
             aj[tg.aft] = aj.get(tg.aft, 0) + 1
     eq({key: k.jobs for key, k in ext.cons.items() if k.jobs}, cj, "jobs by key")
-    eq(ext.aft_jobs, aj, "aft_jobs")
+    # (counted in the name's group, or while it has none in aft_left)
+    afts = {name: g.afts for name, g in ext.groups.items() if g.afts}
+    eq({**afts, **ext.aft_left}, aj, "aft: jobs by name")
+    eq(ext.groups.keys() & ext.aft_left.keys(), set(), "aft: jobs counted twice")
     for key, k in ext.cons.items():
         if key not in cj and key not in cc:
             errs.append(f"con key {key} kept with no job")

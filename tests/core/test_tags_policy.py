@@ -65,3 +65,24 @@ def test_a_job_brought_back_for_its_keys_room_passes_the_room_on_if_deleted():
     assert h.send(w, b"delete 1\r\n") == b"DELETED\r\n"  # room: 2 comes back
     assert h.send(p, b"delete 2\r\n") == b"DELETED\r\n"  # and passes it to 3
     assert h.send(w, b"reserve-with-timeout 0\r\n") == b"RESERVED 3 1\r\na\r\n"
+
+
+def test_a_group_made_again_goes_with_the_aft_jobs_of_the_one_before():
+    """A completed group's entry goes while the aft: jobs it released live
+    on (their count kept without it); an aft: put makes the entry again,
+    and it stays until the last aft: job naming it goes, the earlier ones
+    included."""
+    h = Harness(extensions=True)
+    s = h.conn()
+    assert h.send(s, b"put 0 0 60 1 grp:g\r\nm\r\n") == b"INSERTED 1\r\n"
+    assert h.send(s, b"put 0 0 60 1 aft:g\r\nr\r\n") == b"INSERTED 2\r\n"  # held
+    h.send(s, b"delete 1\r\n")  # g completes: 2 released, g's entry gone
+    assert h.send(s, b"stats-group g\r\n") == b"NOT_FOUND\r\n"
+    assert h.e.q.ext.aft_left == {b"g": 1}
+    assert h.send(s, b"put 0 0 60 1 aft:g\r\na\r\n") == b"INSERTED 3\r\n"  # the entry again
+    assert h.send(s, b"stats-group g\r\n").startswith(b"OK ") and not h.e.q.ext.aft_left
+    h.send(s, b"delete 3\r\n")
+    assert h.send(s, b"stats-group g\r\n").startswith(b"OK ")  # (2 names it still)
+    h.send(s, b"delete 2\r\n")
+    assert h.send(s, b"stats-group g\r\n") == b"NOT_FOUND\r\n"
+    assert not h.e.q.ext.groups and not h.e.q.ext.aft_left

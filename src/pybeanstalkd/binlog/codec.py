@@ -22,6 +22,7 @@ from ..core.tagged import policy
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from ..core.idmap import IdMap
     from ..core.job import Job
     from ..core.queue import Queue
     from ..core.store import Record
@@ -70,7 +71,7 @@ class TaggedCodec(PlainCodec):
 
     def __init__(self, state: ExtState) -> None:
         self.state = state  # the queue's (Engine's tag_state)
-        self.tags: dict[int, Tags] = state.jobs  # by job id
+        self.tags: IdMap[Tags] = state.jobs  # by job id
 
     def finder(self, q: Queue) -> Callable[[int], Found]:
         if q.ext is not self.state:

@@ -228,10 +228,10 @@ def c_stats_group(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 
     def count() -> Generator[None, int, int]:
         jobs = e.q.jobs
-        blocks = g.members.blocks
+        members = g.members
         first = True
-        for k in sorted(blocks):  # (a block's ids copied as it is reached)
-            ids = list(blocks.get(k, ()))
+        for k in sorted(members.blocks):  # (a block's ids copied as it is reached)
+            ids = members.ids(k)
             for i in range(0, len(ids), SLICE):
                 if not first:
                     yield

@@ -152,15 +152,15 @@ class Tagged(TagPolicy):
         """A put's job (its tags in ext.jobs already): its keys, limit and
         groups; held if it is an aft: job, not delayed, whose group is open
         (while a snapshot comes in, the leader's record says: place_held)."""
-        self._register(q, j, tags)
-        aft = tags.aft
-        if aft is None or j.times[0] or self.settling is not None or not self.ext.group_open(aft):
+        g = self._register(q, j, tags)
+        if g is None or j.times[0] or self.settling is not None or g.complete():
             return False
-        self._hold(q, j, log)
+        self._hold(q, j, g, log)
         return True
 
-    def _register(self, q: Queue, j: Job, tags: Tags) -> None:
-        """A tagged job's keys, limit and groups (at its put or at recovery)."""
+    def _register(self, q: Queue, j: Job, tags: Tags) -> Group | None:
+        """A tagged job's keys, limit and groups (at its put or at recovery);
+        the group its aft: names, if it names one."""
         ext = self.ext
         idp = tags.idp
         if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)
@@ -181,27 +181,20 @@ class Tagged(TagPolicy):
                 if k.parked:
                     hiding.unpark(ext, q, k)  # (more room now)
         if tags.grp is not None:
-            g = ext.groups.get(tags.grp)
-            if g is None:
-                g = ext.groups[tags.grp] = Group()
-            g.members.add(j.id)
-        aft = tags.aft
-        if aft is not None:
-            ext.bump(ext.aft_jobs, aft, 1)
-            if aft not in ext.groups:
-                ext.groups[aft] = Group()  # (tuber's empty entry: stats-group finds it)
+            ext.group(tags.grp).members[j.id] = True
+        if tags.aft is None:
+            return None
+        g = ext.group(tags.aft)
+        g.afts += 1
+        return g
 
     # -- held aft: jobs -------------------------------------------------------
 
-    def _hold(self, q: Queue, j: Job, log: bool) -> None:
+    def _hold(self, q: Queue, j: Job, g: Group, log: bool) -> None:
+        """Hold aft: job j until g, its group, completes."""
         ext = self.ext
         j.state = DELAYED
         j.deadline = HELD
-        aft = ext.jobs[j.id].aft
-        assert aft is not None  # (an aft: job)
-        g = ext.groups.get(aft)
-        if g is None:  # (a snapshot's held job, its group's members yet to come)
-            g = ext.groups[aft] = Group()
         g.waiting[j.id] = None
         ext.bump(ext.held, j.tube.name, 1)
         ext.nheld += 1
@@ -216,11 +209,12 @@ class Tagged(TagPolicy):
         Not while a snapshot comes in: the group may be open here only for
         a member the leader deleted (the leader's hold is in a record)."""
         tags = self.ext.jobs.get(j.id)
-        if tags is None or self.settling is not None or not self.ext.group_open(tags.aft):
+        g = None if tags is None or tags.aft is None else self.ext.groups.get(tags.aft)
+        if g is None or self.settling is not None or g.complete():
             return False
         # (no room to log it: the binlog has it delayed and due, and a
         # restart holds it again the same way)
-        self._hold(q, j, q.store.reserve_update(j))
+        self._hold(q, j, g, q.store.reserve_update(j))
         return True
 
     def place_held(self, q: Queue, j: Job, now: int, log: bool) -> bool:
@@ -231,7 +225,9 @@ class Tagged(TagPolicy):
         tags = self.ext.jobs.get(j.id)
         if tags is not None and tags.aft is not None and (
                 self.settling is not None or self.ext.group_open(tags.aft)):
-            self._hold(q, j, log)
+            # (a snapshot's held job may come before its group's members:
+            # its group is made then)
+            self._hold(q, j, self.ext.group(tags.aft), log)
         else:
             q.place_ready(j, now, log=log)
         return True
@@ -274,7 +270,7 @@ class Tagged(TagPolicy):
         g = self.ext.groups.get(name)
         if g is None or not g.complete():
             return
-        del self.ext.groups[name]
+        self.ext.forget_group(name)
         if self.settling is not None:
             # A snapshot comes in: a member the leader put before it deleted
             # this one may be yet to come here (settled() releases these).
@@ -345,7 +341,6 @@ class Tagged(TagPolicy):
                     del ext.cons[con]
         aft = tags.aft
         if aft is not None:
-            ext.bump(ext.aft_jobs, aft, -1)
             settling = self.settling
             if settling is not None:
                 w = settling.get(aft)
@@ -354,16 +349,19 @@ class Tagged(TagPolicy):
                     if not w:
                         del settling[aft]
             g = ext.groups.get(aft)
-            if g is not None:
+            if g is None:
+                ext.bump(ext.aft_left, aft, -1)
+            else:
+                g.afts -= 1
                 g.waiting.pop(j.id, None)
-                if aft not in ext.aft_jobs and g.complete() and not g.waiting:
+                if not g.afts and g.complete() and not g.waiting:
                     # Named by no job now, and no member left: tuber's empty
                     # entry would stay for ever (COMPATIBILITY.md).
-                    del ext.groups[aft]
+                    ext.forget_group(aft)
         if tags.grp is not None:
             g = ext.groups.get(tags.grp)
             if g is not None:
-                g.members.discard(j.id)
+                g.members.pop(j.id)
                 self._group_done(q, tags.grp, now)
 
     def flushed(self, q: Queue, name: bytes, last: int) -> None:
@@ -554,11 +552,11 @@ class Tagged(TagPolicy):
         for j in jobs:
             tags = ext.jobs.get(j.id)
             if tags is not None:
-                self._register(q, j, tags)
-                if j.state == DELAYED and tags.aft is not None and held(j.deadline, wall_offset):
+                g = self._register(q, j, tags)
+                if g is not None and j.state == DELAYED and held(j.deadline, wall_offset):
                     q.jobs[j.id] = j
                     q.body_bytes += len(j.body)
-                    self._hold(q, j, log=False)
+                    self._hold(q, j, g, log=False)
                     continue
             rest.append(j)
         return rest
@@ -568,7 +566,7 @@ class Tagged(TagPolicy):
         the binlog had no room for)."""
         ext = self.ext
         for name in [n for n, g in ext.groups.items() if g.complete() and g.waiting]:
-            self._release_held(q, ext.groups.pop(name).waiting, now)
+            self._release_held(q, ext.forget_group(name).waiting, now)
 
     def find_record(self, q: Queue, id_: int) -> Job | Cooldown | None:
         """The binlog's lookup (compaction): a job, or a cooldown."""

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from .idmap import IdMap
 from .protocol import U32_MAX, Bad, name_ok
 from .weighted import XorShift
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from .heaps import StaleHeap
     from .job import Tube
@@ -180,65 +181,27 @@ def parse_tags(words: list[bytes]) -> Tags:
     return Tags(idp, ttl, con, limit, grp, aft, tries)
 
 
-BITS: Final = 12  # ids per block of Members: 1 << BITS, as the job map's (jobmap.py)
-
-
-class Members:
-    """A group's members: the ids of its jobs not yet deleted, in blocks of
-    4,096 consecutive ids, as the job map's (jobmap.py). So no step grows
-    with the group: stats-group goes through a block at a time (a dict of
-    a million can be neither walked while it changes nor copied in one
-    step: 25 ms here), and a million members deleted leave no table of a
-    million to free at once when the group goes (5 to 16 ms here), an
-    emptied block going with its last member."""
-
-    __slots__ = ("blocks", "n")
-
-    def __init__(self) -> None:
-        self.blocks: dict[int, dict[int, None]] = {}  # id >> BITS -> ids (jobmap.BITS)
-        self.n = 0
-
-    def add(self, id_: int) -> None:
-        b = self.blocks.get(id_ >> BITS)
-        if b is None:
-            b = self.blocks[id_ >> BITS] = {}
-        size = len(b)
-        b[id_] = None
-        self.n += len(b) - size  # (0: a member already)
-
-    def discard(self, id_: int) -> None:
-        k = id_ >> BITS
-        b = self.blocks.get(k)
-        if b is not None and id_ in b:
-            del b[id_]
-            self.n -= 1
-            if not b:
-                del self.blocks[k]
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __contains__(self, id_: int) -> bool:
-        b = self.blocks.get(id_ >> BITS)
-        return b is not None and id_ in b
-
-    def __iter__(self) -> Iterator[int]:
-        """Every member, in one go (tests, and the few a small group has)."""
-        for k in sorted(self.blocks):
-            yield from self.blocks[k]
-
-
 class Group:
-    """grp:NAME's members and the aft:NAME jobs they hold."""
+    """grp:NAME's members and the aft:NAME jobs it holds."""
 
-    __slots__ = ("members", "buried", "waiting")
+    __slots__ = ("members", "buried", "waiting", "afts")
 
     def __init__(self) -> None:
-        self.members = Members()  # its jobs not yet deleted
+        # Its jobs not yet deleted, in blocks of ids (idmap.py), so that no
+        # step grows with the group: stats-group goes through a block at a
+        # time (a dict of a million can be neither walked while it changes
+        # nor copied in one step: 25 ms here), and a million members deleted
+        # leave no table of a million to free at once when the group goes
+        # (5 to 16 ms here), an emptied block going with its last member.
+        self.members: IdMap[bool] = IdMap()
         self.buried = 0  # ... of which buried
         # Held aft: jobs' ids. A kick-job'd one stays listed (as in tuber)
         # until its group completes.
         self.waiting: dict[int, None] = {}
+        # The live aft:NAME jobs, held or not: the entry of a group with no
+        # member goes with the last of them (ExtState.aft_left keeps their
+        # count while the name has no entry).
+        self.afts = 0
 
     def complete(self) -> bool:
         return not self.members.n and not self.buried
@@ -309,7 +272,7 @@ class ExtState:
         # server's are seeded from the OS; by default, fixed ones (the pure
         # layer reads no OS entropy, and gives the same answers each run).
         self.rand: Callable[[], float] = XorShift().random if rand is None else rand
-        self.jobs: dict[int, Tags] = {}  # id -> tags, for tagged jobs only
+        self.jobs: IdMap[Tags] = IdMap()  # id -> tags, for tagged jobs only
         # idp: by tube name, key -> the id of the live job holding it, and
         # key -> its cooldown (a tube's maps go when they empty: a tube is
         # kept while it has one, and flush-tube drops a tube's at once)
@@ -321,9 +284,10 @@ class ExtState:
         self.next_ext = EXT_ID  # the next binlog id of a record of ours
         self.cons: dict[bytes, ConKey] = {}  # con: keys
         self.con_keys = 0  # ... with a reservation held now
-        # Live jobs by aft: name: a name's group's empty entry goes with
-        # its last job.
-        self.aft_jobs: dict[bytes, int] = {}
+        # The live aft: jobs of a name whose group's entry went while they
+        # lived (it completed), by name: a group made again for the name
+        # counts them (Group.afts). The count is in one place at a time.
+        self.aft_left: dict[bytes, int] = {}
         # Ready jobs hidden because their key is at its limit (in their
         # ConKey.parked)
         self.parked_ids: set[int] = set()
@@ -345,6 +309,24 @@ class ExtState:
         """Has key no room for another reservation?"""
         k = self.cons.get(key)
         return k is not None and k.room() <= 0
+
+    def group(self, name: bytes) -> Group:
+        """name's group, made if it has no entry (tuber's empty entry, for
+        an aft: job: stats-group finds it)."""
+        g = self.groups.get(name)
+        if g is None:
+            g = self.groups[name] = Group()
+            if self.aft_left:
+                g.afts = self.aft_left.pop(name, 0)
+        return g
+
+    def forget_group(self, name: bytes) -> Group:
+        """name's group's entry goes (it completed, or nothing names it);
+        the aft: jobs naming it are counted without it."""
+        g = self.groups.pop(name)
+        if g.afts:
+            self.aft_left[name] = g.afts
+        return g
 
     def group_open(self, name: bytes | None) -> bool:
         """Would an aft:name job be held now?"""
