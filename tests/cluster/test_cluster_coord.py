@@ -142,3 +142,39 @@ def test_the_peer_secret_is_made_once_and_shared(etcd):
         return first[0]
     one = run(etcd, body)
     assert run(etcd, body) != one  # another cluster, another secret
+
+
+def test_calls_in_flight_on_a_dead_endpoint_all_go_on_to_the_next(etcd):
+    # The first endpoint accepts no connection and answers nothing (a
+    # member cut off): each call waits for its deadline there. The first
+    # to give up moves to the next endpoint and closes its channel, which
+    # cancels the calls still waiting on it. They must go on there too:
+    # a keepalive that ended with that cancellation ended the leader's
+    # duties, and the leader then neither refreshed its lease nor stepped
+    # down (it held every reply, and never exited).
+    import socket
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(16)
+    try:
+        async def body(make):
+            a = make("a")
+            await a.register({"peer": "127.0.0.1:7001"})
+            await a.campaign({})
+            c = Coordinator(a.k_leader.decode().split("/")[2], "c", ttl=3, timeout=0.5,
+                            endpoints=[hole.getsockname(), etcd, etcd])
+
+            async def later(aw, delay):
+                await asyncio.sleep(delay)
+                return await aw
+            try:
+                got = await asyncio.gather(c.nodes(), later(c.leader(), 0.2),
+                                           later(c.isr(), 0.3))
+            finally:
+                await c.close()
+            assert got[0] == {"a": {"peer": "127.0.0.1:7001"}}
+            assert got[1][0] == "a" and got[2][1] == ["a"]
+            assert c.at == 1  # moved once, not once a call
+        run(etcd, body)
+    finally:
+        hole.close()

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,9 +35,11 @@ def start(tmp_path, etcd, name, cluster="c1", sync="-f0", extra=()):
                                    "--etcd", etcd if isinstance(etcd, str) else "%s:%d" % etcd,
                                    "--node", name,
                                    "--peer-listen", "127.0.0.1:%d" % peer,
-                                   "--http", "127.0.0.1:%d" % http, *extra])
+                                   "--http", "127.0.0.1:%d" % http, *extra],
+               env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     s.peer = peer
-    keep_log(s.proc, tmp_path / f"{name}.log")
+    s.log = tmp_path / f"{name}.log"
+    keep_log(s.proc, s.log)
     s.http = http
     return s
 
@@ -55,6 +58,19 @@ def keep_log(proc, path):
     out = open(path, "ab")
     for f in (proc.stdout, proc.stderr):
         threading.Thread(target=pump, args=(f, out), daemon=True).start()
+
+
+def exit_status(srv, timeout: float) -> int:
+    """srv's exit status once it exits within timeout; if it does not, its
+    threads' stacks (faulthandler, on SIGABRT) and its log fail the test."""
+    try:
+        return srv.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        srv.proc.send_signal(signal.SIGABRT)
+        srv.proc.wait(10)
+        time.sleep(0.5)  # (keep_log's threads write the last of it)
+        pytest.fail(f"no exit within {timeout} s; its log and stacks:\n"
+                    + srv.log.read_text(errors="replace"))
 
 
 def leader_status(srv) -> int:
@@ -224,7 +240,7 @@ def test_a_paused_leader_steps_down_and_acknowledges_nothing(tmp_path, etcd):
         a.proc.send_signal(signal.SIGCONT)
         # It wakes up, reads the put, and never acknowledges it: its lease is
         # gone and b refuses its epoch. It exits to come back as a follower.
-        assert a.proc.wait(15) == 75
+        assert exit_status(a, 15) == 75
         try:
             reply = c.line()
         except (OSError, EOFError):

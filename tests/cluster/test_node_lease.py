@@ -43,3 +43,31 @@ def test_a_leader_steps_down_at_its_lease_end_while_etcd_calls_hang():
     code, took, role = asyncio.run(main())
     assert (code, role) == (EXIT_DEPOSED, "follower")
     assert 1.0 <= took < 2.5, took  # the lease's end, plus a refresh's timeout at most
+
+
+@pytest.mark.parametrize("end", ["cancelled", "failed", "stepped down"])
+def test_the_server_stops_whenever_the_node_s_work_ends(end, capsys):
+    # A cancellation from inside the etcd client once ended the node's work
+    # silently: the server went on, with no one keeping the lease.
+    from pybeanstalkd.server.loop import node_ended
+
+    async def main():
+        stop = asyncio.get_running_loop().create_future()
+
+        async def work():
+            if end == "cancelled":
+                raise asyncio.CancelledError
+            if end == "failed":
+                raise RuntimeError("lost")
+            stop.set_result(EXIT_DEPOSED)
+        task = asyncio.create_task(work())
+        task.add_done_callback(lambda t: node_ended(t, stop))
+        await asyncio.wait({task})
+        await asyncio.sleep(0)  # (the callback)
+        return stop.result()
+    assert asyncio.run(main()) == (EXIT_DEPOSED if end == "stepped down" else 1)
+    said = capsys.readouterr().err
+    if end == "stepped down":
+        assert said == ""
+    else:
+        assert "the node's work ended: " + ("cancelled" if end == "cancelled" else "RuntimeError") in said

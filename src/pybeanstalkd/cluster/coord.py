@@ -22,6 +22,7 @@ is imported only with --cluster.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
@@ -57,19 +58,38 @@ class Coordinator:
     async def _do(self, op):
         """op(client), on the next endpoint while one is unreachable. (A
         retried transaction that had gone through fails its compare: each
-        caller treats that as having lost, which is safe.)"""
-        for _ in range(len(self.endpoints) - 1):
+        caller treats that as having lost, which is safe.)
+
+        Calls run side by side on one client (the lease's refresh, the
+        nodes' poll, the ISR's writes). The first to find its endpoint
+        unreachable moves all of them to the next one: it closes the old
+        client, which cancels the calls still waiting there, and those go
+        on on the new one. A call cancelled by its own caller (a timeout
+        of theirs) stays cancelled."""
+        tries = len(self.endpoints)
+        while True:
+            client = self.client
             try:
-                return await op(self.client)
+                return await op(client)
             except UNREACHABLE:
-                old = self.client
-                self.at = (self.at + 1) % len(self.endpoints)
-                self.client = aetcd.Client(*self.endpoints[self.at], timeout=self.timeout)
-                try:
-                    await old.close()
-                except Exception:  # noqa: BLE001 (it is already broken)
-                    pass
-        return await op(self.client)
+                tries -= 1
+                if tries == 0:
+                    raise
+                if client is self.client:  # (else another call moved on already)
+                    await self._next(client)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if client is self.client or (task is not None and task.cancelling()):
+                    raise
+
+    async def _next(self, old):
+        self.at = (self.at + 1) % len(self.endpoints)
+        self.client = aetcd.Client(*self.endpoints[self.at], timeout=self.timeout)
+        self.t = self.client.transactions
+        try:
+            await old.close()
+        except Exception:  # noqa: BLE001 (it is already broken)
+            pass
 
     async def _get(self, key: bytes):
         return await self._do(lambda c: c.get(key))

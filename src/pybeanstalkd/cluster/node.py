@@ -286,11 +286,15 @@ class Node:
         due = self.engine.next_due()
         if due is not None:
             self.srv.arm(due)
+        # One group: if a duty fails, the others end with it (the server
+        # then stops: loop.py), never a leader without its lease's keeper.
         try:
-            await asyncio.gather(self._keepalive(), self._links(), self._watch_isr(),
-                                 self._keep_ids())
-        except UNREACHABLE as e:
-            self._deposed(f"etcd: {e!r}")
+            async with asyncio.TaskGroup() as duties:
+                for duty in (self._keepalive(), self._links(), self._watch_isr(),
+                             self._keep_ids()):
+                    duties.create_task(duty)
+        except* UNREACHABLE as e:
+            self._deposed(f"etcd: {e.exceptions[0]!r}")
 
     async def _keepalive(self):
         ttl_ns = self.coord.ttl * 1_000_000_000

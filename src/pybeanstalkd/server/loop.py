@@ -204,12 +204,20 @@ def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, settings: 
     node = Node(loop, srv, engine, wal, settings.cluster_settings(), rt.certs, sock, serve_clients,
                 stop)
 
-    def done(task):
-        if not task.cancelled() and task.exception() is not None and not stop.done():
-            warn(f"cluster: {task.exception()!r}")
-            stop.set_result(1)
-    loop.create_task(node.run()).add_done_callback(done)
+    loop.create_task(node.run()).add_done_callback(lambda task: node_ended(task, stop))
     return node
+
+
+def node_ended(task: asyncio.Task, stop: asyncio.Future) -> None:
+    """The node's life ends only by stepping down, which sets stop first.
+    Any other end (an error, or a cancellation that came from inside its
+    etcd client) stops the server too: a node that no longer keeps its
+    lease or follows its leader must not go on serving."""
+    if stop.done():
+        return
+    why = "cancelled" if task.cancelled() else repr(task.exception())
+    warn(f"cluster: the node's work ended: {why}")
+    stop.set_result(1)
 
 
 async def _start_http(srv: Server, settings: Settings, rt: Runtime):
