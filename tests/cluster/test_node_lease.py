@@ -25,10 +25,20 @@ class StuckCoord:
             raise
 
 
-def test_a_leader_steps_down_at_its_lease_end_while_etcd_calls_hang():
+class CancellingCoord:
+    """A refresh that the etcd client ends by cancelling it (grpc.aio does
+    so to the calls on a channel it closes)."""
+    ttl = 1
+
+    async def keepalive(self):
+        raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize("coord", [StuckCoord, CancellingCoord])
+def test_a_leader_steps_down_at_its_lease_end_while_etcd_calls_hang(coord):
     async def main():
         n = Node.__new__(Node)  # (only what _keepalive and _deposed use)
-        n.coord = StuckCoord()
+        n.coord = coord()
         n.lease_until = time.monotonic_ns() + 1_000_000_000
         n.log = lambda m: None
         n.cluster, n.name, n.role = SimpleNamespace(name="c"), "a", "leader"
@@ -71,3 +81,31 @@ def test_the_server_stops_whenever_the_node_s_work_ends(end, capsys):
         assert said == ""
     else:
         assert "the node's work ended: " + ("cancelled" if end == "cancelled" else "RuntimeError") in said
+
+
+def test_a_leader_s_duty_cancelled_from_inside_ends_them_all():
+    # asyncio.TaskGroup takes a child that ends cancelled for one it was
+    # asked to cancel: alone, it would let the other duties go on without
+    # the lease's keeper.
+    from pybeanstalkd.cluster.node import _failing_if_cancelled
+
+    async def main():
+        async def cancelled_from_inside():
+            await asyncio.sleep(0.01)
+            raise asyncio.CancelledError
+
+        async def forever():
+            await asyncio.sleep(3600)
+        with pytest.raises(ExceptionGroup) as got:
+            async with asyncio.timeout(10):  # (else: the group waits for forever())
+                async with asyncio.TaskGroup() as g:
+                    g.create_task(_failing_if_cancelled(cancelled_from_inside()))
+                    g.create_task(_failing_if_cancelled(forever()))
+        assert [type(e) for e in got.value.exceptions] == [RuntimeError]
+
+        outer = asyncio.create_task(_failing_if_cancelled(forever()))
+        await asyncio.sleep(0.01)
+        outer.cancel()  # asked for: stays a cancellation
+        await asyncio.wait({outer})
+        assert outer.cancelled()
+    asyncio.run(main())

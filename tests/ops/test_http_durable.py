@@ -59,3 +59,39 @@ def test_f0_action_waits_for_the_fsync(tmp_path):
 def test_without_f0_an_action_is_answered_at_once(tmp_path):
     out = run(tmp_path, f0=False)
     assert out["answered_before_sync"] and out["status"] == 200
+
+
+def test_shutdown_closes_an_action_still_waiting_for_its_records(tmp_path):
+    # A deposed leader's HTTP action waits for acks that never come; the
+    # shutdown used to wait for it aiohttp's 60 s, twice. It now closes the
+    # connection after Timeouts.shutdown, twice, unanswered.
+    from pybeanstalkd.ops import httpguard
+    from pybeanstalkd.ops.http import listen, start
+
+    h, wal = with_binlog(tmp_path, hold=HOLD_WRITES)
+    out = {}
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        srv = Server(loop, h.e, gate=lambda srv: Synced(srv, wal, wantsync=False, rate_ns=0))
+        sock = listen("127.0.0.1", 0)
+        http = await start(srv, sock, timeouts=httpguard.Timeouts(shutdown=0.3))
+        reader, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        body = b'{"body": "x"}'
+        writer.write(b"POST /api/v1/tubes/t/put HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"X-Pybeanstalkd: 1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        out["waiting"] = wal.lsn > wal.synced
+        t0 = loop.time()
+        async with asyncio.timeout(20):  # (aiohttp's own default: 120 s)
+            await http.cleanup()
+            out["took"] = loop.time() - t0
+            out["answer"] = await reader.read()
+        writer.close()
+    asyncio.run(main())
+    assert out["waiting"]
+    assert out["took"] < 5, out["took"]
+    assert out["answer"] == b""  # closed, unanswered: the put may not be safe
+    assert httpguard.Timeouts().shutdown <= 2.0

@@ -92,7 +92,22 @@ async def within(aw, seconds: float):
         task.cancel()
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # (retrieved: no warning)
         raise TimeoutError
+    if task.cancelled():  # (by the etcd client itself: a failed call, not ours to end on)
+        raise ConnectionError("the etcd call was cancelled")
     return task.result()
+
+
+async def _failing_if_cancelled(aw) -> None:
+    """aw, whose cancellation from inside (an etcd call's, say) is an
+    error: a TaskGroup takes a task that ends cancelled for one it was
+    asked to cancel, and would let the others go on without it."""
+    try:
+        await aw
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        raise RuntimeError("cancelled from inside") from None
 
 
 class Node:
@@ -224,7 +239,7 @@ class Node:
         self.peer_srv = await self.follower.serve(host, port, self.certs)
         refuse = _refuse_clients(self.loop, self.sock)
         self.log(f"cluster {self.cluster.name}: {self.name} starts as a follower")
-        epoch = 0
+        epoch = asked = 0
         polls = 0
         while not epoch:
             await asyncio.sleep(POLL_S)
@@ -237,12 +252,13 @@ class Node:
                 got = await self.coord.leader()
                 self._saw_leader(got)
                 if got is None:
+                    asked = monotonic_ns()  # (the lease, if granted, runs from no earlier)
                     epoch = await self.coord.campaign(self.info)
             except UNREACHABLE as e:  # etcd down or without quorum: keep following
                 self.log(f"cluster {self.cluster.name}: etcd: {e!r}")
                 await asyncio.sleep(1)
         refuse()
-        await self.lead(epoch)
+        await self.lead(epoch, asked)
 
     def _saw_leader(self, got: tuple[str, int, dict] | None):
         """A follower read the leader key: fence off older epochs, and say
@@ -260,14 +276,17 @@ class Node:
                      f"{self.leader}, epoch {self.leader_epoch})")
         self.leader, self.leader_epoch = name, epoch
 
-    async def lead(self, epoch: int):
+    async def lead(self, epoch: int, asked: int):
+        """Lead under epoch, whose lease was asked for at `asked`
+        (monotonic ns): it may end ttl after that, not after now (the
+        campaign's calls may have taken seconds)."""
         assert self.peer_srv is not None  # (run() opened it)
         self.peer_srv.close()
         for c in list(self.follower.conns):
             c.transport.close()
         self.follower.settle()  # (a snapshot's end, or what follows it, comes no more)
         self.epoch, self.role, self.leader, self.leader_epoch = epoch, "leader", self.name, epoch
-        self.lease_until = monotonic_ns() + self.coord.ttl * 1_000_000_000
+        self.lease_until = asked + self.coord.ttl * 1_000_000_000
         got = await self.coord.isr()
         self.isr = got[1] if got else [self.name]
         self.ackers = list(self.isr)
@@ -292,7 +311,7 @@ class Node:
             async with asyncio.TaskGroup() as duties:
                 for duty in (self._keepalive(), self._links(), self._watch_isr(),
                              self._keep_ids()):
-                    duties.create_task(duty)
+                    duties.create_task(_failing_if_cancelled(duty))
         except* UNREACHABLE as e:
             self._deposed(f"etcd: {e.exceptions[0]!r}")
 

@@ -580,7 +580,8 @@ async def start(srv, sock: socket.socket, auth=None, dashboard=DASHBOARD, *, all
     # before the close; aiohttp's 10 s would hold a late body's connection
     # that much past its 408)
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=timeouts.idle,
-                           lingering_time=timeouts.linger, logger=httpguard.ErrorLog(log))
+                           lingering_time=timeouts.linger, logger=httpguard.ErrorLog(log),
+                           shutdown_timeout=timeouts.shutdown)
     await runner.setup()
     conns = httpguard.Connections(loop, runner.server, max_connections, timeouts, log)
     server = await loop.create_server(conns, sock=sock, backlog=128)

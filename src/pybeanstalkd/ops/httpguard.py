@@ -38,6 +38,12 @@ IDLE_TIMEOUT_S = 10.0  # keep-alive: from a reply to the next complete head
 SEND_TIMEOUT_S = 30.0  # a reply left unread (writing blocked) this long: the connection is cut
 LINGER_S = 2.0  # a rejected request's body is read this long at most before the close
 STUCK_S = 1.0  # at the cap, a reply blocked this long makes its connection the one to close
+# At shutdown, an action still waiting for its records to be safe (an
+# fsync, a replica's ack) is given this long, twice (aiohttp waits for the
+# handler, then for it once cancelled), and its connection is closed: it
+# was never answered. (A deposed leader's never will be: aiohttp's 60 s,
+# twice, held its exit two minutes.)
+SHUTDOWN_S = 1.0
 
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
         b"Content-Length: 25\r\nConnection: close\r\n\r\ntoo many HTTP connections")
@@ -53,6 +59,7 @@ class Timeouts:
     send: float = SEND_TIMEOUT_S
     linger: float = LINGER_S
     stuck: float = STUCK_S
+    shutdown: float = SHUTDOWN_S
 
 
 # -- the Host check -----------------------------------------------------------------
