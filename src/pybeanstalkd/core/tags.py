@@ -294,6 +294,14 @@ class ExtState:
         # ... and by tube, all keys together: tube -> heap (heaps.StaleHeap)
         self.hidden: dict[Tube, StaleHeap] = {}
         self.groups: dict[bytes, Group] = {}
+        # The group group() last found or made, and its name (None: none),
+        # at hand: a producer's puts name the same few groups, as they
+        # repeat the same few lines (the name is then the same object, from
+        # the same Tags). Let go with the group's entry (forget_group), the
+        # one place an entry goes. Saves the lookup by name: 131
+        # instructions a grp: or aft: put, compiled.
+        self.named: bytes | None = None
+        self.named_group: Group | None = None
         # For /metrics, by tube name: duplicate puts answered; held aft:
         # jobs; jobs hidden by their concurrency key.
         self.dedup: dict[bytes, int] = {}
@@ -313,17 +321,23 @@ class ExtState:
     def group(self, name: bytes) -> Group:
         """name's group, made if it has no entry (tuber's empty entry, for
         an aft: job: stats-group finds it)."""
-        g = self.groups.get(name)
-        if g is None:
-            g = self.groups[name] = Group()
-            if self.aft_left:
-                g.afts = self.aft_left.pop(name, 0)
+        g = self.named_group
+        if g is None or name is not self.named:
+            g = self.groups.get(name)
+            if g is None:
+                g = self.groups[name] = Group()
+                if self.aft_left:
+                    g.afts = self.aft_left.pop(name, 0)
+            self.named = name
+            self.named_group = g
         return g
 
     def forget_group(self, name: bytes) -> Group:
         """name's group's entry goes (it completed, or nothing names it);
         the aft: jobs naming it are counted without it."""
         g = self.groups.pop(name)
+        if g is self.named_group:
+            self.named = self.named_group = None
         if g.afts:
             self.aft_left[name] = g.afts
         return g
