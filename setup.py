@@ -34,6 +34,7 @@ COMPILED = [
     "core/held.py",
     "core/hiding.py",
     "core/hist.py",
+    "core/holding.py",
     "core/idmap.py",
     "core/job.py",
     "core/jobids.py",

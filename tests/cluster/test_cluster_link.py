@@ -183,7 +183,7 @@ def test_a_snapshots_end_names_the_batches_after_which_the_follower_settles(tmp_
         await link.until(rep.seq)
         assert ends == [rep.seq] and rep.seq > first  # (the put's and the delete's batch)
         assert held(fh.e.q, 3) and held(lh.e.q, 3)
-        assert state_of(fh.e.q) == state_of(lh.e.q) and fh.e.q.tags.settling is None
+        assert state_of(fh.e.q) == state_of(lh.e.q) and fh.e.q.tags.holding.settling is None
         lh.send(c, b"delete 4\r\n")  # g completes on the leader: so it does here
         lwal.flush()
         rep.ship()

@@ -123,7 +123,7 @@ def test_a_record_older_than_a_part_gives_no_voided_key_back(pair):
 
 
 def test_settling_keeps_no_id_of_a_deleted_job(pair):
-    """Tagged.settling, while snapshots end but the batch they name does not
+    """Holding.settling, while snapshots end but the batch they name does not
     come (the link drops after the end): the held jobs of each group the
     end's drops completed stayed listed, deleted since or not."""
     p = pair
@@ -144,7 +144,7 @@ def test_settling_keeps_no_id_of_a_deleted_job(pair):
         for part in snapshot_parts(lq, p.lwal.wall_offset, 1):
             r.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
         r.end(fq, p.fh.now)  # (its `through` never comes)
-    s = fq.tags.settling
+    s = fq.tags.holding.settling
     assert all(i in fq.jobs for w in s.values() for i in w)
     replica.settled(fq, p.fh.now)
 

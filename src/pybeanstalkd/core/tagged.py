@@ -11,7 +11,7 @@ hooks); without --extensions it has the null policy, TagPolicy itself.
   many there are.
 - grp:/aft: a held job is in state delayed with deadline HELD, in no heap
   (not counted as delayed, as in tuber); its group's last delete releases
-  every job it holds, SLICE a step.
+  every job it holds, SLICE a step (holding.py).
 - try:N: tries_used_up with the job's own limit.
 
 Durable: a tagged job's full binlog record is preceded by its tags'
@@ -26,18 +26,18 @@ from typing import TYPE_CHECKING
 
 from . import hiding
 from .cooling import Cooldowns
+from .holding import Holding
 from .reservedids import ReservedIds
 from .heaps import SHIFT
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES, Job
 from .protocol import NS
 from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
-from .slices import SLICE
 from .tags import (
     COOL_OVERHEAD, EXT_ID, HELD, NO_TAGS, TAGS_OVERHEAD, Clear, ConKey, Cooldown, ExtState, Group,
     Tags, held, void_idp)
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterable
+    from collections.abc import Iterable
 
     from .job import Tube
     from .queue import Queue
@@ -57,9 +57,7 @@ class Tagged(TagPolicy):
     def __init__(self, ext: ExtState) -> None:
         """ext: the tags' state, which the binlog's codec reads too."""
         self.ext = ext
-        # While a follower's snapshot comes in (restoring): the groups that
-        # completed meanwhile, each with the held jobs it did not release.
-        self.settling: dict[bytes, dict[int, None]] | None = None
+        self.holding = Holding(ext)  # aft: jobs held by their group
         self.cooling = Cooldowns(ext)  # idp: keys kept past their job's delete
         self.reserved_ids = ReservedIds()  # by tube, for peek-reserved
 
@@ -153,9 +151,9 @@ class Tagged(TagPolicy):
         groups; held if it is an aft: job, not delayed, whose group is open
         (while a snapshot comes in, the leader's record says: place_held)."""
         g = self._register(q, j, tags)
-        if g is None or j.times[0] or self.settling is not None or g.complete():
+        if g is None or j.times[0] or not self.holding.holds_now(g):
             return False
-        self._hold(q, j, g, log)
+        self.holding.hold(q, j, g, log)
         return True
 
     def _register(self, q: Queue, j: Job, tags: Tags) -> Group | None:
@@ -188,18 +186,7 @@ class Tagged(TagPolicy):
         g.afts += 1
         return g
 
-    # -- held aft: jobs -------------------------------------------------------
-
-    def _hold(self, q: Queue, j: Job, g: Group, log: bool) -> None:
-        """Hold aft: job j until g, its group, completes."""
-        ext = self.ext
-        j.state = DELAYED
-        j.deadline = HELD
-        g.waiting[j.id] = None
-        ext.bump(ext.held, j.tube.name, 1)
-        ext.nheld += 1
-        if log:
-            q.store.write(j)
+    # -- held aft: jobs (holding.py) ------------------------------------------
 
     def tags_of(self, id_: int) -> Tags | None:
         return self.ext.jobs.get(id_)
@@ -210,11 +197,11 @@ class Tagged(TagPolicy):
         a member the leader deleted (the leader's hold is in a record)."""
         tags = self.ext.jobs.get(j.id)
         g = None if tags is None or tags.aft is None else self.ext.groups.get(tags.aft)
-        if g is None or self.settling is not None or g.complete():
+        if g is None or not self.holding.holds_now(g):
             return False
         # (no room to log it: the binlog has it delayed and due, and a
         # restart holds it again the same way)
-        self._hold(q, j, g, q.store.reserve_update(j))
+        self.holding.hold(q, j, g, q.store.reserve_update(j))
         return True
 
     def place_held(self, q: Queue, j: Job, now: int, log: bool) -> bool:
@@ -224,10 +211,10 @@ class Tagged(TagPolicy):
         (settled() releases it if the group is complete then)."""
         tags = self.ext.jobs.get(j.id)
         if tags is not None and tags.aft is not None and (
-                self.settling is not None or self.ext.group_open(tags.aft)):
+                self.holding.restoring_now() or self.ext.group_open(tags.aft)):
             # (a snapshot's held job may come before its group's members:
             # its group is made then)
-            self._hold(q, j, self.ext.group(tags.aft), log)
+            self.holding.hold(q, j, self.ext.group(tags.aft), log)
         else:
             q.place_ready(j, now, log=log)
         return True
@@ -263,44 +250,6 @@ class Tagged(TagPolicy):
         g = None if tags is None or tags.grp is None else self.ext.groups.get(tags.grp)
         if g is not None:
             g.buried += 1
-
-    def _group_done(self, q: Queue, name: bytes, now: int) -> None:
-        """A member of group name was deleted: if none is left, release
-        what it holds (in slices past SLICE jobs) and forget the group."""
-        g = self.ext.groups.get(name)
-        if g is None or not g.complete():
-            return
-        self.ext.forget_group(name)
-        if self.settling is not None:
-            # A snapshot comes in: a member the leader put before it deleted
-            # this one may be yet to come here (settled() releases these).
-            self.settling.setdefault(name, {}).update(g.waiting)
-        else:  # (nothing adds to g.waiting now: a later aft:name put finds no group)
-            self._release(q, g.waiting, now)
-
-    def _release(self, q: Queue, waiting: dict[int, None], now: int) -> None:
-        if len(waiting) <= SLICE:
-            self._release_held(q, waiting, now)
-        else:
-            q.slices.spawn(self._release_later(q, waiting))
-
-    def _release_held(self, q: Queue, waiting: dict[int, None], now: int, n: int = -1) -> None:
-        """Release n (-1: all) of the jobs `waiting` lists, taking them out
-        of it one at a time: no copy, and a big one is freed as it goes."""
-        jobs = q.jobs
-        while waiting and n:
-            n -= 1
-            id_, _ = waiting.popitem()
-            j = jobs.get(id_)
-            if j is not None and j.state == DELAYED and j.deadline == HELD:
-                q.remove(j)
-                q.place_ready(j, now, log=q.store.reserve_update(j))
-
-    def _release_later(self, q: Queue, waiting: dict[int, None]) -> Generator[None, int, None]:
-        now = yield
-        while waiting:
-            self._release_held(q, waiting, now, SLICE)
-            now = yield
 
     # -- deletes, cooldowns -------------------------------------------------
 
@@ -341,19 +290,12 @@ class Tagged(TagPolicy):
                     del ext.cons[con]
         aft = tags.aft
         if aft is not None:
-            settling = self.settling
-            if settling is not None:
-                w = settling.get(aft)
-                if w is not None:
-                    w.pop(j.id, None)
-                    if not w:
-                        del settling[aft]
             g = ext.groups.get(aft)
+            self.holding.dropped(j.id, aft, g)
             if g is None:
                 ext.bump(ext.aft_left, aft, -1)
             else:
                 g.afts -= 1
-                g.waiting.pop(j.id, None)
                 if not g.afts and g.complete() and not g.waiting:
                     # Named by no job now, and no member left: tuber's empty
                     # entry would stay for ever (COMPATIBILITY.md).
@@ -362,7 +304,7 @@ class Tagged(TagPolicy):
             g = ext.groups.get(tags.grp)
             if g is not None:
                 g.members.pop(j.id)
-                self._group_done(q, tags.grp, now)
+                self.holding.group_done(q, tags.grp, now)
 
     def flushed(self, q: Queue, name: bytes, last: int) -> None:
         """A flush-tube that started when `last` was the next id has
@@ -416,8 +358,7 @@ class Tagged(TagPolicy):
         groups. The first part brings the leader's cooldowns in place of
         these (its own may have ended, or a flush-tube cleared them): the
         ones it does not bring again go once it is applied (listed())."""
-        if self.settling is None:
-            self.settling = {}
+        self.holding.restoring()
         self.cooling.restoring()
 
     def listed(self, q: Queue) -> None:
@@ -426,26 +367,7 @@ class Tagged(TagPolicy):
         self.cooling.listed(q)
 
     def settled(self, q: Queue, now: int) -> None:
-        """What a group that completed meanwhile held stays held if it has
-        a member now (put on the leader before its last one here was
-        deleted), and is released if not; so is what a complete group
-        holds (a held job's record came before its members' deletes)."""
-        settling = self.settling
-        if settling is None:
-            return
-        self.settling = None
-        groups, jobs = self.ext.groups, q.jobs
-        for name, waiting in settling.items():
-            g = groups.get(name)
-            if g is None or g.complete():
-                self._release(q, waiting, now)
-                continue
-            for id_ in waiting:
-                j = jobs.get(id_)
-                if j is not None and j.state == DELAYED and j.deadline == HELD:
-                    g.waiting[id_] = None
-        for name in [n for n, g in groups.items() if g.waiting and g.complete()]:
-            self._group_done(q, name, now)
+        self.holding.settled(q, now)
 
     def tick(self, q: Queue, now: int, more: bool) -> bool:
         """Let the cooldowns that have ended go (after the timers' tick:
@@ -556,7 +478,7 @@ class Tagged(TagPolicy):
                 if g is not None and j.state == DELAYED and held(j.deadline, wall_offset):
                     q.jobs[j.id] = j
                     q.body_bytes += len(j.body)
-                    self._hold(q, j, g, log=False)
+                    self.holding.hold(q, j, g, log=False)
                     continue
             rest.append(j)
         return rest
@@ -564,9 +486,7 @@ class Tagged(TagPolicy):
     def loaded(self, q: Queue, now: int) -> None:
         """A group with no member left releases its held jobs (a release
         the binlog had no room for)."""
-        ext = self.ext
-        for name in [n for n, g in ext.groups.items() if g.complete() and g.waiting]:
-            self._release_held(q, ext.forget_group(name).waiting, now)
+        self.holding.release_complete(q, now)
 
     def find_record(self, q: Queue, id_: int) -> Job | Cooldown | None:
         """The binlog's lookup (compaction): a job, or a cooldown."""
