@@ -136,11 +136,11 @@ def test_the_put_line_caches_hold_a_few_mib_at_most():
         h.send(s, line + b"\r\nx\r\n")
         h.send(s, b"delete %d\r\n" % (i + 1))
     lines = h.e.lines
-    assert lines.tails and lines.tagged
-    held = sum(len(k) for k in lines.tagged) + sum(len(k) for k in lines.tails)
+    assert lines.tails and lines.known
+    held = sum(len(k) for k in lines.known) + sum(len(k) for k in lines.tails)
     assert max(map(len, lines.tails), default=0) <= LINE_BUF_SIZE
     assert held < 4 << 20
-    size = sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in lines.tagged.items())
+    size = sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in lines.known.items())
     size += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in lines.tails.items())
     assert size < 4 << 20
 

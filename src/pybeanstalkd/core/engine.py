@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
     from .store import Store
-    from .putlines import PutHead
+    from .putlines import PutHead, PutLine
 
 # EngineState.hold: which commands' replies wait for the binlog (Session.hold).
 HOLD_NONE: Final = 0
@@ -449,12 +449,14 @@ class Engine(EngineState):
                         reply = DELETE[self.q.delete(s, id_, now)]
             elif c == 112:  # p
                 lines = self.lines
-                hdr: PutHead | None = lines.heads.get(line)
-                if hdr is not None:
+                kept: PutLine | None = lines.known.get(line)
+                if kept is not None:  # (tags only with --extensions)
+                    # (unpacked once: compiled, each kept[i] unboxes the tuple)
+                    pri, delay, ttr, size, tags = kept
                     self.puts.n += 1
-                    commands.put(self, s, hdr[0], hdr[1], hdr[2], hdr[3], True, now)
+                    commands.put(self, s, pri, delay, ttr, size, True, now, tags)
                     return
-                if self.extensions and self._put_known_tags(s, line, now):
+                if self.extensions and self._put_keyed(s, line, now):
                     return
                 if line.startswith(b"put "):
                     args = line[4:].split(b" ", 4)
@@ -468,7 +470,7 @@ class Engine(EngineState):
                             self.puts.n += 1
                             delay *= NS
                             ttr *= NS
-                            lines.keep_head(line, (pri, delay, ttr, size))
+                            lines.keep(line, (pri, delay, ttr, size), None)
                             commands.put(self, s, pri, delay, ttr, size, True, now)
                             return
             elif c == 116:  # t
@@ -501,26 +503,23 @@ class Engine(EngineState):
         if s.waiting and s.hup:
             reserving.hangup(self.q, s)
 
-    def _put_known_tags(self, s: Session, line: bytes, now: int) -> bool:
-        """A put with tags whose line (or line but for its idp: key) the
-        fast path has parsed before: run it (True), else False."""
+    def _put_keyed(self, s: Session, line: bytes, now: int) -> bool:
+        """A put whose line but for its idp: key the fast path has parsed
+        before (no line with a key is kept: keys are unique): run it
+        (True), else False."""
         lines = self.lines
-        tagged = lines.tagged.get(line)
-        if tagged is not None:
-            head, tags = tagged
-            self._put_known(s, head, now, tags)
-            return True
-        # (no line with a key is cached: keys are unique)
         front, idp, key = line.rpartition(b" idp:")
         if not idp:
             return False
-        plain = lines.heads.get(front)
-        if plain is not None and name_ok(key):
-            # The commonest: a known plain put, then idp:KEY (no TTL). The
-            # key alone stands for its tags until the put's tags' stage
-            # (commands.py).
-            self._put_known(s, plain, now, key)
-            return True
+        plain = lines.known.get(front)
+        if plain is not None:
+            pri, delay, ttr, size, tags = plain
+            if tags is None and name_ok(key):
+                # The commonest: a known plain put, then idp:KEY (no TTL).
+                # The key alone stands for its tags until the put's tags'
+                # stage (commands.py).
+                self._put_known(s, (pri, delay, ttr, size), now, key)
+                return True
         hdr, keyed = lines.keyed(line, len(front))
         if hdr is None or keyed is None:
             return False

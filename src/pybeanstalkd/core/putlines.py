@@ -19,7 +19,9 @@ lines 2,644 a put (16,309 -> 13,665; 2,581 pipelined), and 13,533 an idp:
 put, whose line less its key is looked up; the u32 arguments 3,141 a put
 whose line is not known (19,450 -> 16,309), and a release's two; whole
 tagged lines 4,808 a con:c put (19,260 -> 14,452); the tags by their
-tail 4,682 a tagged put whose line is not known (23,942 -> 19,260).
+tail 4,682 a tagged put whose line is not known (23,942 -> 19,260). The
+whole lines, plain and tagged, are one cache: a line with an idp: key,
+never kept, misses once rather than twice.
 """
 from __future__ import annotations
 
@@ -36,22 +38,24 @@ if TYPE_CHECKING:
     # A cached put line's pri, delay, ttr and size. (One tuple type: read
     # through a union of two, each field was a generic lookup, compiled.)
     PutHead: TypeAlias = tuple[int, int, int, int]
+    # ... and its tags: None for a plain put's line
+    PutLine: TypeAlias = tuple[int, int, int, int, Tags | None]
 
 ENTRIES: Final = 4096  # the most each cache keeps
 
 
 @final
 class PutLines:
-    __slots__ = ("u32s", "heads", "tagged", "tails")
+    __slots__ = ("u32s", "known", "tails")
 
     def __init__(self) -> None:
         # The u32 arguments of put and release, by their bytes: most
         # clients send a few values (priority, delay, ttr, body size).
         self.u32s: dict[bytes, int] = {}
-        # Whole plain put lines, parsed (the engine looks them up).
-        self.heads: dict[bytes, PutHead] = {}
-        # Whole put lines with tags that repeat (no idp: key; --extensions).
-        self.tagged: dict[bytes, tuple[PutHead, Tags]] = {}
+        # Whole put lines, parsed: plain, or (--extensions) with tags that
+        # repeat (no idp: key), so that one lookup finds either, and misses
+        # once for a line with a key.
+        self.known: dict[bytes, PutLine] = {}
         # Tags by the put line's words after the size, for tags without
         # idp: (most puts repeat a few con:/grp:/aft:/try: words). Shared
         # by the jobs put with them, so never changed.
@@ -70,42 +74,40 @@ class PutLines:
                 return value
         return -1
 
-    def keep_head(self, line: bytes, head: PutHead) -> None:
-        if len(self.heads) < ENTRIES:
-            self.heads[line] = head
+    def keep(self, line: bytes, head: PutHead, tags: Tags | None) -> None:
+        if len(self.known) < ENTRIES:
+            self.known[line] = (head[0], head[1], head[2], head[3], tags)
 
     def keep_tagged(self, args: list[bytes], head: PutHead, tags: Tags) -> None:
         """A tagged put line the fast path took (args: its words after
         "put", the tail last): kept whole, or without its idp: word (what
         keyed() and the engine look up: keys are unique)."""
         tail = args[4]
-        if len(self.tagged) >= ENTRIES or len(tail) > LINE_BUF_SIZE:
+        if len(tail) > LINE_BUF_SIZE:
             return
         if tags.idp is None:
-            self.tagged[b"put %s %s %s %s %s" % tuple(args)] = (head, tags)
+            self.keep(b"put %s %s %s %s %s" % tuple(args), head, tags)
             return
         words = tail.split(b" ")
         others = [w for w in words if w[:4] != b"idp:"]
         if len(others) == len(words) - 1 and b"" not in others:
             line = b"put %s %s %s %s" % tuple(args[:4])
             if not others:
-                self.keep_head(line, head)
+                self.keep(line, head, None)
             else:
                 rest = b" ".join(others)
-                self.tagged[line + b" " + rest] = (head, self.tail_tags(rest))
+                self.keep(line + b" " + rest, head, self.tail_tags(rest))
 
     def keyed(self, line: bytes, i: int) -> tuple[PutHead | None, Tags | None]:
         """A put line known but for its idp: word at line[i + 1:] (anywhere
         in its tags, a TTL allowed): its numbers and tags, or Nones."""
         j = line.find(b" ", i + 1)
         word, rest = (line[i + 1:], line[:i]) if j < 0 else (line[i + 1:j], line[:i] + line[j:])
-        head = self.heads.get(rest)
-        if head is not None:
-            return head, with_idp(None, word)
-        tagged = self.tagged.get(rest)
-        if tagged is not None:
-            return tagged[0], with_idp(tagged[1], word)
-        return None, None
+        known = self.known.get(rest)
+        if known is None:
+            return None, None
+        pri, delay, ttr, size, tags = known
+        return (pri, delay, ttr, size), with_idp(tags, word)
 
     def tail_tags(self, tail: bytes) -> Tags:
         """parse_tags of a put line's tail (the words after its size)."""
