@@ -353,6 +353,8 @@ class ExtState:
         return True
 
     def cooldown(self, tube: bytes, key: bytes) -> Cooldown | None:
+        if not self.cools:
+            return None  # (the commonest: no key cools, in any tube)
         cools = self.cools.get(tube)
         return None if cools is None else cools.get(key)
 
