@@ -508,6 +508,12 @@ class Engine(EngineState):
         before (no line with a key is kept: keys are unique): run it
         (True), else False."""
         lines = self.lines
+        front = lines.keyed_front
+        if line.startswith(front):
+            key = line[len(front):]
+            if name_ok(key):  # (so one word, with no TTL)
+                self._put_known(s, lines.keyed_head, now, key)
+                return True
         front, idp, key = line.rpartition(b" idp:")
         if not idp:
             return False
@@ -518,7 +524,10 @@ class Engine(EngineState):
                 # The commonest: a known plain put, then idp:KEY (no TTL).
                 # The key alone stands for its tags until the put's tags'
                 # stage (commands.py).
-                self._put_known(s, (pri, delay, ttr, size), now, key)
+                head = (pri, delay, ttr, size)
+                lines.keyed_front = front + idp
+                lines.keyed_head = head
+                self._put_known(s, head, now, key)
                 return True
         hdr, keyed = lines.keyed(line, len(front))
         if hdr is None or keyed is None:
