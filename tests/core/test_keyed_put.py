@@ -47,6 +47,13 @@ CASES = {
     "first key of its tube": ([], b"put 0 0 60 1 idp:a\r\nx\r\n", b"INSERTED 1\r\n"),
     "a new key": ([b"put 0 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:b\r\nx\r\n",
                   b"INSERTED 2\r\n"),
+    # (after a keyed put, lines that start as it did: PutLines.keyed_front)
+    "a new key with a TTL": ([b"put 0 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:b:30\r\nx\r\n",
+                             b"INSERTED 2\r\n"),
+    "a new key, then a tag": ([b"put 0 0 60 1 idp:a\r\nx\r\n"],
+                              b"put 0 0 60 1 idp:b con:c\r\nx\r\n", b"INSERTED 2\r\n"),
+    "an ill-formed key": ([b"put 0 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:-b\r\nx\r\n",
+                          b"BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n"),
     "a duplicate": ([b"put 0 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:a\r\nx\r\n",
                     b"INSERTED 1 READY\r\n"),
     "a duplicate, lower priority": ([b"put 9 0 60 1 idp:a\r\nx\r\n"], b"put 0 0 60 1 idp:a\r\nx\r\n",

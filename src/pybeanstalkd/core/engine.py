@@ -449,11 +449,12 @@ class Engine(EngineState):
                         reply = DELETE[self.q.delete(s, id_, now)]
             elif c == 112:  # p
                 lines = self.lines
-                parsed: PutLine | None = lines.known.get(line)
-                if parsed is not None:  # (with tags only with --extensions)
-                    head, tags = parsed
+                kept: PutLine | None = lines.known.get(line)
+                if kept is not None:  # (tags only with --extensions)
+                    # (unpacked once: compiled, each kept[i] unboxes the tuple)
+                    pri, delay, ttr, size, tags = kept
                     self.puts.n += 1
-                    commands.put(self, s, head[0], head[1], head[2], head[3], True, now, tags)
+                    commands.put(self, s, pri, delay, ttr, size, True, now, tags)
                     return
                 if self.extensions and self._put_keyed(s, line, now):
                     return
@@ -469,7 +470,7 @@ class Engine(EngineState):
                             self.puts.n += 1
                             delay *= NS
                             ttr *= NS
-                            lines.keep_plain(line, (pri, delay, ttr, size))
+                            lines.keep(line, (pri, delay, ttr, size), None)
                             commands.put(self, s, pri, delay, ttr, size, True, now)
                             return
             elif c == 116:  # t
@@ -507,16 +508,27 @@ class Engine(EngineState):
         before (no line with a key is kept: keys are unique): run it
         (True), else False."""
         lines = self.lines
+        front = lines.keyed_front
+        if line.startswith(front):
+            key = line[len(front):]
+            if name_ok(key):  # (so one word, with no TTL)
+                self._put_known(s, lines.keyed_head, now, key)
+                return True
         front, idp, key = line.rpartition(b" idp:")
         if not idp:
             return False
         plain = lines.known.get(front)
-        if plain is not None and plain[1] is None and name_ok(key):
-            # The commonest: a known plain put, then idp:KEY (no TTL). The
-            # key alone stands for its tags until the put's tags' stage
-            # (commands.py).
-            self._put_known(s, plain[0], now, key)
-            return True
+        if plain is not None:
+            pri, delay, ttr, size, tags = plain
+            if tags is None and name_ok(key):
+                # The commonest: a known plain put, then idp:KEY (no TTL).
+                # The key alone stands for its tags until the put's tags'
+                # stage (commands.py).
+                head = (pri, delay, ttr, size)
+                lines.keyed_front = front + idp
+                lines.keyed_head = head
+                self._put_known(s, head, now, key)
+                return True
         hdr, keyed = lines.keyed(line, len(front))
         if hdr is None or keyed is None:
             return False

@@ -165,9 +165,9 @@ class Tagged(TagPolicy):
             keys = ext.keys.get(j.tube.name)
             if keys is None:
                 keys = ext.keys[j.tube.name] = {}
-            if idp not in keys:
-                ext.nkeys += 1
+            n = len(keys)
             keys[idp] = j.id
+            ext.nkeys += len(keys) - n  # (a key set again is counted once)
         con = tags.con
         if con is not None:
             k = ext.cons.get(con)

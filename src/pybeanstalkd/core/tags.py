@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from mypy_extensions import mypyc_attr
+
 from .idmap import IdMap
 from .protocol import U32_MAX, Bad, name_ok
 from .weighted import XorShift
@@ -63,6 +65,11 @@ def held(deadline: int, wall_offset: int) -> bool:
     return deadline - wall_offset >= HELD_MIN or deadline == I64_MAX
 
 
+# Its fields are bytes, ints and None: a Tags is in no reference cycle, so
+# the collector need not track it (compiled). Each put with an idp: key
+# makes one, which the young collection traversed and which carried a GC
+# header: a new-key put 15,882 -> 15,656 instructions.
+@mypyc_attr(acyclic=True)
 class Tags:
     """What a tagged job's put said (a job without tags has none); never
     changed once made, so that the jobs of a repeated tag line share one."""
@@ -367,6 +374,8 @@ class ExtState:
         return True
 
     def cooldown(self, tube: bytes, key: bytes) -> Cooldown | None:
+        if not self.cools:
+            return None  # (the commonest: no key cools, in any tube)
         cools = self.cools.get(tube)
         return None if cools is None else cools.get(key)
 
