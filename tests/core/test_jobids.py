@@ -3,7 +3,7 @@ record used, never past the bound."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pybeanstalkd.core.jobids import JobIds
+from pybeanstalkd.core.jobids import SHORT_MAX, JobIds
 from pybeanstalkd.core.protocol import U64_MAX
 
 
@@ -74,3 +74,24 @@ def test_nothing_moves_the_ids_past_their_top():
     ids = JobIds()
     ids.seen(U64_MAX)
     assert ids.next == U64_MAX + 1 and ids.take() == 0
+
+
+@given(st.sampled_from([0, SHORT_MAX - 30, (1 << 63) - 60, U64_MAX - 60]),
+       st.lists(st.one_of(st.just(("take",)), st.tuples(st.just("seen"), st.integers(0, 60)),
+                          st.tuples(st.just("bound"), st.integers(0, 60))), max_size=40),
+       st.sampled_from([U64_MAX, (1 << 63) - 1, SHORT_MAX, SHORT_MAX + 5]))
+def test_ids_about_the_biggest_unboxed_int_end_where_the_bound_says(base, ops, top):
+    # (JobIds.near: the bound is compared only past SHORT_MAX)
+    ids = JobIds(top)
+    ids.seen(base)
+    for op in ops:
+        if op[0] == "take":
+            n, last = ids.next, ids.last
+            id_ = ids.take()
+            assert id_ == (n if n <= last else 0)
+            assert ids.used_up() == (ids.next > ids.last)
+        elif op[0] == "seen":
+            ids.seen(base + op[1])
+        else:
+            ids.bound(base + op[1])
+        assert ids.last <= top and ids.next <= top + 1

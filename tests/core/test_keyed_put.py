@@ -138,7 +138,7 @@ def test_ids_used_up():
     fast, slow, cf, cs = _pair()
     _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:a\r\nx\r\n")
     for h in (fast, slow):
-        h.e.q.ids.last = 2
+        h.e.q.ids.bound(2)
     df, ds = fast.conn(), slow.conn()
     assert _both(fast, slow, df, ds, b"put 0 0 60 1 idp:b\r\n") == b""  # (its body to come)
     assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:c\r\nx\r\n") == b"INSERTED 2\r\n"
@@ -146,5 +146,5 @@ def test_ids_used_up():
     assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:d\r\nx\r\n") == b"INTERNAL_ERROR\r\n"
     assert fast.e.q.ext.keys[b"default"] == {b"a": 1, b"c": 2}
     for h in (fast, slow):
-        h.e.q.ids.last = 3
+        h.e.q.ids.bound(3)
     assert _both(fast, slow, df, ds, b"put 0 0 60 1 idp:b\r\nx\r\n") == b"INSERTED 3\r\n"

@@ -14,19 +14,33 @@ holds the next id in 64 bits.
 """
 from __future__ import annotations
 
+from typing import Final
+
 from .protocol import U64_MAX
+
+# The biggest int the compiled build keeps unboxed (a 63-bit tagged word).
+# `last` is 2**64 - 1 (2**63 - 1 with --extensions) unless a cluster's
+# blocks bound it: a boxed int, each comparison with it a generic call
+# (524 instructions a put, two of them). `near` is last where last is
+# below this, else this: an id past it may be past last, and only then is
+# last compared.
+SHORT_MAX: Final = (1 << 62) - 1
 
 
 class JobIds:
-    __slots__ = ("top", "next", "last")
+    __slots__ = ("top", "next", "last", "near")
 
     def __init__(self, top: int = U64_MAX) -> None:
         self.top = top  # the last id a job may have
         self.next = 1  # the id the next put gets
-        self.last = top  # the last id this queue may hand out now
+        # The last id this queue may hand out now, and near (SHORT_MAX):
+        # set together, here and in bound() only.
+        self.last = top
+        self.near = min(top, SHORT_MAX)
 
     def used_up(self) -> bool:
-        return self.next > self.last
+        n = self.next
+        return n > self.near and n > self.last
 
     def left(self) -> int:
         return max(0, self.last - self.next + 1)
@@ -34,7 +48,7 @@ class JobIds:
     def take(self) -> int:
         """The next id, used up; 0 if none is left."""
         id_ = self.next
-        if id_ > self.last:
+        if id_ > self.near and id_ > self.last:
             return 0
         self.next = id_ + 1
         return id_
@@ -54,3 +68,4 @@ class JobIds:
         """Hand out no id past last (the end of the blocks owned; 0: none),
         nor past top."""
         self.last = min(last, self.top)
+        self.near = min(self.last, SHORT_MAX)
