@@ -301,11 +301,11 @@ class Queue:
         t = j.tube
         key = (j.pri << SHIFT) | j.id
         run = t.run
-        if fresh and (run is None or not len(run) or (j.pri == run.pri and j.id > run.last)):
+        if fresh and (run is None or not run.n or (j.pri == run.pri and j.id > run.last)):
             # (a put whose body came late has a lower id than the run's last)
             if run is None:
                 run = t.run = Run(j.pri)
-            elif not len(run):
+            elif not run.n:
                 run.pri = j.pri
             run.append(j.id)
         else:
@@ -324,7 +324,7 @@ class Queue:
             self.store.write(j)
         if t.waiting and not paused(t, now):
             self.match(t, now)
-        elif len(t.ready) + (0 if run is None else len(run)) > 2 * t.nready + t.ready.slack:
+        elif len(t.ready) + (0 if run is None else run.n) > 2 * t.nready + t.ready.slack:
             self._tidy_ready(t)
 
     def _tidy_ready(self, t: Tube) -> None:
@@ -332,7 +332,7 @@ class Queue:
         if len(t.ready) > t.nready + 32:
             t.ready.sweep(self.slices, self.jobs.ready_live, lambda: t.nready)
         run = t.run
-        if run is not None and len(run) > t.nready + 32 and not run.draining:
+        if run is not None and run.n > t.nready + 32 and not run.draining:
             run.draining = True
             self.slices.spawn(self._drain_run(t, run))
 
@@ -341,9 +341,9 @@ class Queue:
         run stays in id order while new puts append to it); while it still
         holds too many, its live entries move to the heap."""
         yield
-        last = run.last if len(run) else 0
+        last = run.last if run.n else 0
         k = SLICE
-        while len(run) and run.first() <= last:
+        while run.n and run.first() <= last:
             if not k:
                 yield
                 k = SLICE
@@ -352,7 +352,7 @@ class Queue:
             i = run.first()
             if self.jobs.run_job(i) is None:
                 run.popleft()
-            elif len(run) > t.nready + 32:
+            elif run.n > t.nready + 32:
                 run.popleft()
                 heappush(t.ready, (run.pri << SHIFT) | i)
             else:
@@ -397,7 +397,7 @@ class Queue:
         """A delete by id leaves a stale entry that no push may come to sweep."""
         if was == READY:
             run = t.run
-            if len(t.ready) + (0 if run is None else len(run)) > 2 * t.nready + t.ready.slack:
+            if len(t.ready) + (0 if run is None else run.n) > 2 * t.nready + t.ready.slack:
                 self._tidy_ready(t)
         else:
             self._tidy_delayed(t)
@@ -481,7 +481,7 @@ class Queue:
             # instructions more a reserve or delete, measured)
             run = t.run
             j: Job | None = None
-            while run is not None and len(run):
+            while run is not None and run.n:
                 j = jobs.run_job(run.first())
                 if j is not None:
                     break
