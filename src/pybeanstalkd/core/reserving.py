@@ -239,7 +239,9 @@ def wait_expired(q: Queue, c: Conn, now: int) -> None:
 
 def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     """reserve / reserve-with-timeout (timeout in ns)."""
-    if deadline_soon(c, now) and not any(t.nready for t in c.watch):
+    # (c.nreserved first: a worker's reserve, which holds nothing then,
+    # asks its heap of deadlines nothing)
+    if c.nreserved and deadline_soon(c, now) and not any(t.nready for t in c.watch):
         c.no_job(DEADLINE_SOON)
         return
     j = _ready_for(q, c, now)
