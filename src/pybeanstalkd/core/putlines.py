@@ -45,8 +45,9 @@ class PutLines:
     __slots__ = ("u32s", "heads", "tagged", "tails")
 
     def __init__(self) -> None:
-        # The u32 arguments of put and release, by their bytes: most
-        # clients send a few values (priority, delay, ttr, body size).
+        # The u32 arguments of put, release and reserve-with-timeout, by
+        # their bytes: most clients send a few values (priority, delay,
+        # ttr, body size, timeout).
         self.u32s: dict[bytes, int] = {}
         # Whole plain put lines, parsed (the engine looks them up).
         self.heads: dict[bytes, PutHead] = {}
