@@ -373,7 +373,9 @@ class JobHeap:
         jobs[n] = NO_JOB
         if i < n:
             self.settle(last, i)
-        if n <= len(jobs) >> 1 and len(jobs) > SPARE:
+        # (the list's size first: a worker's, of a reservation or a few,
+        # never passes SPARE, and this is the one test it takes)
+        if len(jobs) > SPARE and n <= len(jobs) >> 1:
             del jobs[max(n + (n >> 3), SPARE):]
 
     def settle(self, j: Job, i: int) -> None:
