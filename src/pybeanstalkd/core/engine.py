@@ -414,8 +414,16 @@ class Engine(EngineState):
             if c == 114:  # r
                 op: Count | None = None
                 timeout = None
+                # (a worker's reserve first: it sends one each job, a
+                # release only for some)
                 if line == b"reserve":
                     op = self.reserves
+                elif line.startswith(b"reserve-with-timeout "):
+                    # (a few values, as put's: looked up, not parsed)
+                    timeout = self.lines.u32(line[21:])
+                    if 0 <= timeout <= INT_MAX:
+                        op = self.timed_reserves
+                        timeout *= NS
                 elif line.startswith(b"release "):
                     args = line[8:].split(b" ")
                     if len(args) == 3:
@@ -425,13 +433,6 @@ class Engine(EngineState):
                         if (pri | delay | id_) >= 0:
                             self.releases.n += 1
                             reply = RELEASE[jobmoves.release(self.q, s, id_, pri, delay * NS, now)]
-                elif line.startswith(b"reserve-with-timeout "):
-                    arg = line[21:]
-                    if arg.isdigit() and len(arg) < 11:
-                        timeout = int(arg)
-                        if timeout <= INT_MAX:
-                            op = self.timed_reserves
-                            timeout *= NS
                 if op is not None:
                     op.n += 1
                     if not s.worker:

@@ -354,13 +354,14 @@ class JobHeap:
         """j is now at i: record it."""
         raise NotImplementedError
 
-    def push(self, j: Job) -> None:
+    def push(self, j: Job) -> int:
+        """Add j; returns where it went (0: it is the first now)."""
         jobs = self.jobs
         n = self.n
         if n == len(jobs):
             jobs.append(j)
         self.n = n + 1
-        self._rise(j, n)
+        return self._rise(j, n)
 
     def take(self, i: int) -> None:
         """Take out the entry at i (not read): the last fills its place,
@@ -372,7 +373,9 @@ class JobHeap:
         jobs[n] = NO_JOB
         if i < n:
             self.settle(last, i)
-        if n <= len(jobs) >> 1 and len(jobs) > SPARE:
+        # (the list's size first: a worker's, of a reservation or a few,
+        # never passes SPARE, and this is the one test it takes)
+        if len(jobs) > SPARE and n <= len(jobs) >> 1:
             del jobs[max(n + (n >> 3), SPARE):]
 
     def settle(self, j: Job, i: int) -> None:
@@ -383,8 +386,9 @@ class JobHeap:
         else:
             self._sink(j, i)
 
-    def _rise(self, j: Job, i: int) -> None:
-        """Put j at i, or above while it expires before its parent."""
+    def _rise(self, j: Job, i: int) -> int:
+        """Put j at i, or above while it expires before its parent;
+        returns where it went."""
         jobs = self.jobs
         while i:
             parent = (i - 1) >> 1
@@ -396,6 +400,7 @@ class JobHeap:
             i = parent
         jobs[i] = j
         self.placed(j, i)
+        return i
 
     def _sink(self, j: Job, i: int) -> None:
         """Put j at i, or below while a child expires before it."""

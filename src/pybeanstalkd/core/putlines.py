@@ -49,8 +49,9 @@ class PutLines:
     __slots__ = ("u32s", "known", "tails", "keyed_front", "keyed_head")
 
     def __init__(self) -> None:
-        # The u32 arguments of put and release, by their bytes: most
-        # clients send a few values (priority, delay, ttr, body size).
+        # The u32 arguments of put, release and reserve-with-timeout, by
+        # their bytes: most clients send a few values (priority, delay,
+        # ttr, body size, timeout).
         self.u32s: dict[bytes, int] = {}
         # Whole put lines, parsed: plain, or (--extensions) with tags that
         # repeat (no idp: key), so that one lookup finds either, and misses

@@ -83,6 +83,13 @@ class TagPolicy:
     def state(self) -> ExtState | None:  # the tags' state (Queue.ext)
         return None
 
+    def acts(self) -> bool:
+        """Does it act at a job's steps (holds_due(), and removing() to
+        deleted())? This one does not, and the queue then skips those
+        calls (Queue.tag_steps): each is an interpreted call in the pure
+        build, four of them a reserve and delete."""
+        return False
+
     def last_id(self) -> int:  # the last job id the queue may hand out
         return U64_MAX
 
@@ -189,7 +196,7 @@ class Queue:
     __slots__ = ("ids", "jobs", "tubes", "tube_list", "max_tries", "timers", "slices",
                  "gone", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
                  "delayed_ct", "buried_ct", "waiting_ct", "timeouts_ct", "total_jobs",
-                 "body_bytes", "tags", "checks_tries", "store", "loading")
+                 "body_bytes", "tags", "tag_steps", "checks_tries", "store", "loading")
 
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
                  tags: TagPolicy = NO_TAGS_POLICY) -> None:
@@ -217,6 +224,7 @@ class Queue:
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.tags = tags
+        self.tag_steps = tags.acts()  # (else its step hooks are not called)
         # Do releases and expiries ask tries_used_up?
         self.checks_tries = tags.checks_tries(max_tries)
         self.store = Store() if store is None else store
@@ -301,11 +309,11 @@ class Queue:
         t = j.tube
         key = (j.pri << SHIFT) | j.id
         run = t.run
-        if fresh and (run is None or not len(run) or (j.pri == run.pri and j.id > run.last)):
+        if fresh and (run is None or not run.n or (j.pri == run.pri and j.id > run.last)):
             # (a put whose body came late has a lower id than the run's last)
             if run is None:
                 run = t.run = Run(j.pri)
-            elif not len(run):
+            elif not run.n:
                 run.pri = j.pri
             run.append(j.id)
         else:
@@ -324,7 +332,7 @@ class Queue:
             self.store.write(j)
         if t.waiting and not paused(t, now):
             self.match(t, now)
-        elif len(t.ready) + (0 if run is None else len(run)) > 2 * t.nready + t.ready.slack:
+        elif len(t.ready) + (0 if run is None else run.n) > 2 * t.nready + t.ready.slack:
             self._tidy_ready(t)
 
     def _tidy_ready(self, t: Tube) -> None:
@@ -332,7 +340,7 @@ class Queue:
         if len(t.ready) > t.nready + 32:
             t.ready.sweep(self.slices, self.jobs.ready_live, lambda: t.nready)
         run = t.run
-        if run is not None and len(run) > t.nready + 32 and not run.draining:
+        if run is not None and run.n > t.nready + 32 and not run.draining:
             run.draining = True
             self.slices.spawn(self._drain_run(t, run))
 
@@ -341,9 +349,9 @@ class Queue:
         run stays in id order while new puts append to it); while it still
         holds too many, its live entries move to the heap."""
         yield
-        last = run.last if len(run) else 0
+        last = run.last if run.n else 0
         k = SLICE
-        while len(run) and run.first() <= last:
+        while run.n and run.first() <= last:
             if not k:
                 yield
                 k = SLICE
@@ -352,7 +360,7 @@ class Queue:
             i = run.first()
             if self.jobs.run_job(i) is None:
                 run.popleft()
-            elif len(run) > t.nready + 32:
+            elif run.n > t.nready + 32:
                 run.popleft()
                 heappush(t.ready, (run.pri << SHIFT) | i)
             else:
@@ -397,7 +405,7 @@ class Queue:
         """A delete by id leaves a stale entry that no push may come to sweep."""
         if was == READY:
             run = t.run
-            if len(t.ready) + (0 if run is None else len(run)) > 2 * t.nready + t.ready.slack:
+            if len(t.ready) + (0 if run is None else run.n) > 2 * t.nready + t.ready.slack:
                 self._tidy_ready(t)
         else:
             self._tidy_delayed(t)
@@ -411,7 +419,8 @@ class Queue:
         j.state = BURIED
         j.tube.buried[j.id] = j
         self.buried_ct += 1
-        self.tags.buried(self, j)
+        if self.tag_steps:
+            self.tags.buried(self, j)
 
     def _leave_buried(self, j: Job) -> None:
         del j.tube.buried[j.id]
@@ -437,7 +446,8 @@ class Queue:
         timers = self.timers
         timers.ttr_heap.push(c, j)
         timers.timer(deadline + 1)  # (expiry is "deadline < now")
-        self.tags.reserved(self, j)
+        if self.tag_steps:
+            self.tags.reserved(self, j)
         if c.waiting:
             self.unwait(c)
             c.woken()
@@ -457,11 +467,12 @@ class Queue:
         self.timers.ttr_heap.remove(c, j)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
-        self.tags.returned(self, j)
+        if self.tag_steps:
+            self.tags.returned(self, j)
 
     def remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
-        if self.tags.removing(self, j):
+        if self.tag_steps and self.tags.removing(self, j):
             return
         if j.state == READY:
             self._leave_ready(j)
@@ -481,7 +492,7 @@ class Queue:
             # instructions more a reserve or delete, measured)
             run = t.run
             j: Job | None = None
-            while run is not None and len(run):
+            while run is not None and run.n:
                 j = jobs.run_job(run.first())
                 if j is not None:
                     break
@@ -496,7 +507,7 @@ class Queue:
                         j = h
                     break
                 heappop(ready)
-            if j is None or not self.tags.parks(self, t, j):
+            if j is None or not (self.tag_steps and self.tags.parks(self, t, j)):
                 return j
 
     def _pop_ready(self, t: Tube) -> Job | None:
@@ -609,5 +620,6 @@ class Queue:
         ok = self.store.write(j)  # state INVALID: a delete record
         if not (t.using or t.watching):
             self.maybe_free(t)
-        self.tags.deleted(self, j, worked, now, any_holder)
+        if self.tag_steps:
+            self.tags.deleted(self, j, worked, now, any_holder)
         return DONE if ok else NOT_LOGGED

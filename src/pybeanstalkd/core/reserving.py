@@ -155,7 +155,8 @@ def _return_reserved(q: Queue, c: Conn, now: int,
             j.tube.nreserved -= 1
             q.reserved_ct -= 1
             j.state = INVALID
-            q.tags.returned(q, j)
+            if q.tag_steps:
+                q.tags.returned(q, j)
             q.place_ready(j, now)
         c.held.pop(h.key, None)  # (gone already if a flush emptied it)
         h.jobs = FREED  # freed block by block: all at the end is O(n) in one go
@@ -238,7 +239,9 @@ def wait_expired(q: Queue, c: Conn, now: int) -> None:
 
 def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     """reserve / reserve-with-timeout (timeout in ns)."""
-    if deadline_soon(c, now) and not any(t.nready for t in c.watch):
+    # (c.nreserved first: a worker's reserve, which holds nothing then,
+    # asks its heap of deadlines nothing)
+    if c.nreserved and deadline_soon(c, now) and not any(t.nready for t in c.watch):
         c.no_job(DEADLINE_SOON)
         return
     j = _ready_for(q, c, now)

@@ -6,7 +6,9 @@ holds a pointer to an int object for each, and compiled, where a job's
 id is a plain machine word in its Job, each of those is an object of its
 own, 32 bytes more a job. Entries leave from the front (the head moves
 on; the array is cut once the head has passed half of it) and go stale
-where they are (queue.py says which are live)."""
+where they are (queue.py says which are live). `n` counts the entries
+(the ids past the head): the queue reads it on each put and reserve,
+where len() would be a call of __len__, a Python frame interpreted."""
 from __future__ import annotations
 
 from array import array
@@ -16,39 +18,42 @@ CUT: Final = 1024  # the head may pass this many entries before the array is cut
 
 
 class Run:
-    __slots__ = ("ids", "head", "last", "pri", "draining")
+    __slots__ = ("ids", "head", "n", "last", "pri", "draining")
 
     def __init__(self, pri: int) -> None:
         self.ids = array("Q")
         self.head = 0  # the first entry's index in ids
+        self.n = 0  # its entries: len(ids) - head
         self.last = 0  # the id last appended (kept apart: reading ids makes an int)
         self.pri = pri  # the priority of every job in it
         self.draining = False  # its stale entries are being dropped in slices
 
     def __len__(self) -> int:
-        return len(self.ids) - self.head
+        return self.n
 
     def first(self) -> int:
         return self.ids[self.head]
 
     def append(self, id_: int) -> None:
         self.ids.append(id_)
+        self.n += 1
         self.last = id_
 
     def popleft(self) -> None:
         head = self.head + 1
-        n = len(self.ids)
-        if head == n:
+        n = self.n - 1
+        if not n:
             self.ids = array("Q")  # (empty: its memory goes)
             head = 0
-        elif head > CUT and 2 * head > n:
+        elif head > CUT and head > n:  # (the head past half of the array)
             del self.ids[:head]
             head = 0
         self.head = head
+        self.n = n
 
     def take(self, id_: int) -> bool:
         """Drop the first entry if it is id_'s (True)."""
-        if len(self.ids) > self.head and self.ids[self.head] == id_:
+        if self.n and self.ids[self.head] == id_:
             self.popleft()
             return True
         return False

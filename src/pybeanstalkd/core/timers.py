@@ -68,37 +68,37 @@ class Expiries:
 
     def push(self, c: Conn, j: Job) -> None:
         """j is reserved by c."""
-        d = c.deadlines
-        d.push(j)
-        if d.first() is j:
-            self._follow(c)
+        if not c.deadlines.push(j):  # (j is c's soonest now)
+            self._follow(c, j)
 
     def remove(self, c: Conn, j: Job) -> None:
         """j's reservation by c ended (nothing if c no longer holds it in
         its heap: it closed). j's holder may be cleared already."""
-        if c.deadlines.remove(j) == 0:
-            self._follow(c)
+        d = c.deadlines
+        if d.remove(j) == 0:
+            self._follow(c, d.first())
 
     def moved(self, c: Conn, j: Job) -> None:
         """j's deadline changed (touch)."""
-        c.deadlines.moved(j)
-        self._follow(c)
+        d = c.deadlines
+        d.moved(j)
+        self._follow(c, d.first())
 
     def drop(self, c: Conn) -> list[Job]:
         """c closed: its reservations no longer expire (their return to
         ready is under way). Returns the list its heap held them in, for
         the caller to free."""
         jobs = c.deadlines.clear()
-        self._follow(c)
+        self._follow(c, None)
         return jobs
 
-    def _follow(self, c: Conn) -> None:
-        """c's soonest reservation changed: its entry is replaced by it
-        and moves to its place, or leaves once c holds none. (The entry
+    def _follow(self, c: Conn, soonest: Job | None) -> None:
+        """c's soonest reservation changed (to `soonest`, its heap's first,
+        which the caller has at hand; None: it holds none): its entry is
+        replaced by it and moves to its place, or leaves. (The entry
         replaced is not read: it may be a reservation just ended, its
         holder cleared.)"""
         i = c.ttr_at
-        soonest = c.deadlines.first()
         if soonest is None:
             if i >= 0:
                 c.ttr_at = -1
