@@ -83,13 +83,6 @@ class TagPolicy:
     def state(self) -> ExtState | None:  # the tags' state (Queue.ext)
         return None
 
-    def acts(self) -> bool:
-        """Does it act at a job's steps (holds_due(), and removing() to
-        deleted())? This one does not, and the queue then skips those
-        calls (Queue.tag_steps): each is an interpreted call in the pure
-        build, four of them a reserve and delete."""
-        return False
-
     def last_id(self) -> int:  # the last job id the queue may hand out
         return U64_MAX
 
@@ -196,7 +189,7 @@ class Queue:
     __slots__ = ("ids", "jobs", "tubes", "tube_list", "max_tries", "timers", "slices",
                  "gone", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
                  "delayed_ct", "buried_ct", "waiting_ct", "timeouts_ct", "total_jobs",
-                 "body_bytes", "tags", "tag_steps", "checks_tries", "store", "loading")
+                 "body_bytes", "tags", "checks_tries", "store", "loading")
 
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
                  tags: TagPolicy = NO_TAGS_POLICY) -> None:
@@ -224,7 +217,6 @@ class Queue:
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.tags = tags
-        self.tag_steps = tags.acts()  # (else its step hooks are not called)
         # Do releases and expiries ask tries_used_up?
         self.checks_tries = tags.checks_tries(max_tries)
         self.store = Store() if store is None else store
@@ -419,8 +411,7 @@ class Queue:
         j.state = BURIED
         j.tube.buried[j.id] = j
         self.buried_ct += 1
-        if self.tag_steps:
-            self.tags.buried(self, j)
+        self.tags.buried(self, j)
 
     def _leave_buried(self, j: Job) -> None:
         del j.tube.buried[j.id]
@@ -446,8 +437,7 @@ class Queue:
         timers = self.timers
         timers.ttr_heap.push(c, j)
         timers.timer(deadline + 1)  # (expiry is "deadline < now")
-        if self.tag_steps:
-            self.tags.reserved(self, j)
+        self.tags.reserved(self, j)
         if c.waiting:
             self.unwait(c)
             c.woken()
@@ -467,12 +457,11 @@ class Queue:
         self.timers.ttr_heap.remove(c, j)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
-        if self.tag_steps:
-            self.tags.returned(self, j)
+        self.tags.returned(self, j)
 
     def remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
-        if self.tag_steps and self.tags.removing(self, j):
+        if self.tags.removing(self, j):
             return
         if j.state == READY:
             self._leave_ready(j)
@@ -507,7 +496,7 @@ class Queue:
                         j = h
                     break
                 heappop(ready)
-            if j is None or not (self.tag_steps and self.tags.parks(self, t, j)):
+            if j is None or not self.tags.parks(self, t, j):
                 return j
 
     def _pop_ready(self, t: Tube) -> Job | None:
@@ -620,6 +609,5 @@ class Queue:
         ok = self.store.write(j)  # state INVALID: a delete record
         if not (t.using or t.watching):
             self.maybe_free(t)
-        if self.tag_steps:
-            self.tags.deleted(self, j, worked, now, any_holder)
+        self.tags.deleted(self, j, worked, now, any_holder)
         return DONE if ok else NOT_LOGGED

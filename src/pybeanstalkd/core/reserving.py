@@ -155,8 +155,7 @@ def _return_reserved(q: Queue, c: Conn, now: int,
             j.tube.nreserved -= 1
             q.reserved_ct -= 1
             j.state = INVALID
-            if q.tag_steps:
-                q.tags.returned(q, j)
+            q.tags.returned(q, j)
             q.place_ready(j, now)
         c.held.pop(h.key, None)  # (gone already if a flush emptied it)
         h.jobs = FREED  # freed block by block: all at the end is O(n) in one go

@@ -64,9 +64,6 @@ class Tagged(TagPolicy):
     def state(self) -> ExtState | None:
         return self.ext
 
-    def acts(self) -> bool:
-        return True
-
     def last_id(self) -> int:
         return EXT_ID - 1  # (higher binlog ids name records of ours)
 

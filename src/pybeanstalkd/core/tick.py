@@ -41,7 +41,7 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
             assert j is not None  # (live: its job is there)
             q._leave_delayed(j)
             q.delayed_top(j.tube)  # drop the tube's now-stale top entries
-            if not (q.tag_steps and q.tags.holds_due(q, j)):  # (the tags may hold it instead)
+            if not q.tags.holds_due(q, j):  # (the tags may hold it instead)
                 q.place_ready(j, now)
     pauses = timers.pause_heap
     while pauses and pauses[0][0] <= now:
