@@ -109,3 +109,26 @@ def test_a_leader_s_duty_cancelled_from_inside_ends_them_all():
         await asyncio.wait({outer})
         assert outer.cancelled()
     asyncio.run(main())
+
+
+def test_a_link_that_fails_any_way_is_said_and_tried_again():
+    # Only OSError was caught: a registered address that does not parse (or
+    # any other error) ended the task unretrieved, said nowhere.
+    failed = []
+
+    class Rep:
+        async def connect(self, name, host, port):
+            raise AssertionError("not reached: the address does not parse")
+
+        def failed(self, name, e):
+            failed.append((name, type(e)))
+
+    async def main():
+        n = Node.__new__(Node)  # (only what _connect uses)
+        n.rep, n.forgotten = Rep(), {}
+        n.connecting = {}
+        n.connecting["b"] = asyncio.get_running_loop().create_task(n._connect("b", "host:port"))
+        await n.connecting["b"]
+        return n.connecting
+    assert asyncio.run(main()) == {}
+    assert failed == [("b", ValueError)]

@@ -131,6 +131,7 @@ class Node:
         self.follower = FollowerNode(engine.q, wal, engine.max_job_size, b"", self.name,
                                      self.log, sync=self.sync, kick=srv.syncer.kick)
         self.role = "follower"
+        self.task: asyncio.Task | None = None  # run()'s (start())
         self.epoch = 0
         self.isr: list[str] = []
         # Whose acks replies wait for: the ISR, and members being added to
@@ -152,7 +153,9 @@ class Node:
         # Nodes unregistered by forget(), until a read of the nodes begun
         # after that (number `fetches`) says whether they registered again.
         self.forgotten: dict[str, int] = {}
-        self.connecting: set[str] = set()  # nodes a link is being opened to
+        # Nodes a link is being opened to, each with its task (kept here:
+        # the loop holds only weak references to tasks).
+        self.connecting: dict[str, asyncio.Task] = {}
         self.fetches = 0
 
     # -- what the server asks ---------------------------------------------
@@ -221,6 +224,12 @@ class Node:
         return st
 
     # -- the life of a node -------------------------------------------------
+
+    def start(self) -> asyncio.Task:
+        """run() in a task, kept here: the loop holds only weak references
+        to tasks."""
+        self.task = self.loop.create_task(self.run())
+        return self.task
 
     async def run(self):
         if not 0 < len(self.name.encode()) <= MAX_NAME:  # (the links carry it: frame.py)
@@ -377,8 +386,8 @@ class Node:
                         and name not in self.connecting):
                     # Each in its own task: a node that accepts but stalls (a
                     # TLS handshake to a stopped process) delays no other.
-                    self.connecting.add(name)
-                    self.loop.create_task(self._connect(name, info["peer"]))
+                    self.connecting[name] = self.loop.create_task(
+                        self._connect(name, info["peer"]))
             await asyncio.sleep(POLL_S)
 
     async def _connect(self, name: str, peer: str):
@@ -388,14 +397,14 @@ class Node:
         assert rep is not None  # (a leader's)
         try:
             link = await rep.connect(name, *parse_addr(peer))
-        except OSError as e:  # (ConnectionError and TLS errors too)
-            # Down: the ISR watch drops it if it is a member.
+        except Exception as e:  # noqa: BLE001 (OSError: down, TLS; else a bad address or reply)
+            # The ISR watch drops it if it is a member; the next poll tries again.
             rep.failed(name, e)
         else:
             if name in self.forgotten:  # (forgotten while we connected)
                 link.close()
         finally:
-            self.connecting.discard(name)
+            self.connecting.pop(name, None)
 
     async def _watch_isr(self):
         """Drop members that lag (in etcd first), add those caught up."""

@@ -204,7 +204,7 @@ def _start_cluster(loop, srv: Server, engine: Engine, wal: Wal, sock, settings: 
     node = Node(loop, srv, engine, wal, settings.cluster_settings(), rt.certs, sock, serve_clients,
                 stop)
 
-    loop.create_task(node.run()).add_done_callback(lambda task: node_ended(task, stop))
+    node.start().add_done_callback(lambda task: node_ended(task, stop))
     return node
 
 
