@@ -34,6 +34,14 @@ from aetcd.exceptions import ClientError
 UNREACHABLE = (ClientError,)
 
 
+def asked_to_cancel() -> bool:
+    """Was the running task asked to cancel (by its caller: a timeout, a
+    TaskGroup)? Else a CancelledError it got came from inside a call: grpc
+    cancels the calls on a channel that is closed."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class Coordinator:
     def __init__(self, cluster: str, node: str, host: str = "127.0.0.1", port: int = 2379,
                  ttl: int = 3, timeout: float = 2.0, endpoints=None):
@@ -78,8 +86,7 @@ class Coordinator:
                 if client is self.client:  # (else another call moved on already)
                     await self._next(client)
             except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if client is self.client or (task is not None and task.cancelling()):
+                if client is self.client or asked_to_cancel():
                     raise
 
     async def _next(self, old):

@@ -32,7 +32,7 @@ import time
 from time import monotonic_ns
 from typing import TYPE_CHECKING
 
-from .coord import UNREACHABLE, Coordinator
+from .coord import UNREACHABLE, Coordinator, asked_to_cancel
 from .frame import MAX_NAME
 from .ids import REFILL_S, IdBlocks
 from .link import RETRY_S, FollowerNode, Replicator
@@ -104,8 +104,7 @@ async def _failing_if_cancelled(aw) -> None:
     try:
         await aw
     except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        if asked_to_cancel():
             raise
         raise RuntimeError("cancelled from inside") from None
 
