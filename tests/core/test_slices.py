@@ -390,7 +390,7 @@ def test_a_stale_run_is_drained_to_the_heap_in_order(h):
     steps = drain(h)
     assert steps >= 2
     t = q.tubes[b"default"]
-    assert len(t.run) <= t.nready + 33 and len(t.ready) + len(t.run) <= 2 * t.nready + 64
+    assert t.run.n <= t.nready + 33 and len(t.ready) + t.run.n <= 2 * t.nready + 64
     got = [reserve_id(h, a) for _ in range(n // 4 + 1)]
     assert got == [i for i in range(4, n + 1, 4)] + [n + 1]
 
@@ -428,7 +428,7 @@ def test_deletes_by_id_start_the_sweeps(h):
     drain(h)
     assert len(q.timers.delay_heap) <= 1024 + 2 and len(q.tubes[b"default"].delayed) <= 64 + 2
     run = q.tubes[b"default"].run
-    assert not q.tubes[b"default"].ready and len(run) == q.tubes[b"default"].nready  # none moved
+    assert not q.tubes[b"default"].ready and run.n == q.tubes[b"default"].nready  # none moved
     assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n
     assert reserve_id(h, a) == n + 3 * n // 4
 
@@ -527,12 +527,12 @@ def test_a_run_emptied_while_its_stale_entries_are_dropped():
     for _ in range(3):
         h.step()
     t = h.e.q.tubes[b"default"]
-    assert t.run.draining and len(t.run) > t.nready
+    assert t.run.draining and t.run.n > t.nready
     out = h.send(b, b"reserve-with-timeout 0\r\n" * (t.nready + 1))
     assert out.count(b"RESERVED ") == 100 and out.endswith(b"TIMED_OUT\r\n")
     while h.step():
         pass
-    assert not t.run.draining and len(t.run) == 0
+    assert not t.run.draining and t.run.n == 0
     assert h.send(a, b"put 0 0 10 1\r\nx\r\n") == b"INSERTED 301\r\n"
     assert h.send(b, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED 301 ")
 

@@ -7,8 +7,9 @@ id is a plain machine word in its Job, each of those is an object of its
 own, 32 bytes more a job. Entries leave from the front (the head moves
 on; the array is cut once the head has passed half of it) and go stale
 where they are (queue.py says which are live). `n` counts the entries
-(the ids past the head): the queue reads it on each put and reserve,
-where len() would be a call of __len__, a Python frame interpreted."""
+(the ids past the head): the queue reads it on each put and reserve, and
+a class with __len__ would be read through a call of it, a Python frame
+interpreted."""
 from __future__ import annotations
 
 from array import array
@@ -27,9 +28,6 @@ class Run:
         self.last = 0  # the id last appended (kept apart: reading ids makes an int)
         self.pri = pri  # the priority of every job in it
         self.draining = False  # its stale entries are being dropped in slices
-
-    def __len__(self) -> int:
-        return self.n
 
     def first(self) -> int:
         return self.ids[self.head]
