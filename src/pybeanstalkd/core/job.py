@@ -76,18 +76,38 @@ def pack_counters(reserves: int, timeouts: int, releases: int, buries: int, kick
     return reserves | timeouts << 32 | releases << 64 | buries << 96 | kicks << 128
 
 
-_TIMES: Final[dict[tuple[int, int], tuple[int, int]]] = {}
+class Times:
+    """(delay, ttr) pairs, one shared tuple per pair: most jobs use a few
+    pairs. The pair asked last is kept at hand: puts mostly repeat it, and
+    compiled, comparing its two ints costs about 30 instructions where
+    the tuple made, hashed and looked up cost about 1,000."""
+
+    __slots__ = ("shared", "delay", "ttr", "last")
+
+    def __init__(self) -> None:
+        self.shared: dict[tuple[int, int], tuple[int, int]] = {}
+        self.last = (0, 0)
+        self.delay, self.ttr = self.last
+
+    def pair(self, delay: int, ttr: int) -> tuple[int, int]:
+        if delay == self.delay and ttr == self.ttr:
+            return self.last
+        pair = (delay, ttr)
+        shared = self.shared.get(pair)
+        if shared is None:
+            shared = pair
+            if len(self.shared) < 4096:
+                self.shared[pair] = pair
+        self.delay, self.ttr, self.last = delay, ttr, shared
+        return shared
+
+
+_TIMES: Final = Times()
 
 
 def times(delay: int, ttr: int) -> tuple[int, int]:
-    """(delay, ttr), one shared tuple per pair: most jobs use a few pairs."""
-    pair = (delay, ttr)
-    shared = _TIMES.get(pair)
-    if shared is None:
-        shared = pair
-        if len(_TIMES) < 4096:
-            _TIMES[pair] = pair
-    return shared
+    """(delay, ttr), one shared tuple per pair (Times)."""
+    return _TIMES.pair(delay, ttr)
 
 
 # An int, so that it costs no more than one (a native class would hold one
