@@ -78,27 +78,28 @@ def pack_counters(reserves: int, timeouts: int, releases: int, buries: int, kick
 
 class Times:
     """(delay, ttr) pairs, one shared tuple per pair: most jobs use a few
-    pairs. The pair asked last is kept at hand: puts mostly repeat it, and
-    compiled, comparing its two ints costs about 30 instructions where
-    the tuple made, hashed and looked up cost about 1,000."""
+    pairs. (Compiled, a job holds its pair's two ints in place, and the
+    pair asked last is compared in place: puts mostly repeat it, and that
+    costs about 30 instructions where the tuple made, hashed and looked
+    up cost about 1,000.)"""
 
-    __slots__ = ("shared", "delay", "ttr", "last")
+    __slots__ = ("shared", "last")
 
     def __init__(self) -> None:
         self.shared: dict[tuple[int, int], tuple[int, int]] = {}
-        self.last = (0, 0)
-        self.delay, self.ttr = self.last
+        self.last = (0, 0)  # the pair asked last (one object: read whole)
 
     def pair(self, delay: int, ttr: int) -> tuple[int, int]:
-        if delay == self.delay and ttr == self.ttr:
-            return self.last
+        last = self.last
+        if delay == last[0] and ttr == last[1]:
+            return last
         pair = (delay, ttr)
         shared = self.shared.get(pair)
         if shared is None:
             shared = pair
             if len(self.shared) < 4096:
                 self.shared[pair] = pair
-        self.delay, self.ttr, self.last = delay, ttr, shared
+        self.last = shared
         return shared
 
 
