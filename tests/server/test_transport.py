@@ -476,3 +476,28 @@ def test_a_client_whose_replies_are_held_waits_out_of_the_passes():
     while loop.run_once():
         pass
     assert all(b"".join(t.held).count(b"USING") == 2000 for _c, t in clients)
+
+
+def test_a_client_blocked_in_reserve_leaves_the_passes_to_the_others():
+    # A client whose read starts with a reserve waits for a job with the
+    # rest of its read behind: its turns are reads (up to PENDING_LIMIT),
+    # not commands, and the others' passes go on. A put answers it; its
+    # commands then run, and it takes turns again.
+    loop, srv, clients, log = pipeliners(3, 2000)
+    waiter, wt = on(srv)
+    waiter.cost = COST
+    waiter.data_received(b"reserve\r\n" + b"list-tube-used\r\n" * 1000)
+    for _ in range(20):
+        loop.run_once()
+    assert waiter.s.waiting and not waiter.backlogged and waiter not in srv.turns
+    assert wt.reading and {name for name, _ in log} == {0, 1, 2}  # (read on; the others ran)
+    assert not b"".join(wt.held).count(b"RESERVED")
+    putter, pt = on(srv)
+    putter.data_received(b"put 0 0 60 1\r\nx\r\n")
+    assert pt.held[-1] == b"INSERTED 1\r\n" and not waiter.s.waiting
+    while loop.run_once():
+        pass
+    out = b"".join(wt.held)
+    assert out.count(b"RESERVED 1 1") == 1 and out.count(b"USING") == 1000
+    assert all(b"".join(t.held).count(b"USING") == 2000 for _c, t in clients)
+    assert not srv.turns and not srv.queue
