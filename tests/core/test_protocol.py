@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from pybeanstalkd.core.cmdtable import COMMANDS, CommandTable
 from pybeanstalkd.core.protocol import (
-    NS, Bad, find_line_end, name_ok, plain_id, read_num, read_strtoul)
+    NS, Bad, find_line_end, line_at, name_ok, plain_id, read_num, read_strtoul)
 
 REFERENCE = CommandTable()
 
@@ -123,6 +123,24 @@ def test_line_end_rules():
     assert find_line_end(b"use a\r\nuse b\r\n", 0, 7) == 7
     assert find_line_end(b"xxuse a\r\nuse b\r\n", 2, 8) == 0
     assert find_line_end(b"use a" * 100 + b"\r\n", 0, 224) == 0  # over-long: no line
+
+
+def _scan_line(buf: bytes, pos: int, end: int) -> bytes | None:
+    """The reference's scan (prot.c's scan_line_end), byte by byte: the
+    first CR from pos before end - 1, which must be followed by LF."""
+    for i in range(pos, end - 1):
+        if buf[i] == 13:
+            return buf[pos:i] if buf[i + 1] == 10 else None
+    return None
+
+
+@given(st.binary(max_size=40).map(lambda b: b.replace(b"x", b"\r").replace(b"y", b"\n")),
+       st.integers(0, 40), st.integers(0, 40))
+def test_line_at_is_the_references_scan(buf, pos, end):
+    pos, end = min(pos, len(buf)), min(max(pos, end), len(buf))
+    line = line_at(buf, pos, end)
+    assert line == _scan_line(buf, pos, end)
+    assert find_line_end(buf, pos, end) == (0 if line is None else len(line) + 2)
 
 
 @pytest.mark.parametrize("arg, value", [

@@ -160,8 +160,7 @@ def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
     left); else j has its id, and the tags' state the tags returned.
     given: bytes for a put whose one tag is idp:KEY (the engine's fast
     path, putlines.py)."""
-    tags = Tags(given) if type(given) is bytes else given
-    assert isinstance(tags, Tags)
+    tags: Tags = Tags(given) if isinstance(given, bytes) else given
     if e.draining:
         s.send(P.DRAINING)
         return None

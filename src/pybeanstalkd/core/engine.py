@@ -131,16 +131,17 @@ class Engine(EngineState):
         # a whole command line (an unpipelined command, with a put's body).
         size = len(data)
         limit = self.line_max
-        pos = P.find_line_end(data, 0, size if size < limit else limit)
-        if not pos:
+        line = P.line_at(data, 0, size if size < limit else limit)
+        if line is None:
             s.pending.append(data)
             s.plen = size
             self._run(s, now)
             return
+        pos = len(line) + 2
         hold = self.hold
         if hold:
             lsn = self.q.store.lsn
-        self.command(s, data[:pos - 2], now)
+        self.command(s, line, now)
         if pos != size:
             if s.state == BODY and size - pos == s.need:
                 s.state = LINE
@@ -359,8 +360,8 @@ class Engine(EngineState):
                     if check > budget:
                         check = budget
                 end = pos + limit if size - pos > limit else size
-                n = P.find_line_end(buf, pos, end)
-                if not n:
+                line = P.line_at(buf, pos, end)
+                if line is None:
                     if end - pos == limit:
                         # Over-long: discard a buffer's worth, and at once
                         # each further one with no CR at all (what the
@@ -370,8 +371,7 @@ class Engine(EngineState):
                         s.state = SKIP
                         continue
                     break
-                line = buf[pos:pos + n - 2]
-                pos += n
+                pos += len(line) + 2
                 if state == SKIP:
                     s.state = LINE
                     s.send(P.BAD_FORMAT)

@@ -6,7 +6,7 @@ Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
 cost one small object per entry. Entries are removed lazily: an entry is
 live while the job it names is still in that state with that key (the
 *_live checks). A StaleHeap is swept when its stale entries outnumber its
-live ones: when len(heap) > 2 * live + slack (StaleHeap.over). Which entries are live: the job table's
+live ones: when len(heap) > 2 * live + slack (over()). Which entries are live: the job table's
 (jobmap.py: JobMap.ready_live...). A small heap is rebuilt at once; a big
 one is swept in place, SLICE entries a slice (slices.py), so memory stays
 O(live) and no rebuild stops the server.
@@ -63,6 +63,18 @@ def _sink(heap: list[int], i: int) -> None:
     heap[i] = item
 
 
+def over(heap: StaleHeap, live: int, more: int = 0) -> bool:
+    """Do a heap's stale entries outnumber its `live` ones, past its slack?
+    more: its entries kept elsewhere (a tube's ready run's, run.py).
+
+    A function, not a method, and the heap's size read as a list's:
+    StaleHeap is a class mypyc leaves to the interpreter, so compiled, a
+    call of its method, or len() of it, is a call by name (len(), 535
+    instructions a put)."""
+    entries: list[int] = heap
+    return len(entries) + more > 2 * live + heap.slack
+
+
 # A list, which heapq's functions and the hot paths index in C: a native
 # class cannot subclass one, so compiled it is an ordinary class.
 @mypyc_attr(native_class=False)
@@ -82,10 +94,6 @@ class StaleHeap(list[int]):
         super().__init__()
         self.slack = slack
         self.sweeping = False  # a sweep is under way in background slices
-
-    def over(self, live: int) -> bool:
-        """Do its stale entries outnumber the `live` ones, past its slack?"""
-        return len(self) > 2 * live + self.slack
 
     def sweep(self, work: Slices, is_live: Callable[[int], bool],
               count: Callable[[], int]) -> None:
@@ -132,7 +140,7 @@ class StaleHeap(list[int]):
                     continue  # what moved into i is looked at next
             i -= 1
         self.sweeping = False
-        if self.over(count()):
+        if over(self, count()):
             # Still too big: the rest are live duplicates (a job back in a
             # state under the same key, e.g. reserve-job and release at one
             # `now`). Only a set finds them; this stays O(n) in one step.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
-from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
+from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap, over
 from .job import READY
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def hide(ext: ExtState, q: Queue, t: Tube, entry: int) -> None:
     if hidden is None:
         hidden = ext.hidden[t] = StaleHeap(TUBE_SLACK)
     heappush(hidden, entry)
-    if hidden.over(ext.blocked.get(t.name, 0) + 1):
+    if over(hidden, ext.blocked.get(t.name, 0) + 1):
         hidden.sweep(q.slices, hidden_live(ext, q, t), lambda: ext.blocked.get(t.name, 0))
 
 

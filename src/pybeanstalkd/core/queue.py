@@ -50,7 +50,7 @@ from .jobmap import THIN, JobMap
 from .held import SIZE as HELD_SIZE, open_block, thinned
 from .job import DEFAULT_TUBE, Conn, SwapList, Tube
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
-    CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap)
+    CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap, over)
 from .run import Run
 from .slices import SLICE, Slices
 from .timers import Timers, paused
@@ -324,7 +324,7 @@ class Queue:
             self.store.write(j)
         if t.waiting and not paused(t, now):
             self.match(t, now)
-        elif len(t.ready) + (0 if run is None else run.n) > 2 * t.nready + t.ready.slack:
+        elif over(t.ready, t.nready, 0 if run is None else run.n):
             self._tidy_ready(t)
 
     def _tidy_ready(self, t: Tube) -> None:
@@ -387,17 +387,17 @@ class Queue:
     def _tidy_delayed(self, t: Tube) -> None:
         """Sweep t's delayed heap, and the queue's, once stale entries
         outnumber the live."""
-        if t.delayed.over(t.ndelayed):
+        if over(t.delayed, t.ndelayed):
             t.delayed.sweep(self.slices, self.jobs.delayed_live, lambda: t.ndelayed)
         delay_heap = self.timers.delay_heap
-        if delay_heap.over(self.delayed_ct):
+        if over(delay_heap, self.delayed_ct):
             delay_heap.sweep(self.slices, self.jobs.delayed_live, lambda: self.delayed_ct)
 
     def _tidy_after_delete(self, t: Tube, was: int) -> None:
         """A delete by id leaves a stale entry that no push may come to sweep."""
         if was == READY:
             run = t.run
-            if len(t.ready) + (0 if run is None else run.n) > 2 * t.nready + t.ready.slack:
+            if over(t.ready, t.nready, 0 if run is None else run.n):
                 self._tidy_ready(t)
         else:
             self._tidy_delayed(t)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from heapq import heappush
 from typing import TYPE_CHECKING
 
-from .heaps import TUBE_SLACK, StaleHeap
+from .heaps import TUBE_SLACK, StaleHeap, over
 from .job import RESERVED
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class ReservedIds:
         if ids is None:
             ids = self.by_tube[t] = StaleHeap(TUBE_SLACK)
         heappush(ids, j.id)
-        if ids.over(t.nreserved):
+        if over(ids, t.nreserved):
             ids.sweep(q.slices, _live_in(q, t), lambda: t.nreserved)
 
     def returned(self, t: Tube) -> None:
