@@ -380,3 +380,15 @@ def test_cluster_cost_interpolates_the_single_node_at_the_cluster_rate():
     assert at_rate(curve, 20_000) == 39.0 and at_rate(curve, 30_000) == 24.0
     assert at_rate(curve, 40_000) == 21.0
     assert at_rate(curve, 5_000) is None and at_rate(curve, 60_000) is None
+
+
+def test_crowd_times_a_probe_while_others_pipeline():
+    from pybeanstalkd.bench import crowd
+
+    row = crowd.crowd(lambda: Spawned("ours", ours_argv()), 5, 0.5, lead=0.3)
+    # The probe ran, and so did the crowd (the server ran its commands).
+    assert row["conns"] == 5 and row["probes"] > 0 and row["first_ms"] > 0
+    assert 0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+    assert row["crowd_cmds_per_s"] > 0 and row["crowd_sent_per_s"] > 0
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--crowd", "10"])

@@ -9,11 +9,18 @@ from __future__ import annotations
 import asyncio
 
 from pybeanstalkd.core.engine import OUT_LIMIT, Engine
-from pybeanstalkd.server.transport import (CHUNK, PENDING_LIMIT, ROUND_NS, TURN_NS,
+from pybeanstalkd.server.transport import (CHUNK, PASS_NS, PENDING_LIMIT, ROUND_NS, TURN_NS,
                                            BoundedClient, Client, Server)
 
 HIGH = 64 << 10  # the transport's high-water mark (uvloop's and asyncio's default)
 READ = 256_000  # what uvloop reads at most at a time
+
+
+class Never:
+    """A timer never run (Loop.call_later): only cancelled."""
+
+    def cancel(self):
+        pass
 
 
 class Loop:
@@ -22,6 +29,9 @@ class Loop:
 
     def call_soon(self, fn, *args):
         self.soon.append((fn, args))
+
+    def call_later(self, delay, fn, *args):
+        return Never()
 
     def add_reader(self, fd, fn):
         pass
@@ -234,3 +244,260 @@ def test_input_left_for_a_later_turn_is_not_copied():
     assert s.pending[0] is data and s.skip == 2 * 16 and s.plen == len(data) - 32
     loop.run_once()
     assert s.pending[0] is data and s.skip == 3 * 16
+
+
+def on(srv: Server) -> tuple[Client, StuckTransport]:
+    """One more client of srv."""
+    c = Client(srv)
+    t = StuckTransport()
+    t.protocol = c
+    c.connection_made(t)
+    return c, t
+
+
+def poll(socks: list[tuple[Client, StuckTransport, bytearray]], per_read: int = 2 * CHUNK):
+    """The loop's poll between passes: one read of each client that is read
+    and has bytes waiting (at most per_read of them, as they come), in
+    this order."""
+    for c, t, waiting in socks:
+        if not waiting or not t.reading:
+            continue
+        if isinstance(c, asyncio.BufferedProtocol):
+            buf = c.get_buffer(-1)
+            n = min(len(buf), len(waiting))
+            buf[:n] = waiting[:n]
+            del waiting[:n]
+            c.buffer_updated(n)
+        else:
+            data = bytes(waiting[:per_read])
+            del waiting[:len(data)]
+            c.data_received(data)
+
+
+def test_a_command_waits_about_a_pass_while_others_pipeline():
+    # 50 clients pipeline more than a turn runs, and never read. Another
+    # client's command, sent just after a poll of the loop, waits for the
+    # pass that follows and for the reads of the next poll before its own:
+    # about PASS_NS of the others' commands, however many there are, not
+    # a round of a turn of each (ROUND_NS). The busy clients still share
+    # the passes evenly.
+    loop = Loop()
+    engine = Engine(1, log=lambda m: None)
+    clock = CommandClock(engine, COST)
+    srv = Server(loop, engine, clock=clock)
+    socks = []
+    for _ in range(50):
+        c, t = on(srv)
+        c.cost = COST
+        socks.append((c, t, bytearray(b"list-tube-used\r\n" * 4000)))
+    probe, pt = on(srv)
+    poll(socks)
+    waits = []
+    for _ in range(60):
+        sent = clock()
+        pt.held.clear()
+        loop.run_once()
+        poll(socks)
+        probe.data_received(b"list-tube-used\r\n")
+        assert pt.held == [b"USING default\r\n"]  # answered at once
+        waits.append(clock() - sent)
+    assert max(waits) <= PASS_NS + PASS_NS // 2  # (a round: 10 ms)
+    assert srv.turns and len(srv.turns) >= 45  # (they were still busy)
+    ran = [b"".join(t.held).count(b"USING") for c, t, _ in socks]
+    assert min(ran) > 0.5 * max(ran)
+
+
+def test_the_reads_of_a_poll_are_held_to_about_a_pass():
+    # 50 clients each send 200 commands between two polls of the loop,
+    # and never read: each read alone runs at once, but once a poll's
+    # reads have run about PASS_NS, the next runs a few commands and
+    # leaves the rest for its turn. So another client's command, read
+    # last in the poll, still waits about a pass, not for every read.
+    loop = Loop()
+    engine = Engine(1, log=lambda m: None)
+    clock = CommandClock(engine, COST)
+    srv = Server(loop, engine, clock=clock)
+    socks = []
+    for _ in range(50):
+        c, t = on(srv)
+        c.cost = COST
+        socks.append((c, t, bytearray()))
+    probe, pt = on(srv)
+    waits = []
+    for _ in range(20):
+        for _c, _t, waiting in socks:
+            waiting += b"list-tube-used\r\n" * 200
+        sent = clock()
+        pt.held.clear()
+        loop.run_once()
+        poll(socks)
+        probe.data_received(b"list-tube-used\r\n")
+        assert pt.held == [b"USING default\r\n"]
+        waits.append(clock() - sent)
+    assert max(waits) <= 4 * PASS_NS  # (the first poll ran a read in full; with no floor: 50 ms)
+    ran = [b"".join(t.held).count(b"USING") for c, t, _ in socks]
+    assert min(ran) > 0
+
+
+def test_an_unpipelined_command_looks_at_the_clock_once():
+    # With no one waiting for a turn, a read of a command or two runs
+    # untimed: the one look at the clock is the time the engine is given.
+    loop = Loop()
+    engine = Engine(1, log=lambda m: None)
+    clock = CommandClock(engine, COST)
+    looks = []
+
+    def counted() -> int:
+        looks.append(1)
+        return clock()
+
+    srv = Server(loop, engine, clock=counted)
+    c, t = on(srv)
+    cycle = [b"put 0 0 60 100\r\n" + b"x" * 100 + b"\r\n", b"reserve\r\n", b"delete %d\r\n"]
+    for i in range(1, 12):
+        if i == 2:
+            looks.clear()  # (the first reserve arms the TTR's timer)
+        for command in cycle:
+            c.data_received(command % i if b"%d" in command else command)
+            while loop.run_once():
+                pass
+    assert len(looks) == 10 * len(cycle)
+    assert b"".join(t.held).count(b"DELETED") == 11
+
+
+class Logged(StuckTransport):
+    """A stuck peer that also logs which client each write was for, and
+    how many replies it held."""
+
+    def __init__(self, log: list, name: int):
+        super().__init__()
+        self.log, self.name = log, name
+
+    def writelines(self, pieces):
+        self.log.append((self.name, sum(p.count(b"\r\n") for p in pieces)))
+        super().writelines(pieces)
+
+
+def pipeliners(n: int, commands: int):
+    """srv and n clients that each sent `commands` list-tube-used in one
+    read, and have had their first turn: the rest waits for their turns."""
+    loop = Loop()
+    engine = Engine(1, log=lambda m: None)
+    srv = Server(loop, engine, clock=CommandClock(engine, COST))
+    log: list[tuple[int, int]] = []
+    clients = []
+    for i in range(n):
+        c = Client(srv)
+        t = Logged(log, i)
+        t.protocol = c
+        c.connection_made(t)
+        c.cost = COST
+        clients.append((c, t))
+    for c, _t in clients:
+        c.data_received(b"list-tube-used\r\n" * commands)
+    log.clear()
+    return loop, srv, clients, log
+
+
+def test_the_clients_waiting_take_turns_in_order():
+    # 20 clients with 2,000 commands each: a turn each a round, in the
+    # order they came, and a pass ends once it has run PASS_NS (here 1 ms:
+    # two turns of a twentieth of ROUND_NS, 50 commands of 10 us each).
+    loop, srv, clients, log = pipeliners(20, 2000)
+    per_pass = []
+    while True:
+        before = len(log)
+        if not loop.run_once():
+            break
+        per_pass.append(log[before:])
+    turns = [name for writes in per_pass for name, _ in writes]
+    assert turns[:40] == list(range(20)) * 2
+    # No client waits while another takes two turns: between two turns of
+    # one, each other has one at most.
+    last: dict[int, int] = {}
+    for k, name in enumerate(turns):
+        if name in last:
+            between = turns[last[name] + 1:k]
+            assert len(between) == len(set(between))
+        last[name] = k
+    # A pass stops once it has run PASS_NS: within a turn of it.
+    assert all(sum(n for _, n in writes) * COST <= PASS_NS + ROUND_NS // 20
+               for writes in per_pass)
+    assert len(per_pass) >= 2000 * 20 * COST // (PASS_NS + ROUND_NS // 20)
+    assert all(b"".join(t.held).count(b"USING") == 2000 for _c, t in clients)
+    assert not srv.turns and not srv.queue
+
+
+def test_a_client_gone_while_waiting_for_its_turn_is_skipped():
+    loop, srv, clients, log = pipeliners(3, 2000)
+    gone, gt = clients[1]
+    ran = gt.held[:]
+    gone.connection_lost(None)
+    assert gone not in srv.turns
+    while loop.run_once():
+        pass
+    assert 1 not in [name for name, _ in log] and gt.held == ran
+    assert all(b"".join(t.held).count(b"USING") == 2000 for c, t in clients if c is not gone)
+    assert not srv.turns and not srv.queue
+
+
+def test_a_client_that_cannot_be_written_to_waits_out_of_the_passes():
+    # Over its transport's high-water mark, a client's turn is skipped and
+    # it leaves the queue; once the transport drains it takes turns again.
+    loop, srv, clients, log = pipeliners(3, 2000)
+    stuck, st = clients[0]
+    stuck.pause_writing()
+    for _ in range(30):
+        loop.run_once()
+    names = [name for name, _ in log]
+    assert 0 not in names and stuck not in srv.turns and stuck.backlogged
+    assert 1 in names and 2 in names
+    stuck.resume_writing()
+    assert stuck in srv.turns and srv.queue[-1] is stuck
+    while loop.run_once():
+        pass
+    assert all(b"".join(t.held).count(b"USING") == 2000 for _c, t in clients)
+
+
+def test_a_client_whose_replies_are_held_waits_out_of_the_passes():
+    # Replies held by the gate (-f0, --cluster): the client's next turn
+    # waits until they went out, and then it goes on in the passes.
+    loop, srv, clients, log = pipeliners(3, 2000)
+    held, ht = clients[2]
+    srv.held.add(held.s)  # (as the gate holds them)
+    for _ in range(30):
+        loop.run_once()
+    names = [name for name, _ in log]
+    assert 2 not in names and held not in srv.turns and held.backlogged
+    assert 0 in names and 1 in names
+    srv.held.discard(held.s)  # (as the gate lets them go: Immediate._release)
+    srv.answered(held.s)
+    assert held in srv.turns
+    while loop.run_once():
+        pass
+    assert all(b"".join(t.held).count(b"USING") == 2000 for _c, t in clients)
+
+
+def test_a_client_blocked_in_reserve_leaves_the_passes_to_the_others():
+    # A client whose read starts with a reserve waits for a job with the
+    # rest of its read behind: its turns are reads (up to PENDING_LIMIT),
+    # not commands, and the others' passes go on. A put answers it; its
+    # commands then run, and it takes turns again.
+    loop, srv, clients, log = pipeliners(3, 2000)
+    waiter, wt = on(srv)
+    waiter.cost = COST
+    waiter.data_received(b"reserve\r\n" + b"list-tube-used\r\n" * 1000)
+    for _ in range(20):
+        loop.run_once()
+    assert waiter.s.waiting and not waiter.backlogged and waiter not in srv.turns
+    assert wt.reading and {name for name, _ in log} == {0, 1, 2}  # (read on; the others ran)
+    assert not b"".join(wt.held).count(b"RESERVED")
+    putter, pt = on(srv)
+    putter.data_received(b"put 0 0 60 1\r\nx\r\n")
+    assert pt.held[-1] == b"INSERTED 1\r\n" and not waiter.s.waiting
+    while loop.run_once():
+        pass
+    out = b"".join(wt.held)
+    assert out.count(b"RESERVED 1 1") == 1 and out.count(b"USING") == 1000
+    assert all(b"".join(t.held).count(b"USING") == 2000 for _c, t in clients)
+    assert not srv.turns and not srv.queue

@@ -11,6 +11,7 @@
     pybeanstalkd-bench --compare --memcap 256M      --max-memory: RSS against the cap, its cost
     pybeanstalkd-bench --compare --http-cost        throughput with --http scraped and browsed
     pybeanstalkd-bench --compare --hostile          junk, clients that never read, bodies in flight
+    pybeanstalkd-bench --compare --crowd 300        a probe while 300 clients pipeline, never read
     pybeanstalkd-bench --micro                      each hot command's Python cost, by layer
     pybeanstalkd-bench --compare --disk-bodies      --bodies-on-disk: memory, rates, a storm
     pybeanstalkd-bench --compare --durable          -b -f0 from 1, 8 and 64 producers, and -F
@@ -20,7 +21,8 @@
 This file: the command line, progress on stderr, tables and JSON. The rest:
 workloads.py (the workloads), modes.py (memory, idle connections, tubes curve,
 recovery), stalls.py (a probe during big work), memcap.py (--max-memory),
-hostile.py (what hostile clients cost the others), disk.py (--bodies-on-disk),
+hostile.py (what hostile clients cost the others), crowd.py (a probe among
+pipelining clients), disk.py (--bodies-on-disk),
 durable.py (-f0 puts), clustercost.py (a cluster's CPU per put),
 micro.py (in-process cost by layer), cross.py (bsload cross-check), client.py (load processes), drivers.py
 (per-connection protocol state machines), spawn.py (starting servers, RSS).
@@ -39,7 +41,7 @@ from time import monotonic
 
 from . import hostile as hostile_mod, httpcost, memcap as memcap_mod, micro as micro_mod, modes
 from . import batch as batch_mod, clustercost, disk as disk_mod, durable as durable_mod
-from . import stalls as stalls_mod
+from . import crowd as crowd_mod, stalls as stalls_mod
 from . import workloads as workloads_mod
 from .drivers import BenchError
 from .spawn import Spawned, default_ours, default_reference, describe
@@ -307,6 +309,10 @@ def parse_args(argv):
            "CRLF (ours also with --auth-tokens); RSS per connection of N (default 1,000) that "
            "pipeline peek or stats and never read; RSS with 300 1 MB bodies in flight under "
            "--max-memory 64M")
+    a("--crowd", metavar="N", type=int, nargs="?", const=300,
+      help="with --compare: a probe's round trips (one command at a time) while N (default "
+           "300) connections pipeline list-tube-used and never read; -d seconds of probing "
+           "(default 5), --rounds alternating servers")
     a("--micro", type=int, nargs="?", const=200_000, metavar="N",
       help="no server: each hot command's Python path in-process, N times (default "
            "200,000), in microseconds by layer (framing, dispatch, queue, reply)")
@@ -351,6 +357,8 @@ def parse_args(argv):
         p.error("--floor needs --compare (it starts the floor server beside the others)")
     if args.hostile and not args.compare:
         p.error("--hostile needs --compare (it starts the servers with its own flags)")
+    if args.crowd and not args.compare:
+        p.error("--crowd needs --compare (it starts the servers)")
     if args.batch is not None and not (args.compare and 1 <= args.batch <= 1000):
         p.error("--batch K needs --compare and K in 1..1000")
     if (args.disk_bodies or args.disk_fill or args.durable or args.cluster_cost) \
@@ -404,7 +412,7 @@ def main(argv=None) -> int:
     if not args.floor:
         load_servers, load_names = servers, names
     special = (args.batch or args.memory or args.idle_conns or args.tubes or args.recovery or args.stalls
-               or args.memcap or args.http_cost or args.micro or args.hostile
+               or args.memcap or args.http_cost or args.micro or args.hostile or args.crowd
                or args.disk_bodies or args.disk_fill or args.durable or args.cluster_cost)
     out = {"options": vars(args), "servers": load_names if args.workloads or not special
            else names}
@@ -525,6 +533,11 @@ def main(argv=None) -> int:
             say(table(["conns", "body", "cap", "RSS growth", "stored", "refused"],
                       [[r["conns"], r["size"], r["cap"], r["rss_growth"], r["stored"],
                         r["refused"]] for r in res["inflight"]]))
+        if args.crowd:
+            rows = out["crowd"] = crowd_mod.run(ref, ours, args.server_args, args.crowd,
+                                                args.duration or 5.0, args.rounds, progress)
+            progress.clear()
+            crowd_mod.report(rows, args.crowd, say, table)
         if args.disk_bodies or args.disk_fill:
             out["disk"] = disk_mod.run(ref, ours, args, o, progress, say, table)
         if args.cluster_cost:

@@ -11,10 +11,12 @@ import asyncio
 import gc
 import select
 import socket
+from collections import deque
 from time import monotonic_ns
 from typing import TYPE_CHECKING, Final
 
 from ..core.engine import Engine
+from ..core.protocol import LINE_BUF_SIZE
 from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED, Session
 from .gate import Immediate
 
@@ -33,15 +35,30 @@ PENDING_LIMIT: Final = 64 << 10  # bytes buffered from a client blocked in reser
 # CHUNK: it streams, pipelines or sends junk. From then on it is read CHUNK
 # bytes at a time into our buffer (BoundedClient; uvloop's buffered reads
 # cost about 2,300 more instructions a read, which these clients' reads
-# amortize), one read a pass of the loop, until a read does not fill the
-# buffer. A read (or what is left of one), or any while other clients wait
-# for their turn, runs as a turn: as many of its commands as TURN_NS, or
-# the client's share of ROUND_NS, allows, by what its commands have cost so
+# amortize), one read a turn, until a read does not fill the buffer. A
+# read (or what is left of one), or any while other clients wait for
+# their turn, runs as a turn: as many of its commands as TURN_NS, or the
+# client's share of ROUND_NS, allows, by what its commands have cost so
 # far. The rest waits in the engine (Engine.backlog) for the client's next
-# turn, a pass of the loop later, and the client is not read meanwhile. So
-# a round of every busy client takes about ROUND_NS, and a new command
-# waits about that long however many pipeline or never read (the reference
-# runs one command of each client a pass).
+# turn, and the client is not read meanwhile: so a round of every busy
+# client takes about ROUND_NS.
+#
+# Passes. The clients waiting for a turn take them in the order they came
+# (Server.queue), a pass of the loop running turns for about PASS_NS
+# (Server.next_pass); the rest wait for the next pass, the loop polling its
+# sockets in between. So a client that sends a command while hundreds
+# pipeline or never read waits about a pass, not a round (run in one pass,
+# a round of 300 such clients' turns takes about 18 ms). A turn that is a
+# read is given in a pass (reading resumes) and runs in the poll after it,
+# counted against the pass by what the client's last turn took. A read
+# that comes once a pass has run PASS_NS, and is not a turn given, runs
+# FLOOR_NS of commands at most (the first always), and what is left of it
+# waits for the client's turn: a poll's reads, however many, cannot make
+# the pass long either (the reference runs one command of each client a
+# pass). Outside turns, a read no bigger than the reference's command
+# buffer (LINE_BUF_SIZE: a command or two, as an unpipelined client sends)
+# is not timed: it looks at the clock once, for the time the engine is
+# given, as before passes were counted.
 CHUNK: Final = 1 << 13
 # A body (or a refused put's bytes) is read up to its end, BODY_READ at
 # most at a time: its bytes are only appended.
@@ -50,6 +67,8 @@ _READ = memoryview(bytearray(BODY_READ))  # the loop's one buffer for bounded re
 _SMALL = _READ[:CHUNK]
 TURN_NS: Final = 1_000_000
 ROUND_NS: Final = 10_000_000
+PASS_NS: Final = 1_000_000
+FLOOR_NS: Final = 20_000
 COST_NS: Final = 5_000  # what a command is taken to cost before one is measured
 # A young-generation collection every GC_PASSES loop passes, whatever was
 # allocated. Serving allocates few GC-tracked objects (a reserve none), so
@@ -105,7 +124,8 @@ class _Client(asyncio.BaseProtocol):
     writing to. Client reads as uvloop does, BoundedClient in CHUNKs (see
     above); a connection's object changes class between the two."""
 
-    __slots__ = ("srv", "transport", "s", "blocked", "backlogged", "cost", "asked", "hung_up")
+    __slots__ = ("srv", "transport", "s", "blocked", "backlogged", "cost", "took", "given",
+                 "asked", "hung_up")
 
     # Set by connection_made. It is None only before that and after
     # connection_lost, when only may_read, _read_as and go_on (which check)
@@ -120,6 +140,8 @@ class _Client(asyncio.BaseProtocol):
         self.blocked = False  # its write buffer is over the high-water mark
         self.backlogged = False  # the engine left commands of its input for a later turn
         self.cost = COST_NS  # ns a command of this client costs, lately
+        self.took = 0  # ns its last turn took
+        self.given = -1  # the pass whose turn its next read is (Server.next_pass)
         self.asked = 0  # the size of the last buffer handed for a bounded read
         self.hung_up = False  # seen gone while not read (HangupWatch)
 
@@ -150,14 +172,9 @@ class _Client(asyncio.BaseProtocol):
         elif turn_over and not self.backlogged:
             # A big read, or a full buffer, ends its turn even when all of
             # it ran (or was skipped, as junk is): the next read waits for
-            # the next pass.
+            # its next turn.
             t.pause_reading()
-            srv.turns.add(self)
-            srv.loop.call_soon(self._next_read)
-
-    def _next_read(self):
-        self.srv.turns.discard(self)
-        self.may_read()
+            self.next_turn()
 
     def _hold_input(self):
         """Blocked in reserve (or in a command still running in slices) with
@@ -193,16 +210,31 @@ class _Client(asyncio.BaseProtocol):
     def _turn(self, run, *args):
         """run(s, *args), an engine call, as one turn: its commands held to
         TURN_NS, or to this client's share of ROUND_NS while others wait for
-        their turn, by what its commands have cost so far."""
+        their turn, by what its commands have cost so far; a read that is
+        not the client's turn, once the pass has run PASS_NS, to FLOOR_NS."""
         s = self.s
         srv = self.srv
         t0 = srv.clock()
-        share = ROUND_NS // (len(srv.turns) + 1)
-        s.budget = (share if share < TURN_NS else TURN_NS) // self.cost or 1
+        # Its turn only in the poll right after the pass that gave it: a
+        # read that comes later (nothing was waiting in its socket then,
+        # or reading could not resume) is counted as any other.
+        given = self.given == srv.pass_no
+        if given or srv.spent < PASS_NS:
+            share = ROUND_NS // (len(srv.turns) + 1)
+            allowed = share if share < TURN_NS else TURN_NS
+        else:
+            allowed = FLOOR_NS
+        s.budget = allowed // self.cost or 1
         s.ran = 0
         run(s, *args)
-        self.cost = (self.cost + (srv.clock() - t0) // (s.ran + 1)) >> 1 or 1
+        took = srv.clock() - t0
+        self.cost = (self.cost + took // (s.ran + 1)) >> 1 or 1
+        self.took = took
         s.budget = UNLIMITED
+        if given:
+            self.given = -1  # (counted when given)
+        else:
+            srv.spend(took)
 
     def eof_received(self):
         srv = self.srv
@@ -263,15 +295,32 @@ class _Client(asyncio.BaseProtocol):
             self.next_turn()
 
     def next_turn(self):
-        """Go on with its commands on the next pass (go_on)."""
-        self.srv.turns.add(self)
-        self.srv.loop.call_soon(self.go_on)
+        """Wait for its turn (Server.next_pass): its commands left (go_on),
+        or its next read."""
+        srv = self.srv
+        if self not in srv.turns:
+            srv.turns.add(self)
+            srv.queue.append(self)
+            srv.pass_soon()
+
+    def take_turn(self) -> int:
+        """Its turn has come (Server.next_pass); returns what it is taken
+        to cost there: a read's turn runs when the loop reads it, counted
+        as what its last turn took."""
+        if self.backlogged:
+            self.go_on()
+            return 0  # (_turn counted it)
+        srv = self.srv
+        self.given = srv.pass_no
+        self.may_read()
+        took = self.took
+        share = ROUND_NS // (len(srv.turns) + 1)
+        return took if took < share else share
 
     def go_on(self):
         t = self.transport
         srv = self.srv
         s = self.s
-        srv.turns.discard(self)
         if not self.backlogged or self.blocked or t is None or t.is_closing() or s in srv.held:
             return  # resume_writing or the gate (answered) calls again
         self.backlogged = False
@@ -299,16 +348,18 @@ class Client(_Client, asyncio.Protocol):
             self._after_read(True)
             srv.loop.call_soon(self._read_as, BoundedClient)
             return
-        if srv.turns:
+        if srv.turns or srv.spent >= PASS_NS:
             self._turn(srv.engine.data, data, now)
         else:
             srv.engine.data(s, data, now)
+            if len(data) > LINE_BUF_SIZE:
+                srv.spend(srv.clock() - now)
         self._after_read(False)
 
 
 class BoundedClient(_Client, asyncio.BufferedProtocol):
     """Reads CHUNK bytes at a time (and a body up to its end), one read a
-    pass, while its reads fill the buffer."""
+    turn, while its reads fill the buffer."""
 
     __slots__ = ()
 
@@ -400,6 +451,10 @@ class Server:
         self.paused: set = set()  # sessions not read while blocked in reserve
         self.hangups: HangupWatch | None = None  # ... watched for a hang-up meanwhile
         self.turns: set = set()  # Clients with a turn to come: go_on or their next read
+        self.queue: deque[_Client] = deque()  # ... in the order they came (and some gone)
+        self.spent = 0  # ns of commands this pass has run (PASS_NS)
+        self.pass_no = 0  # passes run (which one gave a client its read's turn)
+        self.passing = False  # next_pass is scheduled
         self.stepping = False  # a slice of background work is scheduled
         self.acceptor: Acceptor | None = None  # our accept loop, told of each close
         self.replaying = replaying  # the binlog is being replayed (in a thread; --http only)
@@ -456,6 +511,44 @@ class Server:
             due: int = timers.take_due()  # type: ignore[assignment]  # (not None: looked)
             if self.timer_at is None or due < self.timer_at:
                 self.arm(due)
+
+    def spend(self, ns: int) -> None:
+        """ns of commands a turn or a read ran, counted against this pass
+        (PASS_NS). Reads run between passes too, when no one waits for a
+        turn: a quarter of PASS_NS of them starts a new pass soon, so that
+        the reads of earlier passes of the loop do not count against the
+        next one."""
+        self.spent += ns
+        if self.spent >= PASS_NS >> 2:
+            self.pass_soon()
+
+    def pass_soon(self) -> None:
+        if not self.passing:
+            self.passing = True
+            self.loop.call_soon(self.next_pass)
+
+    def next_pass(self) -> None:
+        """A pass of the loop: the clients that waited for a turn before it
+        take them in order until PASS_NS is spent; the rest wait for the
+        next pass, the loop reading its sockets in between."""
+        self.spent = 0
+        self.pass_no += 1
+        queue = self.queue
+        turns = self.turns
+        n = len(queue)
+        try:
+            while n and self.spent < PASS_NS:
+                n -= 1
+                c = queue.popleft()
+                if c not in turns:
+                    continue  # closed meanwhile
+                turns.discard(c)
+                took = c.take_turn()  # (before the sum: a turn run adds to it)
+                self.spent += took
+        finally:  # (a turn that raised leaves the others their passes)
+            self.passing = False
+            if queue:
+                self.pass_soon()
 
     def step(self):
         """Slices of background work for up to STEP_BUDGET_NS; the rest
