@@ -7,7 +7,10 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from pybeanstalkd.core.job import NO_JOB, SPARE, Conn, Deadlines, Held, Job, Tube
+from pybeanstalkd.core.heaps import CONN_SLACK
 from pybeanstalkd.core.timers import Expiries
+
+from deadlinetools import check_expiries as check_expiries_whole
 
 TUBE = Tube(b"default")
 
@@ -104,24 +107,12 @@ def test_a_remove_of_a_job_held_elsewhere_changes_nothing():
 
 def check_expiries(e: Expiries, conns: list[Conn], model: dict[int, tuple[int, Job]]) -> None:
     """Each connection's heap holds its jobs of the model; the holders'
-    heap holds those holding any, each where its place says, no sooner
-    than its parent; first() is the model's soonest."""
+    heap has a current entry for each holding any, no later than its
+    soonest (deadlinetools.check_expiries)."""
     for k, c in enumerate(conns):
         check(c.deadlines, {id_: j for id_, (owner, j) in model.items() if owner == k})
-    holding = [c for c in conns if len(c.deadlines)]
-    assert len(e) == len(holding)
-    assert sorted(map(id, e.holders())) == sorted(map(id, holding))
-    entries = e.soonest.entries()
-    for i, j in enumerate(entries):
-        c = j.holder.conn
-        assert c.ttr_at == i and c.deadlines.first() is j
-        if i:
-            p = entries[(i - 1) >> 1]
-            assert (p.deadline, p.id) <= (j.deadline, j.id)
-    for c in conns:
-        assert (c.ttr_at >= 0) == (c in holding)
-    soonest = min((j for _, j in model.values()), key=lambda j: (j.deadline, j.id), default=None)
-    assert e.first() is soonest
+    check_expiries_whole(e, [c for c in conns if len(c.deadlines)])
+    assert len(e) <= 2 * len(conns) + 1 + CONN_SLACK  # (stale entries swept)
 
 
 holder_ops = st.lists(st.tuples(st.sampled_from(["push", "remove", "touch", "expire", "drop"]),
@@ -129,44 +120,102 @@ holder_ops = st.lists(st.tuples(st.sampled_from(["push", "remove", "touch", "exp
                       max_size=200)
 
 
+def expire(e: Expiries, now: int) -> list[Job]:
+    """What the tick expires at `now` (tick.py), in its order."""
+    out = []
+    while e.due(now):
+        j = e.expiring()
+        if j is not None:
+            out.append(j)
+            j.holder.conn.deadlines.remove(j)
+            j.holder = None
+    return out
+
+
 @settings(max_examples=300, deadline=None)
 @given(holder_ops)
 def test_the_holders_heap_follows_a_model(steps):
+    """Reservations expire in (deadline, id) order across the holders,
+    each once its deadline has passed, however they were reserved,
+    ended, touched and dropped before."""
     e = Expiries()
     conns = [Conn() for _ in range(6)]
     held = [Held(c, 0) for c in conns]  # (a reserved job refers to its holder's block)
     jobs = {i: job(i, 0) for i in range(1, 41)}
     model: dict[int, tuple[int, Job]] = {}  # id -> (its holder's number, job)
+    now = 0
     for op, id_, k, t in steps:
         j = jobs[id_]
+        c = conns[k]
         if op == "push":
             if id_ not in model:
-                j.deadline = t
+                j.deadline = now + t
                 j.holder = held[k]
-                e.push(conns[k], j)
+                if not c.deadlines.push(j):
+                    e.lower(c.deadlines, j)
                 model[id_] = (k, j)
         elif op == "remove":
             if model.get(id_, (-1, j))[0] == k:
                 j.holder = None  # (as the queue does: cleared before the heaps hear of it)
                 del model[id_]
-            e.remove(conns[k], j)  # (another's job, or none: nothing)
+            c.deadlines.remove(j)  # (another's job, or none: nothing)
         elif op == "touch":
             if id_ in model:
                 j.deadline += t
-                e.moved(conns[model[id_][0]], j)
+                d = conns[model[id_][0]].deadlines
+                d.moved(j)
+                e.lower(d, d.first())
         elif op == "expire":
-            first = e.first()
-            if first is not None:
-                owner = model.pop(first.id)[0]
-                first.holder = None
-                e.remove(conns[owner], first)
+            now += t
+            due = sorted((j for _, j in model.values() if j.deadline < now),
+                         key=lambda j: (j.deadline, j.id))
+            assert expire(e, now) == due
+            for j in due:
+                del model[j.id]
         else:  # a connection closes: its reservations no longer expire
-            e.drop(conns[k])
+            e.drop(c)
             model = {i: v for i, v in model.items() if v[0] != k}
             for j in jobs.values():
                 if j.holder is held[k]:
                     j.holder = None  # (returned in slices, reserving.py)
         check_expiries(e, conns, model)
+
+
+def test_a_worker_enters_the_expiries_once():
+    """A connection reserving and ending one job at a time makes one
+    entry, at its first reserve; it leaves when it comes due holding
+    none, and a close makes its entry stale."""
+    e = Expiries()
+    c = Conn()
+    held = Held(c, 0)
+    for i in range(1, 101):
+        j = job(i, i)
+        j.holder = held
+        assert (c.deadlines.push(j) == 0) and e.lower(c.deadlines, j) == (i == 1)
+        c.deadlines.remove(j)
+        j.holder = None
+    assert len(e) == 1 and e.current == 1
+    assert expire(e, 1000) == [] and len(e) == 0 and e.current == 0
+    j = job(200, 2000)
+    j.holder = held
+    c.deadlines.push(j)
+    assert e.lower(c.deadlines, j) and e.current == 1
+    e.drop(c)
+    assert e.current == 0 and e.holders() == [] and expire(e, 10**6) == []
+
+
+def test_stale_entries_are_swept():
+    """A holder whose soonest keeps coming sooner leaves stale entries
+    behind: swept once they outnumber the current ones past CONN_SLACK."""
+    e = Expiries()
+    c = Conn()
+    held = Held(c, 0)
+    for i in range(1000):
+        j = job(i + 1, 10**6 - i)
+        j.holder = held
+        assert c.deadlines.push(j) == 0 and e.lower(c.deadlines, j)
+        assert len(e) <= 2 + CONN_SLACK + 1
+    assert e.current == 1 and e.holders() == [c]
 
 
 def test_clear_gives_back_the_entries_without_the_room():

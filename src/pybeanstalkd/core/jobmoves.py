@@ -125,9 +125,12 @@ def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
     if j is None:
         return NOT_FOUND
     j.deadline = now + j.times[1]
+    d = c.deadlines
+    d.moved(j)
+    soonest = d.first()  # (j, or one still sooner)
     timers = q.timers
-    timers.ttr_heap.moved(c, j)
-    timers.timer(j.deadline + 1)
+    if soonest is not None and timers.ttr_heap.lower(d, soonest):
+        timers.timer(soonest.deadline + 1)
     return DONE
 
 
