@@ -378,11 +378,13 @@ class Deadlines:
         """Take j out: where it was (0: it was the first), or -1 if it is
         not in this heap (nothing is done then). The last entry fills its
         place, and moves to where it belongs."""
-        i = self._at(j)
-        if i < 0:
-            return i
-        j.conn_at = -1
+        # (j's recorded place may be from another heap, or from before a
+        # clear: it is j's here only if j is there)
+        i = j.conn_at
         jobs = self.jobs
+        if not (0 <= i < self.n and jobs[i] is j):
+            return -1
+        j.conn_at = -1
         n = self.n - 1
         self.n = n
         last = jobs[n]
@@ -395,12 +397,6 @@ class Deadlines:
             del jobs[max(n + (n >> 3), SPARE):]
         return i
 
-    def moved(self, j: Job) -> None:
-        """j's deadline changed (touch): its place follows."""
-        i = self._at(j)
-        if i >= 0:
-            self._settle(j, i)
-
     def clear(self) -> list[Job]:
         """Forget every job at once (their places are not reset: a job's
         place is set again when it is pushed, and remove() checks it).
@@ -411,12 +407,6 @@ class Deadlines:
         self.jobs = []
         self.n = 0
         return jobs
-
-    def _at(self, j: Job) -> int:
-        """j's place in this heap; -1 if it is not in it (its recorded
-        place may be from another heap, or from before a clear)."""
-        i = j.conn_at
-        return i if 0 <= i < self.n and self.jobs[i] is j else -1
 
     def _settle(self, j: Job, i: int) -> None:
         """Put j, which is to be at i (in place of the entry there, which

@@ -125,8 +125,11 @@ def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
     if j is None:
         return NOT_FOUND
     j.deadline = now + j.times[1]
+    # (out of c's heap and back in at its new deadline: a touch is rare,
+    # and a delete finds its place in one call)
     d = c.deadlines
-    d.moved(j)
+    d.remove(j)
+    d.push(j)
     soonest = d.first()  # (j, or one still sooner)
     timers = q.timers
     if soonest is not None and timers.ttr_heap.lower(d, soonest):
