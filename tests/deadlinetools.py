@@ -22,10 +22,11 @@ def check_heaps(h, conns):
     expiries = q.timers.ttr_heap
     holding = []
     for c in conns:
-        js = c.deadlines.entries()
-        assert all(x is NO_JOB for x in c.deadlines.jobs[len(js):])  # (no job kept alive)
+        d = c.deadlines
+        js = d.entries()
+        assert all(x is NO_JOB for x in d.jobs[:d.base] + d.jobs[d.base + len(js):])  # (no job kept alive)
         for i, j in enumerate(js):
-            assert j.conn_at == i, ("conn_at", j.id, j.conn_at, i)
+            assert j.conn_at == d.origin + i, ("conn_at", j.id, j.conn_at, i)
             assert j.state == RESERVED, ("conn state", j.id, j.state)
             assert j.holder.conn is c, ("owner", j.id)
             if i:

@@ -25,12 +25,16 @@ def check(h: Deadlines, model: dict[int, Job]) -> None:
     """The heap holds the model's jobs, each where its place says, each
     no sooner than its parent's; first() is the model's soonest."""
     jobs = h.entries()
-    assert all(x is NO_JOB for x in h.jobs[len(jobs):])  # (no job kept alive)
-    assert len(h.jobs) <= max(SPARE, 2 * len(jobs) + 8)  # (room shrinks)
+    room = h.jobs[:h.base] + h.jobs[h.base + len(jobs):]
+    assert all(x is NO_JOB for x in room)  # (no job kept alive)
+    assert h.base <= len(jobs) + SPARE + 1  # (room in front dropped)
+    assert len(h.jobs) - h.base <= max(SPARE, 2 * len(jobs) + 8)  # (room past shrinks)
     assert len(h) == len(model)
     assert sorted(j.id for j in jobs) == sorted(model)
+    if h.in_order:
+        assert jobs == sorted(jobs, key=lambda j: (j.deadline, j.id))
     for i, j in enumerate(jobs):
-        assert j.conn_at == i
+        assert j.conn_at == h.origin + i
         if i:
             p = jobs[(i - 1) >> 1]
             assert (p.deadline, p.id) <= (j.deadline, j.id)
@@ -82,15 +86,50 @@ def test_the_room_past_the_entries_holds_no_job_and_shrinks():
     slots = h.jobs
     for j in many[:9_990]:
         assert h.remove(j) == 0
-    assert len(h) == 10 and len(h.jobs) == SPARE and h.jobs is slots
+    # (taken in order, first each time: the room in front is dropped once
+    # it passes the entries plus SPARE, the room past once half the list)
+    assert len(h) == 10 and h.jobs is slots
+    assert h.base <= 10 + SPARE + 1 and len(h.jobs) <= h.base + 10 + SPARE
     assert sorted(j.id for j in h.entries()) == list(range(9_991, 10_001))
-    assert h.jobs[10:] == [NO_JOB] * (SPARE - 10)
+    assert h.jobs[:h.base] + h.jobs[h.base + 10:] == [NO_JOB] * (len(h.jobs) - 10)
     for j in many[9_990:]:
         h.remove(j)
-    assert len(h) == 0 and h.first() is None and h.jobs == [NO_JOB] * SPARE
+    room = len(h.jobs)
+    assert len(h) == 0 and h.first() is None and h.jobs == [NO_JOB] * room and room <= SPARE
     h.push(many[0])
     h.remove(many[0])
-    assert h.jobs is slots and h.jobs == [NO_JOB] * SPARE
+    assert h.jobs is slots and h.jobs == [NO_JOB] * room
+
+
+def test_a_sorted_run_takes_its_first_without_sinking():
+    """Pushed in order and taken first each time (a worker holding a few,
+    deletes in the order of reservation), the entries stay a sorted run:
+    nothing sinks, the room in front is dropped as it grows, and the
+    list stays small. One out of order ends the run, and the heap goes
+    on as a heap; emptied, it is a run again."""
+    h = Deadlines()
+    model: dict[int, Job] = {}
+    for i in range(1, 1001):
+        j = job(i, i // 3)  # (equal deadlines: the ids order them)
+        h.push(j)
+        model[i] = j
+        if i > 5:
+            first = h.first()
+            assert h.remove(first) == 0
+            del model[first.id]
+        check(h, model)
+        assert h.in_order and len(h.jobs) <= 5 + 2 * SPARE + 2
+    late = job(2000, 10)  # sooner than the last: out of order
+    h.push(late)
+    model[2000] = late
+    assert not h.in_order
+    check(h, model)
+    for j in list(model.values()):
+        h.remove(j)
+        del model[j.id]
+        check(h, model)
+    h.push(job(3000, 5))
+    assert h.in_order and h.first().id == 3000 and h.base <= SPARE
 
 
 def test_a_remove_of_a_job_held_elsewhere_changes_nothing():

@@ -336,17 +336,32 @@ class Deadlines:
     the connection: an entry left there once it has closed keeps this,
     not it, until swept.
 
-    Its entries are jobs[:n]; as heap.c's array, the list has room past
-    them (NO_JOB there, so that it keeps no job alive), and shrinks only
-    once half of it is room, never below SPARE slots: a worker's heap,
-    of one reservation at a time, does not reallocate its list at each
-    reserve and delete (about 200 instructions each, compiled)."""
+    Its entries are jobs[base:base + n], the p-th at jobs[base + p], and
+    the p-th's conn_at is origin + p. As heap.c's array, the list has
+    room past them (NO_JOB there, so that it keeps no job alive), and
+    shrinks only once half of it is room, never below SPARE slots: a
+    worker's heap, of one reservation at a time, does not reallocate its
+    list at each reserve and delete (about 200 instructions each,
+    compiled).
 
-    __slots__ = ("jobs", "n", "bound", "bound_at")
+    While its entries are in order (in_order: each pushed no sooner than
+    the last, none taken out but the first or the last), they are a
+    sorted run, and any part of a sorted run is a heap: the first is
+    taken by moving base and origin on one, and nothing sinks.
+    Reservations of one TTR come in that order, and deletes in the order
+    of reservation take the first: 64 pipelined reserves and their
+    deletes sink nothing. Room in front of the entries is dropped once it
+    passes their count plus SPARE (a C move of them; their places,
+    counted from origin, stay)."""
+
+    __slots__ = ("jobs", "n", "base", "origin", "in_order", "bound", "bound_at")
 
     def __init__(self) -> None:
         self.jobs: list[Job] = []
         self.n = 0
+        self.base = 0  # where its first is in jobs
+        self.origin = 0  # its first's conn_at
+        self.in_order = True  # its entries are a sorted run (see above)
         # Its entry's key in the expiries, no later than its first's
         # (deadline << 64 | id; NO_ENTRY: it has none), and that key's
         # deadline (NO_ENTRY_AT: none), which a reserve compares first:
@@ -359,96 +374,123 @@ class Deadlines:
 
     def first(self) -> Job | None:
         """The reservation that expires first (None: none)."""
-        return self.jobs[0] if self.n else None
+        return self.jobs[self.base] if self.n else None
 
     def entries(self) -> list[Job]:
         """Its jobs, in heap order (a copy)."""
-        return self.jobs[:self.n]
+        return self.jobs[self.base:self.base + self.n]
 
     def push(self, j: Job) -> int:
         """Add j; returns where it went (0: it is the first now)."""
         jobs = self.jobs
         n = self.n
-        if n == len(jobs):
+        end = self.base + n
+        if end == len(jobs):
             jobs.append(j)
         self.n = n + 1
+        if not n or (self.in_order and not before(j, jobs[end - 1])):
+            # (in order, it is the sorted run's next: its last place is a
+            # heap's too, nothing to compare with its parents)
+            self.in_order = True
+            jobs[end] = j
+            j.conn_at = self.origin + n
+            return n
+        self.in_order = False
         return self._rise(j, n)
 
     def remove(self, j: Job) -> int:
         """Take j out: where it was (0: it was the first), or -1 if it is
-        not in this heap (nothing is done then). The last entry fills its
-        place, and moves to where it belongs."""
+        not in this heap (nothing is done then). The first of a sorted run
+        leaves its slot empty; else the last entry fills j's place, and
+        moves to where it belongs."""
         # (j's recorded place may be from another heap, or from before a
         # clear: it is j's here only if j is there)
-        i = j.conn_at
+        p = j.conn_at - self.origin
+        n = self.n - 1
+        b = self.base
         jobs = self.jobs
-        if not (0 <= i < self.n and jobs[i] is j):
+        if not (0 <= p <= n and jobs[b + p] is j):
             return -1
         j.conn_at = -1
-        n = self.n - 1
         self.n = n
-        last = jobs[n]
-        jobs[n] = NO_JOB
-        if i < n:
-            self._settle(last, i)
+        if not p and n and self.in_order:
+            jobs[b] = NO_JOB
+            b += 1
+            self.base = b
+            self.origin += 1
+        else:
+            last = jobs[b + n]
+            jobs[b + n] = NO_JOB
+            if p < n:
+                self.in_order = False
+                self._settle(last, p)
+        if b > n + SPARE:
+            del jobs[:b]
+            self.base = b = 0
         # (the list's size first: a worker's, of a reservation or a few,
         # never passes SPARE, and this is the one test it takes)
-        if len(jobs) > SPARE and n <= len(jobs) >> 1:
-            del jobs[max(n + (n >> 3), SPARE):]
-        return i
+        end = b + n
+        if len(jobs) > SPARE and end <= len(jobs) >> 1:
+            del jobs[max(end + (n >> 3), SPARE):]
+        return p
 
     def clear(self) -> list[Job]:
         """Forget every job at once (their places are not reset: a job's
         place is set again when it is pushed, and remove() checks it).
-        Returns the list that held them, the room past them dropped, for
-        the caller to free (in slices, if it is big)."""
+        Returns the list that held them, the room around them dropped,
+        for the caller to free (in slices, if it is big)."""
         jobs = self.jobs
-        del jobs[self.n:]
+        del jobs[self.base + self.n:]
+        del jobs[:self.base]
         self.jobs = []
-        self.n = 0
+        self.n = self.base = 0
         return jobs
 
-    def _settle(self, j: Job, i: int) -> None:
-        """Put j, which is to be at i (in place of the entry there, which
+    def _settle(self, j: Job, p: int) -> None:
+        """Put j, which is to be p-th (in place of the entry there, which
         is not read), above or below it where it belongs."""
-        if i and before(j, self.jobs[(i - 1) >> 1]):
-            self._rise(j, i)
+        if p and before(j, self.jobs[self.base + ((p - 1) >> 1)]):
+            self._rise(j, p)
         else:
-            self._sink(j, i)
+            self._sink(j, p)
 
-    def _rise(self, j: Job, i: int) -> int:
-        """Put j at i, or above while it expires before its parent;
+    def _rise(self, j: Job, p: int) -> int:
+        """Put j p-th, or above while it expires before its parent;
         returns where it went."""
         jobs = self.jobs
-        while i:
-            parent = (i - 1) >> 1
-            above = jobs[parent]
+        b = self.base
+        o = self.origin
+        while p:
+            parent = (p - 1) >> 1
+            above = jobs[b + parent]
             if not before(j, above):
                 break
-            jobs[i] = above
-            above.conn_at = i
-            i = parent
-        jobs[i] = j
-        j.conn_at = i
-        return i
+            jobs[b + p] = above
+            above.conn_at = o + p
+            p = parent
+        jobs[b + p] = j
+        j.conn_at = o + p
+        return p
 
-    def _sink(self, j: Job, i: int) -> None:
-        """Put j at i, or below while a child expires before it."""
+    def _sink(self, j: Job, p: int) -> None:
+        """Put j p-th, or below while a child expires before it."""
         jobs = self.jobs
         n = self.n
-        child = 2 * i + 1
+        b = self.base
+        o = self.origin
+        child = 2 * p + 1
         while child < n:
-            if child + 1 < n and before(jobs[child + 1], jobs[child]):
+            if child + 1 < n and before(jobs[b + child + 1], jobs[b + child]):
                 child += 1
-            below = jobs[child]
+            below = jobs[b + child]
             if not before(below, j):
                 break
-            jobs[i] = below
-            below.conn_at = i
-            i = child
-            child = 2 * i + 1
-        jobs[i] = j
-        j.conn_at = i
+            jobs[b + p] = below
+            below.conn_at = o + p
+            p = child
+            child = 2 * p + 1
+        jobs[b + p] = j
+        j.conn_at = o + p
 
 
 # What fills a heap's room past its entries (Deadlines): no job of a queue.

@@ -66,8 +66,8 @@ class Expiries:
     def holders(self) -> list[Conn]:
         """The connections holding reservations (open ones: a closed one
         leaves at once)."""
-        return [d.jobs[0].holder.conn  # type: ignore[union-attr]  # (reserved)
-                for d in {e[2]: None for e in self.heap if e[0] == e[2].bound} if d.n]
+        firsts = [d.first() for d in {e[2]: None for e in self.heap if e[0] == e[2].bound}]
+        return [j.holder.conn for j in firsts if j is not None]  # type: ignore[union-attr]  # (reserved)
 
     def lower(self, d: Deadlines, j: Job) -> bool:
         """j is the first of d, a holder's, now (just reserved, or
