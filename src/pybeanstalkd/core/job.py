@@ -364,8 +364,8 @@ class Deadlines:
         self.in_order = True  # its entries are a sorted run (see above)
         # Its entry's key in the expiries, no later than its first's
         # (deadline << 64 | id; NO_ENTRY: it has none), and that key's
-        # deadline (NO_ENTRY_AT: none), which a reserve compares first:
-        # most have a later deadline, and make no key then
+        # deadline (NO_ENTRY_AT: none), which push() compares: most
+        # reserves have a later deadline, and make no key then
         self.bound = NO_ENTRY
         self.bound_at = NO_ENTRY_AT
 
@@ -380,8 +380,12 @@ class Deadlines:
         """Its jobs, in heap order (a copy)."""
         return self.jobs[self.base:self.base + self.n]
 
-    def push(self, j: Job) -> int:
-        """Add j; returns where it went (0: it is the first now)."""
+    def push(self, j: Job) -> bool:
+        """Add j. True if it is the first now and expires no later than
+        the deadline of its holder's entry in the expiries (bound_at):
+        then it may be sooner than that entry, and the caller asks the
+        expiries (Expiries.lower). A worker's reserve, whose deadline is
+        later, makes no call there."""
         jobs = self.jobs
         n = self.n
         end = self.base + n
@@ -394,9 +398,11 @@ class Deadlines:
             self.in_order = True
             jobs[end] = j
             j.conn_at = self.origin + n
-            return n
-        self.in_order = False
-        return self._rise(j, n)
+            p = n
+        else:
+            self.in_order = False
+            p = self._rise(j, n)
+        return not p and j.deadline <= self.bound_at
 
     def remove(self, j: Job) -> int:
         """Take j out: where it was (0: it was the first), or -1 if it is

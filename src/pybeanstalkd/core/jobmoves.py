@@ -126,14 +126,14 @@ def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
         return NOT_FOUND
     j.deadline = now + j.times[1]
     # (out of c's heap and back in at its new deadline: a touch is rare,
-    # and a delete finds its place in one call)
+    # and a delete finds its place in one call. Taking j out makes c's
+    # soonest no sooner, so c's entry in the expiries holds unless j,
+    # back in, is first)
     d = c.deadlines
     d.remove(j)
-    d.push(j)
-    soonest = d.first()  # (j, or one still sooner)
     timers = q.timers
-    if soonest is not None and timers.ttr_heap.lower(d, soonest):
-        timers.timer(soonest.deadline + 1)
+    if d.push(j) and timers.ttr_heap.lower(d, j):
+        timers.timer(j.deadline + 1)
     return DONE
 
 

@@ -438,7 +438,7 @@ class Queue:
         # expiries says; else that entry is no later than c's soonest)
         timers = self.timers
         d = c.deadlines
-        if not d.push(j) and timers.ttr_heap.lower(d, j):
+        if d.push(j) and timers.ttr_heap.lower(d, j):
             timers.timer(deadline + 1)  # (expiry is "deadline < now")
         self.tags.reserved(self, j)
         if c.waiting:

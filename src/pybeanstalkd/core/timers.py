@@ -70,13 +70,11 @@ class Expiries:
         return [j.holder.conn for j in firsts if j is not None]  # type: ignore[union-attr]  # (reserved)
 
     def lower(self, d: Deadlines, j: Job) -> bool:
-        """j is the first of d, a holder's, now (just reserved, or
-        touched): if it expires before the holder's entry says, or it has
-        none, the entry moves to it. True then: the caller gives the
-        timers j's time."""
+        """j is the first of d, a holder's, now, no later than its entry's
+        deadline (d.push said so): if it expires before the entry says,
+        or there is none, the entry moves to it. True then: the caller
+        gives the timers j's time."""
         at = j.deadline
-        if at > d.bound_at:
-            return False  # (no key made: a worker's reserve, most often)
         key = (at << SHIFT) | j.id
         bound = d.bound
         if key >= bound:
