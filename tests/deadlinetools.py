@@ -2,6 +2,7 @@
 Expiries), checked whole against the queue's reservations: tests/core's
 attacks on them share it."""
 from pybeanstalkd.core.job import NO_JOB, RESERVED
+from pybeanstalkd.core.timers import ttr_key
 
 
 def check_heaps(h, conns):
@@ -55,5 +56,5 @@ def check_expiries(expiries, holding):
     for c in holding:
         soon = c.deadlines.first()
         assert id(c.deadlines) in current, ("no entry", c)
-        assert c.deadlines.bound <= (soon.deadline << 64 | soon.id), ("entry later than its soonest", c)
+        assert c.deadlines.bound <= ttr_key(soon), ("entry later than its soonest", c)
     assert sorted(map(id, expiries.holders())) == sorted(map(id, holding))

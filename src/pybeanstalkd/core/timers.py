@@ -24,6 +24,11 @@ def paused(t: Tube, now: int) -> bool:
     return t.pause != 0 and t.unpause_at > now
 
 
+def ttr_key(j: Job) -> int:
+    """A reservation's key in the expiries: (deadline, id) as one int."""
+    return (j.deadline << SHIFT) | j.id
+
+
 class Expiries:
     """Every reservation by its TTR deadline, the soonest first, as the
     reference's heap of connections: the holders (open connections that
@@ -74,15 +79,14 @@ class Expiries:
         deadline (d.push said so): if it expires before the entry says,
         or there is none, the entry moves to it. True then: the caller
         gives the timers j's time."""
-        at = j.deadline
-        key = (at << SHIFT) | j.id
+        key = ttr_key(j)
         bound = d.bound
         if key >= bound:
             return False
         if bound == NO_ENTRY:
             self.current += 1
         d.bound = key
-        d.bound_at = at
+        d.bound_at = j.deadline
         self.seq += 1
         heappush(self.heap, (key, self.seq, d))
         if len(self.heap) > 2 * self.current + CONN_SLACK:
@@ -110,7 +114,7 @@ class Expiries:
             heappop(heap)
             self._leave(d)
             return None
-        soonest = (j.deadline << SHIFT) | j.id
+        soonest = ttr_key(j)
         if soonest == key:
             return j
         d.bound = soonest
