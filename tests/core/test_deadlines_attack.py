@@ -142,7 +142,7 @@ def close_steps(keep: int, first: int) -> int:
 
 
 def test_a_close_frees_its_reservations_not_its_heaps_room():
-    """A heap keeps room past its entries (job.py: JobHeap); a close's
+    """A heap keeps room past its entries (job.py: Deadlines); a close's
     slices free the reservations left, and take no more steps for the
     room the deleted ones left behind."""
     keep = SLICE + 6

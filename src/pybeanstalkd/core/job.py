@@ -1,7 +1,7 @@
 """A job: its fields, its packed counters, and the shared (delay, ttr)
 pairs; and what refers to jobs as the queue sees them: a tube, a client
 connection, a block of a connection's reservations (held.py), and heaps
-of reserved jobs by deadline (JobHeap; a connection's: Deadlines).
+of a connection's reserved jobs by deadline (Deadlines).
 These refer to each other (a job to its tube and its holder's block, a
 tube to its buried jobs and waiting connections, a connection to its
 blocks and its heap, a block to its connection, a heap to its jobs),
@@ -48,6 +48,10 @@ TIMEOUTS: Final = 32
 RELEASES: Final = 64
 BURIES: Final = 96
 KICKS: Final = 128
+# Deadlines.bound of a connection with no entry in the queue's heap of
+# holders (timers.py): past any key (deadline << 64 | id, both under 2**64)
+NO_ENTRY: Final = 1 << 128
+NO_ENTRY_AT: Final = 1 << 64  # its deadline: past any
 UNPLACED: Final = -1  # Job.deadline of a buried job the binlog has not positioned
 # What a stored job costs beyond its body's bytes, for --max-memory: the Job,
 # its id map and heap or run entries, the body's bytes-object header and
@@ -283,7 +287,7 @@ class Conn:
     a blocked reserve's end through reserved() and no_job(); what that means
     on the wire is the subclass's (session.py)."""
 
-    __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines", "ttr_at",
+    __slots__ = ("use", "watch", "nreserved", "held", "open_held", "deadlines",
                  "waiting", "timeout", "wait_key", "producer", "worker", "gone", "weighted")
 
     def __init__(self) -> None:
@@ -295,7 +299,6 @@ class Conn:
         self.held: dict[int, Held] = {}  # its reservations, in blocks (held.py)
         self.open_held: Held | None = None  # the block its next reservation goes to
         self.deadlines = Deadlines()  # its reserved jobs, the soonest expiry first
-        self.ttr_at = -1  # where its soonest reservation is in the queue's heap of those (timers.py: Soonest)
         self.waiting = False
         self.timeout: int | None = None  # ns, for reserve-with-timeout
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
@@ -331,16 +334,19 @@ class Held:
 
 # -- reserved jobs by deadline ----------------------------------------
 #
-# Reserved jobs by their TTR deadline, the soonest first, in two heaps: a
-# connection's own (Deadlines: for DEADLINE_SOON, reserving.py), and the
-# queue's heap of each holder's soonest (timers.py: Expiries; tick.py
-# expires what is due), as the reference keeps a heap of connections.
+# A connection's reserved jobs by their TTR deadline, the soonest first
+# (Deadlines): for DEADLINE_SOON (reserving.py), and for the queue's heap
+# of holders (timers.py: Expiries; tick.py expires what is due), which
+# keeps each holder by a lower bound of its soonest, as the reference
+# keeps a heap of connections.
 #
-# Indexed binary heaps, as beanstalkd's heap.c: each entry's place in its
-# heap is kept (JobHeap.placed says where), so an entry that ends leaves
-# at once and the heap holds exactly what it orders. Nothing in them goes
-# stale, so nothing is swept, and an entry makes no key object: the jobs'
-# deadlines and ids are compared where they are. Order: (deadline, id).
+# An indexed binary heap, as beanstalkd's heap.c: each job keeps its
+# place in it (Job.conn_at), so a reservation that ends leaves at once
+# and the heap holds exactly what it orders: its first is exact at any
+# time, in O(1) (a lazy heap's first may hide a run of stale entries,
+# which one call would pop: a stall). An entry makes no key object: the
+# jobs' deadlines and ids are compared where they are. Order: (deadline,
+# id).
 
 
 SPARE: Final = 16  # slots a heap's list keeps, however few entries it holds
@@ -351,145 +357,175 @@ def before(a: Job, b: Job) -> bool:
     return a.deadline < b.deadline or (a.deadline == b.deadline and a.id < b.id)
 
 
-class JobHeap:
-    """An indexed heap of reserved jobs by deadline (see above). Where an
-    entry's place is kept is the subclass's: placed().
+class Deadlines:
+    """A connection's reserved jobs by deadline (see above): each job
+    keeps its place (Job.conn_at; -1 out of it). The key of its entry in
+    the queue's heap of holders (timers.py: Expiries) is kept here, not in
+    the connection: an entry left there once it has closed keeps this,
+    not it, until swept.
 
-    Its entries are jobs[:n]; as heap.c's array, the list has room past
-    them (NO_JOB there, so that it keeps no job alive), and shrinks only
-    once half of it is room, never below SPARE slots: a worker's heap,
-    of one reservation at a time, does not reallocate its list at each
-    reserve and delete (about 200 instructions each, compiled)."""
+    Its entries are jobs[base:base + n], the p-th at jobs[base + p], and
+    the p-th's conn_at is origin + p. As heap.c's array, the list has
+    room past them (NO_JOB there, so that it keeps no job alive), and
+    shrinks only once half of it is room, never below SPARE slots: a
+    worker's heap, of one reservation at a time, does not reallocate its
+    list at each reserve and delete (about 200 instructions each,
+    compiled).
 
-    __slots__ = ("jobs", "n")
+    While its entries are in order (in_order: each pushed no sooner than
+    the last, none taken out but the first or the last), they are a
+    sorted run, and any part of a sorted run is a heap: the first is
+    taken by moving base and origin on one, and nothing sinks.
+    Reservations of one TTR come in that order, and deletes in the order
+    of reservation take the first: 64 pipelined reserves and their
+    deletes sink nothing. Room in front of the entries is dropped once it
+    passes their count plus SPARE (a C move of them; their places,
+    counted from origin, stay)."""
+
+    __slots__ = ("jobs", "n", "base", "origin", "in_order", "bound", "bound_at")
 
     def __init__(self) -> None:
         self.jobs: list[Job] = []
         self.n = 0
+        self.base = 0  # where its first is in jobs
+        self.origin = 0  # its first's conn_at
+        self.in_order = True  # its entries are a sorted run (see above)
+        # Its entry's key in the expiries, no later than its first's
+        # (deadline << 64 | id; NO_ENTRY: it has none), and that key's
+        # deadline (NO_ENTRY_AT: none), which push() compares: most
+        # reserves have a later deadline, and make no key then
+        self.bound = NO_ENTRY
+        self.bound_at = NO_ENTRY_AT
 
     def __len__(self) -> int:
         return self.n
 
     def first(self) -> Job | None:
         """The reservation that expires first (None: none)."""
-        return self.jobs[0] if self.n else None
+        return self.jobs[self.base] if self.n else None
 
     def entries(self) -> list[Job]:
         """Its jobs, in heap order (a copy)."""
-        return self.jobs[:self.n]
+        return self.jobs[self.base:self.base + self.n]
 
-    def placed(self, j: Job, i: int) -> None:
-        """j is now at i: record it."""
-        raise NotImplementedError
-
-    def push(self, j: Job) -> int:
-        """Add j; returns where it went (0: it is the first now)."""
+    def push(self, j: Job) -> bool:
+        """Add j. True if it is the first now and expires no later than
+        the deadline of its holder's entry in the expiries (bound_at):
+        then it may be sooner than that entry, and the caller asks the
+        expiries (Expiries.lower). A worker's reserve, whose deadline is
+        later, makes no call there."""
         jobs = self.jobs
         n = self.n
-        if n == len(jobs):
+        end = self.base + n
+        if end == len(jobs):
             jobs.append(j)
         self.n = n + 1
-        return self._rise(j, n)
-
-    def take(self, i: int) -> None:
-        """Take out the entry at i (not read): the last fills its place,
-        and moves to where it belongs."""
-        jobs = self.jobs
-        n = self.n - 1
-        self.n = n
-        last = jobs[n]
-        jobs[n] = NO_JOB
-        if i < n:
-            self.settle(last, i)
-        # (the list's size first: a worker's, of a reservation or a few,
-        # never passes SPARE, and this is the one test it takes)
-        if len(jobs) > SPARE and n <= len(jobs) >> 1:
-            del jobs[max(n + (n >> 3), SPARE):]
-
-    def settle(self, j: Job, i: int) -> None:
-        """Put j, which is to be at i (in place of the entry there, which
-        is not read), above or below it where it belongs."""
-        if i and before(j, self.jobs[(i - 1) >> 1]):
-            self._rise(j, i)
+        if not n or (self.in_order and not before(j, jobs[end - 1])):
+            # (in order, it is the sorted run's next: its last place is a
+            # heap's too, nothing to compare with its parents)
+            self.in_order = True
+            jobs[end] = j
+            j.conn_at = self.origin + n
+            p = n
         else:
-            self._sink(j, i)
-
-    def _rise(self, j: Job, i: int) -> int:
-        """Put j at i, or above while it expires before its parent;
-        returns where it went."""
-        jobs = self.jobs
-        while i:
-            parent = (i - 1) >> 1
-            above = jobs[parent]
-            if not before(j, above):
-                break
-            jobs[i] = above
-            self.placed(above, i)
-            i = parent
-        jobs[i] = j
-        self.placed(j, i)
-        return i
-
-    def _sink(self, j: Job, i: int) -> None:
-        """Put j at i, or below while a child expires before it."""
-        jobs = self.jobs
-        n = self.n
-        child = 2 * i + 1
-        while child < n:
-            if child + 1 < n and before(jobs[child + 1], jobs[child]):
-                child += 1
-            below = jobs[child]
-            if not before(below, j):
-                break
-            jobs[i] = below
-            self.placed(below, i)
-            i = child
-            child = 2 * i + 1
-        jobs[i] = j
-        self.placed(j, i)
-
-
-class Deadlines(JobHeap):
-    """A connection's reserved jobs by deadline: each job keeps its place
-    (Job.conn_at; -1 out of it)."""
-
-    __slots__ = ()
-
-    def placed(self, j: Job, i: int) -> None:
-        j.conn_at = i
+            self.in_order = False
+            p = self._rise(j, n)
+        return not p and j.deadline <= self.bound_at
 
     def remove(self, j: Job) -> int:
         """Take j out: where it was (0: it was the first), or -1 if it is
-        not in this heap (nothing is done then)."""
-        i = self._at(j)
-        if i >= 0:
-            j.conn_at = -1
-            self.take(i)
-        return i
-
-    def moved(self, j: Job) -> None:
-        """j's deadline changed (touch): its place follows."""
-        i = self._at(j)
-        if i >= 0:
-            self.settle(j, i)
+        not in this heap (nothing is done then). The first of a sorted run
+        leaves its slot empty; else the last entry fills j's place, and
+        moves to where it belongs."""
+        # (j's recorded place may be from another heap, or from before a
+        # clear: it is j's here only if j is there)
+        p = j.conn_at - self.origin
+        n = self.n - 1
+        b = self.base
+        jobs = self.jobs
+        if not (0 <= p <= n and jobs[b + p] is j):
+            return -1
+        j.conn_at = -1
+        self.n = n
+        if not p and n and self.in_order:
+            jobs[b] = NO_JOB
+            b += 1
+            self.base = b
+            self.origin += 1
+        else:
+            last = jobs[b + n]
+            jobs[b + n] = NO_JOB
+            if p < n:
+                self.in_order = False
+                self._settle(last, p)
+        if b > n + SPARE:
+            del jobs[:b]
+            self.base = b = 0
+        # (the list's size first: a worker's, of a reservation or a few,
+        # never passes SPARE, and this is the one test it takes)
+        end = b + n
+        if len(jobs) > SPARE and end <= len(jobs) >> 1:
+            del jobs[max(end + (n >> 3), SPARE):]
+        return p
 
     def clear(self) -> list[Job]:
         """Forget every job at once (their places are not reset: a job's
         place is set again when it is pushed, and remove() checks it).
-        Returns the list that held them, the room past them dropped, for
-        the caller to free (in slices, if it is big)."""
+        Returns the list that held them, the room around them dropped,
+        for the caller to free (in slices, if it is big)."""
         jobs = self.jobs
-        del jobs[self.n:]
+        del jobs[self.base + self.n:]
+        del jobs[:self.base]
         self.jobs = []
-        self.n = 0
+        self.n = self.base = 0
         return jobs
 
-    def _at(self, j: Job) -> int:
-        """j's place in this heap; -1 if it is not in it (its recorded
-        place may be from another heap, or from before a clear)."""
-        i = j.conn_at
-        return i if 0 <= i < self.n and self.jobs[i] is j else -1
+    def _settle(self, j: Job, p: int) -> None:
+        """Put j, which is to be p-th (in place of the entry there, which
+        is not read), above or below it where it belongs."""
+        if p and before(j, self.jobs[self.base + ((p - 1) >> 1)]):
+            self._rise(j, p)
+        else:
+            self._sink(j, p)
+
+    def _rise(self, j: Job, p: int) -> int:
+        """Put j p-th, or above while it expires before its parent;
+        returns where it went."""
+        jobs = self.jobs
+        b = self.base
+        o = self.origin
+        while p:
+            parent = (p - 1) >> 1
+            above = jobs[b + parent]
+            if not before(j, above):
+                break
+            jobs[b + p] = above
+            above.conn_at = o + p
+            p = parent
+        jobs[b + p] = j
+        j.conn_at = o + p
+        return p
+
+    def _sink(self, j: Job, p: int) -> None:
+        """Put j p-th, or below while a child expires before it."""
+        jobs = self.jobs
+        n = self.n
+        b = self.base
+        o = self.origin
+        child = 2 * p + 1
+        while child < n:
+            if child + 1 < n and before(jobs[b + child + 1], jobs[b + child]):
+                child += 1
+            below = jobs[b + child]
+            if not before(below, j):
+                break
+            jobs[b + p] = below
+            below.conn_at = o + p
+            p = child
+            child = 2 * p + 1
+        jobs[b + p] = j
+        j.conn_at = o + p
 
 
-# What fills a heap's room past its entries (JobHeap): no job of a queue.
+# What fills a heap's room past its entries (Deadlines): no job of a queue.
 NO_JOB: Final = Job(0, Tube(b""), 0, 0, 0, b"", 0)

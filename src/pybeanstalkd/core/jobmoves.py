@@ -125,9 +125,15 @@ def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
     if j is None:
         return NOT_FOUND
     j.deadline = now + j.times[1]
+    # (out of c's heap and back in at its new deadline: a touch is rare,
+    # and a delete finds its place in one call. Taking j out makes c's
+    # soonest no sooner, so c's entry in the expiries holds unless j,
+    # back in, is first)
+    d = c.deadlines
+    d.remove(j)
     timers = q.timers
-    timers.ttr_heap.moved(c, j)
-    timers.timer(j.deadline + 1)
+    if d.push(j) and timers.ttr_heap.lower(d, j):
+        timers.timer(j.deadline + 1)
     return DONE
 
 

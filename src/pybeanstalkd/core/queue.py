@@ -434,9 +434,12 @@ class Queue:
         deadline = j.deadline = now + j.times[1]
         t.nreserved += 1
         self.reserved_ct += 1
+        # (j, if c's soonest now, may be sooner than c's entry in the
+        # expiries says; else that entry is no later than c's soonest)
         timers = self.timers
-        timers.ttr_heap.push(c, j)
-        timers.timer(deadline + 1)  # (expiry is "deadline < now")
+        d = c.deadlines
+        if d.push(j) and timers.ttr_heap.lower(d, j):
+            timers.timer(deadline + 1)  # (expiry is "deadline < now")
         self.tags.reserved(self, j)
         if c.waiting:
             self.unwait(c)
@@ -454,7 +457,7 @@ class Queue:
         if held is not c.open_held and len(jobs) <= THIN:
             thinned(held)
         c.nreserved -= 1
-        self.timers.ttr_heap.remove(c, j)
+        c.deadlines.remove(j)  # (c's entry in the expiries stays: a lower bound)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
         self.tags.returned(self, j)

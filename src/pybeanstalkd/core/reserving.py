@@ -76,13 +76,16 @@ def detach(q: Queue, c: Conn, now: int) -> None:
     reservation order, SLICE a step."""
     if c.waiting:
         q.unwait(c)
+    # Its heap is emptied now, not when the slices end: a job its first
+    # slices return may be reserved again elsewhere, and a remove from
+    # this heap (flush-tube's _unreserve of a job still held here) would
+    # sift it and overwrite its conn_at in its new holder's heap. Its
+    # entry in the expiries goes stale even if it holds nothing (it may
+    # be a worker's, between two jobs), so as not to keep it in memory
+    # until that entry's time.
+    old = q.timers.ttr_heap.drop(c)
     if c.nreserved:
         c.gone = True
-        # Its heap is emptied now, not when the slices end: a job its first
-        # slices return may be reserved again elsewhere, and a remove from
-        # this heap (flush-tube's _unreserve of a job still held here) would
-        # sift it and overwrite its conn_at in its new holder's heap.
-        old = q.timers.ttr_heap.drop(c)
         q.gone[c] = None
         q.slices.spawn(_return_reserved(q, c, now, old))
     else:

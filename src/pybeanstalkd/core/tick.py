@@ -54,13 +54,13 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
         if t.alive and not paused(t, now):
             n = q.match(t, now, n)
     ttrs = timers.ttr_heap
-    while True:
-        j = ttrs.first()
-        if j is None or j.deadline >= now:
-            break
+    while ttrs.due(now):
         if not n:
             return True
         n -= 1
+        j = ttrs.expiring()
+        if j is None:
+            continue  # (the entry was stale, or moved to its holder's soonest)
         # (a closed connection's reservations are not here: its slices
         # return them, reserving.py)
         used_up = (q.checks_tries and tries_used_up(q, j)

@@ -8,14 +8,14 @@ when that time comes.
 """
 from __future__ import annotations
 
-from heapq import heapify, heappush
+from heapq import heapify, heappop, heappush, heapreplace
 from typing import TYPE_CHECKING
 
 from .heaps import CONN_SLACK, SHARED_SLACK, SHIFT, TUBE_SLACK, StaleHeap
-from .job import JobHeap
+from .job import NO_ENTRY, NO_ENTRY_AT
 
 if TYPE_CHECKING:
-    from .job import Conn, Job, Tube
+    from .job import Conn, Deadlines, Job, Tube
 
 
 def paused(t: Tube, now: int) -> bool:
@@ -24,89 +24,126 @@ def paused(t: Tube, now: int) -> bool:
     return t.pause != 0 and t.unpause_at > now
 
 
-class Soonest(JobHeap):
-    """Each holder's soonest reservation, its place kept in the holder
-    (Conn.ttr_at; -1 out of it)."""
-
-    __slots__ = ()
-
-    def placed(self, j: Job, i: int) -> None:
-        held = j.holder
-        assert held is not None  # (an entry is a holder's soonest: reserved)
-        held.conn.ttr_at = i
+def ttr_key(j: Job) -> int:
+    """A reservation's key in the expiries: (deadline, id) as one int."""
+    return (j.deadline << SHIFT) | j.id
 
 
 class Expiries:
-    """Every reservation by its TTR deadline, the soonest first: a heap of
-    each holder's soonest reservation (its Conn.deadlines' first), as the
-    reference's heap of connections. A reservation is added, moved and
-    taken out here, with its holder's heap, so that the holder's entry
-    follows its soonest.
+    """Every reservation by its TTR deadline, the soonest first, as the
+    reference's heap of connections: the holders (open connections that
+    hold reservations), each by a lower bound of its soonest reservation's
+    key, deadline << SHIFT | id, in a heap of (key, seq, its Deadlines)
+    that heapq keeps in C. A holder's Deadlines gives its soonest exactly.
 
-    A connection that holds nothing leaves at once. A reserve-delete
-    cycle changes a heap of one connection per worker: the cost of a
-    reservation grows with the log of its holder's reservations and of
-    the holders, not of every reservation."""
+    A holder's entry is current while its key is its Deadlines' bound.
+    It moves (a new entry, the old one left stale) only when the holder
+    gets a reservation that expires before the entry says; a reservation
+    that ends changes nothing here. An entry that comes due early (its
+    reservation ended) moves then to its holder's soonest, or leaves with
+    the last of them (expiring). So a worker that reserves and deletes a
+    job at a time enters here at its first reserve and comes back once a
+    TTR, not at every reserve and delete.
 
-    __slots__ = ("soonest",)
+    Stale entries (a holder's earlier ones, a closed connection's, which
+    keep its emptied Deadlines, not the connection) are dropped when they
+    come first, and swept once they outnumber the current ones past
+    CONN_SLACK: a connection has one current entry, so the heap is
+    bounded by the connections, not by the reservations."""
+
+    __slots__ = ("heap", "seq", "current")
 
     def __init__(self) -> None:
-        self.soonest = Soonest()
+        self.heap: list[tuple[int, int, Deadlines]] = []
+        self.seq = 0  # orders entries of one key (a Deadlines is not comparable)
+        self.current = 0  # holders with a current entry
 
     def __len__(self) -> int:
-        """The connections holding reservations."""
-        return len(self.soonest)
+        """Its entries, stale ones included."""
+        return len(self.heap)
 
-    def first(self) -> Job | None:
-        """The reservation that expires first (None: none)."""
-        return self.soonest.first()
+    def next_due(self) -> int | None:
+        """When the first entry comes due (None: none); its reservation may
+        have ended: then nothing expires then."""
+        heap = self.heap
+        return (heap[0][0] >> SHIFT) + 1 if heap else None  # (expiry is "deadline < now")
 
     def holders(self) -> list[Conn]:
         """The connections holding reservations (open ones: a closed one
         leaves at once)."""
-        return [j.holder.conn for j in self.soonest.entries()]  # type: ignore[union-attr]  # (reserved)
+        firsts = [d.first() for d in {e[2]: None for e in self.heap if e[0] == e[2].bound}]
+        return [j.holder.conn for j in firsts if j is not None]  # type: ignore[union-attr]  # (reserved)
 
-    def push(self, c: Conn, j: Job) -> None:
-        """j is reserved by c."""
-        if not c.deadlines.push(j):  # (j is c's soonest now)
-            self._follow(c, j)
+    def lower(self, d: Deadlines, j: Job) -> bool:
+        """j is the first of d, a holder's, now, no later than its entry's
+        deadline (d.push said so): if it expires before the entry says,
+        or there is none, the entry moves to it. True then: the caller
+        gives the timers j's time."""
+        key = ttr_key(j)
+        bound = d.bound
+        if key >= bound:
+            return False
+        if bound == NO_ENTRY:
+            self.current += 1
+        d.bound = key
+        d.bound_at = j.deadline
+        self.seq += 1
+        heappush(self.heap, (key, self.seq, d))
+        if len(self.heap) > 2 * self.current + CONN_SLACK:
+            self._sweep()
+        return True
 
-    def remove(self, c: Conn, j: Job) -> None:
-        """j's reservation by c ended (nothing if c no longer holds it in
-        its heap: it closed). j's holder may be cleared already."""
-        d = c.deadlines
-        if d.remove(j) == 0:
-            self._follow(c, d.first())
+    def due(self, now: int) -> bool:
+        """Has the first entry's time come (its key's deadline < now)?"""
+        heap = self.heap
+        return bool(heap) and heap[0][0] >> SHIFT < now
 
-    def moved(self, c: Conn, j: Job) -> None:
-        """j's deadline changed (touch)."""
-        d = c.deadlines
-        d.moved(j)
-        self._follow(c, d.first())
+    def expiring(self) -> Job | None:
+        """The first entry, due: its holder's soonest reservation if the
+        entry is its, which has expired (the caller ends it; the entry
+        stays, a lower bound of the holder's next). Else None: the entry
+        was stale and is dropped, or it moves to its holder's soonest, or
+        leaves, the holder holding none."""
+        heap = self.heap
+        key, _, d = heap[0]
+        if key != d.bound:
+            heappop(heap)
+            return None
+        j = d.first()
+        if j is None:
+            heappop(heap)
+            self._leave(d)
+            return None
+        soonest = ttr_key(j)
+        if soonest == key:
+            return j
+        d.bound = soonest
+        d.bound_at = j.deadline
+        self.seq += 1
+        heapreplace(heap, (soonest, self.seq, d))
+        return None
 
     def drop(self, c: Conn) -> list[Job]:
         """c closed: its reservations no longer expire (their return to
-        ready is under way). Returns the list its heap held them in, for
-        the caller to free."""
-        jobs = c.deadlines.clear()
-        self._follow(c, None)
-        return jobs
+        ready is under way) and its entry is stale. Returns the list its
+        heap held them in, for the caller to free."""
+        d = c.deadlines
+        if d.bound != NO_ENTRY:
+            self._leave(d)
+        return d.clear()
 
-    def _follow(self, c: Conn, soonest: Job | None) -> None:
-        """c's soonest reservation changed (to `soonest`, its heap's first,
-        which the caller has at hand; None: it holds none): its entry is
-        replaced by it and moves to its place, or leaves. (The entry
-        replaced is not read: it may be a reservation just ended, its
-        holder cleared.)"""
-        i = c.ttr_at
-        if soonest is None:
-            if i >= 0:
-                c.ttr_at = -1
-                self.soonest.take(i)
-        elif i < 0:
-            self.soonest.push(soonest)
-        else:
-            self.soonest.settle(soonest, i)
+    def _leave(self, d: Deadlines) -> None:
+        """d's holder has no current entry any more."""
+        d.bound = NO_ENTRY
+        d.bound_at = NO_ENTRY_AT
+        self.current -= 1
+
+    def _sweep(self) -> None:
+        """Keep the current entries only (one a holder: a holder's entry
+        may have been made twice with one key)."""
+        live = list({e[2]: e for e in self.heap if e[0] == e[2].bound}.values())
+        heapify(live)
+        self.heap = live
 
 
 class Timers:
@@ -139,9 +176,9 @@ class Timers:
         cands = []
         if self.delay_heap:
             cands.append(self.delay_heap[0] >> SHIFT)
-        first = self.ttr_heap.first()
-        if first is not None:
-            cands.append(first.deadline + 1)  # (expiry is "deadline < now")
+        ttr = self.ttr_heap.next_due()
+        if ttr is not None:
+            cands.append(ttr)
         if self.wait_heap:
             cands.append(self.wait_heap[0][0])
         if self.pause_heap:
