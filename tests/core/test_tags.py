@@ -628,3 +628,50 @@ def test_peek_ready_looks_at_one_heap_however_many_keys_hide_jobs():
     assert len(hidden) <= 2 * 300 + 64
     assert h.send(s, b"flush-tube default\r\n") == b"FLUSHED 600\r\n"
     assert not h.e.q.ext.hidden and not h.e.q.ext.parked_ids
+
+
+def test_a_full_keys_hidden_jobs_deleted_leave_no_growing_heap(h):
+    """A con: key that stays full (its one job reserved, and kept) while
+    more of its jobs are put, hidden by a reserve and deleted: each
+    deleted hidden job left a stale entry in the key's heap of parked
+    jobs, which only a key with room (or with no job) pops, so the heap
+    grew by one a delete, without bound."""
+    from pybeanstalkd.core.heaps import TUBE_SLACK
+    p, w, x = h.conn(), h.conn(), h.conn()
+    put(h, p, b"con:k")
+    assert reserve(h, w).startswith(b"RESERVED 1 ")
+    for _ in range(2000):
+        jid = int(put(h, p, b"con:k").split()[1])
+        assert reserve(h, x) == b"TIMED_OUT\r\n"  # (hides it)
+        assert h.send(p, b"delete %d\r\n" % jid) == b"DELETED\r\n"
+    k = h.e.q.ext.cons[b"k"]
+    assert sum(map(len, k.parked.values())) <= 2 + TUBE_SLACK
+    # and hiding still works: one more is hidden, then served once the key has room
+    jid = int(put(h, p, b"con:k").split()[1])
+    assert reserve(h, x) == b"TIMED_OUT\r\n"
+    assert h.send(w, b"delete 1\r\n") == b"DELETED\r\n"
+    assert reserve(h, x) == b"RESERVED %d 1\r\na\r\n" % jid
+
+
+def test_a_job_hidden_when_its_tubes_hidden_heap_is_swept_is_still_found(h):
+    """A job parked when its tube's heap of hidden jobs was due a sweep was
+    counted hidden only after the sweep, which so took its fresh entry for
+    stale and dropped it: still ready (stats-job), the job was then missed
+    by peek-ready, and by reserves once its key had room."""
+    p, w, x = h.conn(), h.conn(), h.conn()
+    put(h, p, b"con:k")
+    assert reserve(h, w).startswith(b"RESERVED 1 ")
+    put(h, p, b"con:k")
+    assert reserve(h, x) == b"TIMED_OUT\r\n"  # job 2 stays hidden throughout
+    for _ in range(300):  # hidden, then deleted: stale entries in the tube's heap
+        jid = int(put(h, p, b"con:k").split()[1])
+        assert reserve(h, x) == b"TIMED_OUT\r\n"
+        t = h.e.q.tubes[b"default"]
+        assert jid in {e & ((1 << 64) - 1) for e in h.e.q.ext.hidden[t]}
+        assert h.send(p, b"delete %d\r\n" % jid) == b"DELETED\r\n"
+    jid = int(put(h, p, b"con:k").split()[1])
+    assert reserve(h, x) == b"TIMED_OUT\r\n"
+    assert h.send(p, b"delete 2\r\n") == b"DELETED\r\n"
+    assert h.send(p, b"peek-ready\r\n") == b"FOUND %d 1\r\na\r\n" % jid
+    assert h.send(w, b"delete 1\r\n") == b"DELETED\r\n"
+    assert reserve(h, x) == b"RESERVED %d 1\r\na\r\n" % jid

@@ -29,16 +29,28 @@ def park(ext: ExtState, q: Queue, t: Tube, j: Job, key: bytes) -> None:
     run = t.run
     if run is None or not run.take(j.id):
         heappop(t.ready)
-    tubes = ext.cons[key].parked  # (a key with no room has a job: this one)
-    heap = tubes.get(t)
-    if heap is None:
-        heap = tubes[t] = []
-    entry = (j.pri << SHIFT) | j.id
-    heappush(heap, entry)
-    hide(ext, q, t, entry)
+    # Counted hidden first: a sweep of either heap below keeps only the
+    # entries of jobs counted so (hidden_live), this one's included.
     if j.id not in ext.parked_ids:
         ext.parked_ids.add(j.id)
         ext.bump(ext.blocked, t.name, 1)
+    entry = (j.pri << SHIFT) | j.id
+    push_parked(ext, q, ext.cons[key], t, entry)  # (a key with no room has a job: this one)
+    hide(ext, q, t, entry)
+
+
+def push_parked(ext: ExtState, q: Queue, k: ConKey, t: Tube, entry: int) -> None:
+    """entry's job is hidden for want of room in k: into k's heap of its
+    hidden jobs of t. Those that leave ready meanwhile leave their entries
+    stale, which only a key with room pops: a key kept full while its
+    hidden jobs are deleted would grow its heap by one a delete, so it is
+    swept as t's heap of hidden jobs is (its live entries are fewer)."""
+    heap = k.parked.get(t)
+    if heap is None:
+        heap = k.parked[t] = StaleHeap(TUBE_SLACK)
+    heappush(heap, entry)
+    if over(heap, ext.blocked.get(t.name, 0)):
+        heap.sweep(q.slices, hidden_live(ext, q, t), lambda: ext.blocked.get(t.name, 0))
 
 
 def hide(ext: ExtState, q: Queue, t: Tube, entry: int) -> None:

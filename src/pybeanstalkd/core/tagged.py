@@ -128,7 +128,7 @@ class Tagged(TagPolicy):
             tags = ext.jobs[j.id]
             if j.id in ext.parked_ids and tags.con is not None:
                 k = ext.cons[tags.con]
-                heappush(k.parked[t], key)  # (the old entry is stale now)
+                hiding.push_parked(ext, q, k, t, key)  # (the old entry is stale now)
                 hiding.hide(ext, q, t, key)
                 if k.room() > 0:
                     # Now better than jobs brought back before it: its turn

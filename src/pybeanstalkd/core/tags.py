@@ -228,8 +228,9 @@ class ConKey:
         self.limit = 0
         self.jobs = 0  # its live jobs
         # Its ready jobs hidden while it has no room: tube -> heap of
-        # pri << 64 | id (stale entries allowed); a tube's goes when it empties.
-        self.parked: dict[Tube, list[int]] = {}
+        # pri << 64 | id (stale entries allowed, swept: hiding.push_parked);
+        # a tube's goes when it empties.
+        self.parked: dict[Tube, StaleHeap] = {}
 
     def room(self) -> int:
         """Reservations it may still take."""
