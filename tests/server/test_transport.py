@@ -274,6 +274,35 @@ def poll(socks: list[tuple[Client, StuckTransport, bytearray]], per_read: int = 
             c.data_received(data)
 
 
+def _crowd(n: int, sent: bytes):
+    """A server with n clients that each sent `sent` and never read, and a
+    probe client: (loop, clock, [(client, transport, unread)], probe, its
+    transport)."""
+    loop = Loop()
+    engine = Engine(1, log=lambda m: None)
+    clock = CommandClock(engine, COST)
+    srv = Server(loop, engine, clock=clock)
+    socks = []
+    for _ in range(n):
+        c, t = on(srv)
+        c.cost = COST
+        socks.append((c, t, bytearray(sent)))
+    probe, pt = on(srv)
+    return loop, clock, socks, probe, pt
+
+
+def _probe(loop, clock, socks, probe, pt) -> int:
+    """A pass of the loop, a poll's reads, then the probe's one command,
+    answered at once: how long it waited."""
+    sent = clock()
+    pt.held.clear()
+    loop.run_once()
+    poll(socks)
+    probe.data_received(b"list-tube-used\r\n")
+    assert pt.held == [b"USING default\r\n"]
+    return clock() - sent
+
+
 def test_a_command_waits_about_a_pass_while_others_pipeline():
     # 50 clients pipeline more than a turn runs, and never read. Another
     # client's command, sent just after a poll of the loop, waits for the
@@ -281,28 +310,13 @@ def test_a_command_waits_about_a_pass_while_others_pipeline():
     # about PASS_NS of the others' commands, however many there are, not
     # a round of a turn of each (ROUND_NS). The busy clients still share
     # the passes evenly.
-    loop = Loop()
-    engine = Engine(1, log=lambda m: None)
-    clock = CommandClock(engine, COST)
-    srv = Server(loop, engine, clock=clock)
-    socks = []
-    for _ in range(50):
-        c, t = on(srv)
-        c.cost = COST
-        socks.append((c, t, bytearray(b"list-tube-used\r\n" * 4000)))
-    probe, pt = on(srv)
+    loop, clock, socks, probe, pt = _crowd(50, b"list-tube-used\r\n" * 4000)
     poll(socks)
     waits = []
     for _ in range(60):
-        sent = clock()
-        pt.held.clear()
-        loop.run_once()
-        poll(socks)
-        probe.data_received(b"list-tube-used\r\n")
-        assert pt.held == [b"USING default\r\n"]  # answered at once
-        waits.append(clock() - sent)
+        waits.append(_probe(loop, clock, socks, probe, pt))
     assert max(waits) <= PASS_NS + PASS_NS // 2  # (a round: 10 ms)
-    assert srv.turns and len(srv.turns) >= 45  # (they were still busy)
+    assert probe.srv.turns and len(probe.srv.turns) >= 45  # (they were still busy)
     ran = [b"".join(t.held).count(b"USING") for c, t, _ in socks]
     assert min(ran) > 0.5 * max(ran)
 
@@ -313,27 +327,12 @@ def test_the_reads_of_a_poll_are_held_to_about_a_pass():
     # reads have run about PASS_NS, the next runs a few commands and
     # leaves the rest for its turn. So another client's command, read
     # last in the poll, still waits about a pass, not for every read.
-    loop = Loop()
-    engine = Engine(1, log=lambda m: None)
-    clock = CommandClock(engine, COST)
-    srv = Server(loop, engine, clock=clock)
-    socks = []
-    for _ in range(50):
-        c, t = on(srv)
-        c.cost = COST
-        socks.append((c, t, bytearray()))
-    probe, pt = on(srv)
+    loop, clock, socks, probe, pt = _crowd(50, b"")
     waits = []
     for _ in range(20):
         for _c, _t, waiting in socks:
             waiting += b"list-tube-used\r\n" * 200
-        sent = clock()
-        pt.held.clear()
-        loop.run_once()
-        poll(socks)
-        probe.data_received(b"list-tube-used\r\n")
-        assert pt.held == [b"USING default\r\n"]
-        waits.append(clock() - sent)
+        waits.append(_probe(loop, clock, socks, probe, pt))
     assert max(waits) <= 4 * PASS_NS  # (the first poll ran a read in full; with no floor: 50 ms)
     ran = [b"".join(t.held).count(b"USING") for c, t, _ in socks]
     assert min(ran) > 0
