@@ -45,22 +45,24 @@ def push_parked(ext: ExtState, q: Queue, k: ConKey, t: Tube, entry: int) -> None
     stale, which only a key with room pops: a key kept full while its
     hidden jobs are deleted would grow its heap by one a delete, so it is
     swept as t's heap of hidden jobs is (its live entries are fewer)."""
-    heap = k.parked.get(t)
-    if heap is None:
-        heap = k.parked[t] = StaleHeap(TUBE_SLACK)
-    heappush(heap, entry)
-    if over(heap, ext.blocked.get(t.name, 0)):
-        heap.sweep(q.slices, hidden_live(ext, q, t), lambda: ext.blocked.get(t.name, 0))
+    _push_hidden(ext, q, k.parked, t, entry, 0)
 
 
 def hide(ext: ExtState, q: Queue, t: Tube, entry: int) -> None:
     """entry's job is hidden: it goes into t's heap of hidden jobs."""
-    hidden = ext.hidden.get(t)
-    if hidden is None:
-        hidden = ext.hidden[t] = StaleHeap(TUBE_SLACK)
-    heappush(hidden, entry)
-    if over(hidden, ext.blocked.get(t.name, 0) + 1):
-        hidden.sweep(q.slices, hidden_live(ext, q, t), lambda: ext.blocked.get(t.name, 0))
+    _push_hidden(ext, q, ext.hidden, t, entry, 1)
+
+
+def _push_hidden(ext: ExtState, q: Queue, heaps: dict[Tube, StaleHeap], t: Tube,
+                 entry: int, spare: int) -> None:
+    """entry into t's heap in heaps (made if t has none), swept once its
+    stale entries outnumber t's hidden jobs (and spare more)."""
+    heap = heaps.get(t)
+    if heap is None:
+        heap = heaps[t] = StaleHeap(TUBE_SLACK)
+    heappush(heap, entry)
+    if over(heap, ext.blocked.get(t.name, 0) + spare):
+        heap.sweep(q.slices, hidden_live(ext, q, t), lambda: ext.blocked.get(t.name, 0))
 
 
 def hidden_live(ext: ExtState, q: Queue, t: Tube) -> Callable[[int], bool]:
