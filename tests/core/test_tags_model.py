@@ -83,8 +83,10 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
     afts = {name: g.afts for name, g in ext.groups.items() if g.afts}
     eq({**afts, **ext.aft_left}, aj, "aft: jobs by name")
     eq(ext.groups.keys() & ext.aft_left.keys(), set(), "aft: jobs counted twice")
-    if ext.named_group is not None and ext.groups.get(ext.named) is not ext.named_group:
-        errs.append(f"the group at hand ({ext.named}) is not its name's")
+    for what, hand, entries in (("group", ext.group_at_hand, ext.groups),
+                                ("con key", ext.con_at_hand, ext.cons)):
+        if hand.value is not None and (hand.name is None or entries.get(hand.name) is not hand.value):
+            errs.append(f"the {what} at hand ({hand.name!r}) is not its name's")
     for key, k in ext.cons.items():
         if key not in cj and key not in cc:
             errs.append(f"con key {key} kept with no job")

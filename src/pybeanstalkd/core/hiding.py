@@ -35,7 +35,9 @@ def park(ext: ExtState, q: Queue, t: Tube, j: Job, key: bytes) -> None:
         ext.parked_ids.add(j.id)
         ext.bump(ext.blocked, t.name, 1)
     entry = (j.pri << SHIFT) | j.id
-    push_parked(ext, q, ext.cons[key], t, entry)  # (a key with no room has a job: this one)
+    k = ext.con(key)
+    assert k is not None  # (a key with no room has a job: this one)
+    push_parked(ext, q, k, t, entry)
     hide(ext, q, t, entry)
 
 

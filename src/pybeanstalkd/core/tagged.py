@@ -33,7 +33,7 @@ from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES
 from .protocol import NS
 from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
 from .tags import (
-    COOL_OVERHEAD, EXT_ID, HELD, NO_TAGS, TAGS_OVERHEAD, Clear, ConKey, Cooldown, ExtState, Group,
+    COOL_OVERHEAD, EXT_ID, HELD, NO_TAGS, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group,
     Tags, held, void_idp)
 
 if TYPE_CHECKING:
@@ -127,7 +127,8 @@ class Tagged(TagPolicy):
             ext = self.ext
             tags = ext.jobs[j.id]
             if j.id in ext.parked_ids and tags.con is not None:
-                k = ext.cons[tags.con]
+                k = ext.con(tags.con)
+                assert k is not None  # (its job is live)
                 hiding.push_parked(ext, q, k, t, key)  # (the old entry is stale now)
                 hiding.hide(ext, q, t, key)
                 if k.room() > 0:
@@ -170,9 +171,7 @@ class Tagged(TagPolicy):
             ext.nkeys += len(keys) - n  # (a key set again is counted once)
         con = tags.con
         if con is not None:
-            k = ext.cons.get(con)
-            if k is None:
-                k = ext.cons[con] = ConKey()
+            k = ext.con_key(con)
             k.jobs += 1
             if k.limit < tags.limit:
                 k.limit = tags.limit
@@ -232,7 +231,7 @@ class Tagged(TagPolicy):
                 hiding.unpark_id(ext, j)
             else:
                 tags = ext.jobs.get(j.id)
-                k = None if tags is None or tags.con is None else ext.cons.get(tags.con)
+                k = None if tags is None or tags.con is None else ext.con(tags.con)
                 if k is not None and k.parked:
                     # One brought back for the room its key had leaves ready
                     # without taking it (deleted, reserved by id): the next
@@ -279,7 +278,8 @@ class Tagged(TagPolicy):
                     q.maybe_free_name(name)
         con = tags.con
         if con is not None:
-            k = ext.cons[con]
+            k = ext.con(con)
+            assert k is not None  # (its job is live)
             k.jobs -= 1
             if not k.jobs:
                 # Its last job: what the key kept goes with it (tuber keeps
@@ -287,7 +287,7 @@ class Tagged(TagPolicy):
                 # key whose jobs are never reserved never sees).
                 k.parked.clear()  # (stale entries only, by now)
                 if not k.held:
-                    del ext.cons[con]
+                    ext.forget_con(con)
         aft = tags.aft
         if aft is not None:
             g = ext.groups.get(aft)
@@ -396,7 +396,8 @@ class Tagged(TagPolicy):
         ext = self.ext
         tags = ext.jobs.get(j.id)
         if tags is not None and tags.con is not None:
-            k = ext.cons[tags.con]  # (its job is live)
+            k = ext.con(tags.con)
+            assert k is not None  # (its job is live)
             if not k.held:
                 ext.con_keys += 1
             k.held += 1
@@ -412,7 +413,7 @@ class Tagged(TagPolicy):
         tags = ext.jobs.get(j.id)
         if tags is None or tags.con is None:
             return
-        k = ext.cons.get(tags.con)
+        k = ext.con(tags.con)
         if k is None:
             return
         if k.held > 1:
@@ -423,7 +424,7 @@ class Tagged(TagPolicy):
                 k.held = 0
             k.limit = 0
             if not k.jobs:
-                del ext.cons[tags.con]
+                ext.forget_con(tags.con)
                 return
         if k.parked:
             hiding.unpark(ext, q, k)
