@@ -12,7 +12,9 @@ run (`--flags '-b {tmpdir} -f0'`: each run's binlog starts empty). With
 --ref, the flags go to the reference too.
 
 Workloads: put, put64 (64 pipelined), rd (a reserve and its delete, each
-its own round trip), rd64 (64 of each pipelined), any put tag as
+its own round trip), rd64 (64 of each pipelined), rdh and rdh64 (as rd
+and rd64, the jobs put at mixed priorities: served from the tube's ready
+heap, not from its run of jobs put in order), any put tag as
 put:TAG (%d in TAG: the put's number), and any other command as cmd:LINE
 (one at a time; `cmd:use foo`). An rd pair is two commands: the
 figure given is per command (half a pair), as for the others.
@@ -62,13 +64,20 @@ def recv_replies(s: socket.socket, n: int, buf: bytearray) -> None:
         got += 1
 
 
+def pri(j: int) -> int:
+    """The priority of an rdh workload's j-th job of a batch: mixed, so
+    that few follow their tube's run (which takes one priority, in order)."""
+    return (j * 7919) % 1000
+
+
 def drive(port: int, work: str, n: int, fill: int) -> None:
     s = first_reply(port, pause=0.1, give_up=600)  # (one more command in each run: cancels out)
     buf = bytearray()
     if work.startswith("rd"):
         k = 64
         for _ in range(0, fill, k):  # the jobs, pipelined (not measured: same count both runs)
-            s.sendall(b"".join(b"put 0 0 60 100\r\n" + BODY + b"\r\n" for _ in range(k)))
+            s.sendall(b"".join(b"put %d 0 60 100\r\n" % (pri(j) if work.startswith("rdh") else 0)
+                               + BODY + b"\r\n" for j in range(k)))
             recv_replies(s, k, buf)
     batch = 64 if work.endswith("64") and not work.startswith("cmd:") else 1
     for i in range(0, n, batch):

@@ -346,8 +346,8 @@ def test_stale_heap_entries_are_compacted(h):
         assert h.send(c, b"reserve-job 1\r\n").startswith(b"RESERVED 1 ")
         assert h.send(c, b"release 1 0 100\r\n") == b"RELEASED\r\n"
     q = h.e.q
-    assert len(q.tubes[b"default"].delayed) <= 2 + 64 + 1
-    assert len(q.timers.delay_heap) <= 2 + 1024 + 1
+    assert len(q.tubes[b"default"].delayed.entries) <= 2 + 64 + 1
+    assert len(q.timers.delay_heap.entries) <= 2 + 1024 + 1
     assert len(q.timers.ttr_heap) <= 1024 + 1
 
 

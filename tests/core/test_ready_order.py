@@ -111,7 +111,7 @@ def test_reserve_order_and_counters_match_a_model(seed):
         assert got == c[:5], jid
     # every stale entry is bounded by the live ones
     t = h.e.q.tubes[b"default"]
-    assert len(t.ready) + (0 if t.run is None else t.run.n) <= 2 * t.nready + 64
+    assert len(t.ready.entries) + (0 if t.run is None else t.run.n) <= 2 * t.nready + 64
 
 
 def test_a_reserve_job_then_release_does_not_revive_the_run_entry():

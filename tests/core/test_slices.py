@@ -335,7 +335,8 @@ def test_a_big_stale_heap_is_swept_in_slices(h):
     q = h.e.q
     drain(h)
     assert q.ready_ct == n and not q.delayed_ct
-    heap = q.timers.delay_heap
+    stale = q.timers.delay_heap
+    heap = stale.entries
     assert len(heap) == n and not q.slices.work
     put(h, a, delay=100)  # over the threshold: a sweep starts, nothing swept yet
     assert len(heap) == n + 1 and q.slices.work
@@ -344,7 +345,7 @@ def test_a_big_stale_heap_is_swept_in_slices(h):
         sizes.append(len(heap))
         assert_heap(heap)
     assert all(x - y <= SLICE for x, y in zip([n + 1] + sizes, sizes))
-    assert len(heap) == 1 and q.timers.delay_heap is heap
+    assert len(heap) == 1 and q.timers.delay_heap is stale and stale.entries is heap
 
 
 def test_sweeps_keep_ready_and_delayed_order_under_random_work():
@@ -366,9 +367,9 @@ def test_sweeps_keep_ready_and_delayed_order_under_random_work():
         for _ in range(3):
             i = rnd.choice(sorted(alive))
             h.send(a, b"kick-job %d\r\n" % i)
-        assert_heap(q.timers.delay_heap)
-        assert_heap(q.tubes[b"default"].delayed)
-    assert len(q.timers.delay_heap) <= 2 * q.delayed_ct + 1024
+        assert_heap(q.timers.delay_heap.entries)
+        assert_heap(q.tubes[b"default"].delayed.entries)
+    assert len(q.timers.delay_heap.entries) <= 2 * q.delayed_ct + 1024
     h.now += 100 * NS
     while h.e.next_due() is not None and h.e.next_due() <= h.now:
         h.e.tick(h.now)
@@ -392,7 +393,7 @@ def test_a_stale_run_is_drained_to_the_heap_in_order(h):
     steps = drain(h)
     assert steps >= 2
     t = q.tubes[b"default"]
-    assert t.run.n <= t.nready + 33 and len(t.ready) + t.run.n <= 2 * t.nready + 64
+    assert t.run.n <= t.nready + 33 and len(t.ready.entries) + t.run.n <= 2 * t.nready + 64
     got = [reserve_id(h, a) for _ in range(n // 4 + 1)]
     assert got == [i for i in range(4, n + 1, 4)] + [n + 1]
 
@@ -402,16 +403,34 @@ def test_heap_removal_keeps_the_heap_property():
     from pybeanstalkd.core.heaps import StaleHeap
 
     for _trial in range(50):
-        heap = StaleHeap(0)
+        stale_heap = StaleHeap(0)
+        heap = stale_heap.entries
         heap += [rnd.randrange(1000) for _ in range(rnd.randrange(1, 3000))]
         heapq.heapify(heap)
         stale = {k for k in heap if rnd.random() < 0.6}
         want = sorted(k for k in heap if k not in stale)
         # (a live count that never calls for the final compaction)
-        gen = heap._sweeper(lambda k, stale=stale: k not in stale, lambda heap=heap: len(heap))
+        gen = stale_heap._sweeper(lambda k, stale=stale: k not in stale, lambda heap=heap: len(heap))
         for _ in gen:
             assert_heap(heap)
         assert sorted(heap) == want
+
+
+def test_a_sweep_keeps_the_heaps_list():
+    """A heap's list is never replaced: tick's loop holds it while the
+    work it does may sweep that heap."""
+    from pybeanstalkd.core.heaps import StaleHeap
+    from pybeanstalkd.core.slices import Slices
+
+    heap = StaleHeap(0)
+    entries = heap.entries
+    entries += [5, 3, 9, 1, 3]
+    heapq.heapify(entries)
+    work = Slices()
+    heap.sweep(work, lambda k: k != 3, lambda: 3)
+    assert not work.work  # (small: at once)
+    assert heap.entries is entries and sorted(entries) == [1, 5, 9]
+    assert_heap(entries)
 
 
 def test_deletes_by_id_start_the_sweeps(h):
@@ -428,9 +447,10 @@ def test_deletes_by_id_start_the_sweeps(h):
         assert h.send(a, b"delete %d\r\n" % i) == b"DELETED\r\n"
     assert q.slices.work
     drain(h)
-    assert len(q.timers.delay_heap) <= 1024 + 2 and len(q.tubes[b"default"].delayed) <= 64 + 2
+    assert len(q.timers.delay_heap.entries) <= 1024 + 2
+    assert len(q.tubes[b"default"].delayed.entries) <= 64 + 2
     run = q.tubes[b"default"].run
-    assert not q.tubes[b"default"].ready and run.n == q.tubes[b"default"].nready  # none moved
+    assert not q.tubes[b"default"].ready.entries and run.n == q.tubes[b"default"].nready  # none moved
     assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n
     assert reserve_id(h, a) == n + 3 * n // 4
 
@@ -623,12 +643,13 @@ def test_removing_any_entry_in_place_keeps_a_heap(values, data):
     leaves a heap holding exactly the other entries."""
     from pybeanstalkd.core.heaps import StaleHeap
 
-    heap = StaleHeap(0)
+    stale = StaleHeap(0)
+    heap = stale.entries
     heap.extend(values)
     heapq.heapify(heap)
     dead = set(data.draw(st.lists(st.sampled_from(values), max_size=len(values)))) if values else set()
-    heap.sweeping = True
-    for _ in heap._sweeper(lambda k: k not in dead, lambda: len(heap)):
+    stale.sweeping = True
+    for _ in stale._sweeper(lambda k: k not in dead, lambda: len(heap)):
         pass
     assert sorted(heap) == sorted(v for v in values if v not in dead)
     assert all(heap[(i - 1) >> 1] <= heap[i] for i in range(1, len(heap)))

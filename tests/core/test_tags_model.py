@@ -55,7 +55,8 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
     # parked
     for t in q.tubes.values():  # every hidden job is in its tube's heap of them
         hid = {i for i in ext.parked_ids if i in jobs and jobs[i].tube is t}
-        heap = {k & ((1 << 64) - 1) for k in ext.hidden.get(t, ())}
+        stale = ext.hidden.get(t)
+        heap = {k & ((1 << 64) - 1) for k in ([] if stale is None else stale.entries)}
         if not hid <= heap:
             errs.append(f"{t.name} hidden {sorted(hid - heap)} not in its heap")
     for i in ext.parked_ids:
@@ -91,7 +92,7 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
         if key not in cj and key not in cc:
             errs.append(f"con key {key} kept with no job")
         for t, heap in k.parked.items():
-            if not heap:
+            if not heap.entries:
                 errs.append(f"con key {key} keeps an empty heap for {t.name}")
     for name, g in ext.groups.items():
         if g.complete() and not g.waiting and name not in aj:

@@ -110,10 +110,10 @@ def in_order(q: Queue, t: Tube, state: int, heap: list[int] | None = None,
     or from the copies given); the queue must not change while it is read."""
     if state == READY:
         keys = _merge(_run_keys(q, t, _run_ids(t) if run is None else run),
-                      _live_keys(_heap_in_order(t.ready if heap is None else heap),
+                      _live_keys(_heap_in_order(t.ready.entries if heap is None else heap),
                                  q.jobs.ready_live))
     elif state == DELAYED:
-        keys = _live_keys(_heap_in_order(t.delayed if heap is None else heap),
+        keys = _live_keys(_heap_in_order(t.delayed.entries if heap is None else heap),
                           q.jobs.delayed_live)
     elif state == BURIED:
         yield from t.buried.values()
@@ -142,7 +142,7 @@ def page(q: Queue, t: Tube, state: int, offset: int,
         if state == BURIED:
             return total, list(islice(t.buried.values(), offset, offset + limit))
         return total, list(islice(in_order(q, t, state), offset, offset + limit))
-    heap = list(t.ready if state == READY else t.delayed)  # a copy in C: fast
+    heap = list((t.ready if state == READY else t.delayed).entries)  # a copy in C: fast
     run = _run_ids(t) if state == READY else None
     it = in_order(q, t, state, heap, run)
     skip = offset
@@ -230,10 +230,10 @@ def state_keys(q: Queue, t: Tube, states: Iterable[int] = (READY, DELAYED, BURIE
     (a job found twice is deleted once): each is checked when it is used."""
     keys: list[int] = []
     if READY in states:
-        keys += t.ready
+        keys += t.ready.entries
         keys += _run_ids(t)
     if DELAYED in states:
-        keys += t.delayed
+        keys += t.delayed.entries
     if BURIED in states:
         keys += t.buried
     if READY in states:

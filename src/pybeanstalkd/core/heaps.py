@@ -6,17 +6,16 @@ Heaps hold plain ints, `key << 64 | id`, which heapq compares in C and which
 cost one small object per entry. Entries are removed lazily: an entry is
 live while the job it names is still in that state with that key (the
 *_live checks). A StaleHeap is swept when its stale entries outnumber its
-live ones: when len(heap) > 2 * live + slack (over()). Which entries are live: the job table's
-(jobmap.py: JobMap.ready_live...). A small heap is rebuilt at once; a big
-one is swept in place, SLICE entries a slice (slices.py), so memory stays
-O(live) and no rebuild stops the server.
+live ones: when its size > 2 * live + slack (StaleHeap.over). Which
+entries are live: the job table's (jobmap.py: JobMap.ready_live...). A
+small heap is rebuilt at once; a big one is swept in place, SLICE entries
+a slice (slices.py), so memory stays O(live) and no rebuild stops the
+server.
 """
 from __future__ import annotations
 
 from heapq import heapify, heappop
 from typing import TYPE_CHECKING, Final
-
-from mypy_extensions import mypyc_attr
 
 from .slices import SLICE
 
@@ -63,40 +62,38 @@ def _sink(heap: list[int], i: int) -> None:
     heap[i] = item
 
 
-def over(heap: StaleHeap, live: int, more: int = 0) -> bool:
-    """Do a heap's stale entries outnumber its `live` ones, past its slack?
-    more: its entries kept elsewhere (a tube's ready run's, run.py).
+class StaleHeap:
+    """A heap whose entries go stale where they are. It owns its entries,
+    its slack, the rule for when it is swept, and the sweep; the queue,
+    which counts the jobs in each state, says how many entries are live
+    and which.
 
-    A function, not a method, the heap's size read as a list's, and its
-    slack (never negative) read only past twice the live count:
-    StaleHeap is a class mypyc leaves to the interpreter, so compiled, a
-    call of its method, len() of it, or a read of its attribute goes
-    through the interpreter (len(), 535 instructions a put; the slack,
-    163)."""
-    entries: list[int] = heap
-    n = len(entries) + more
-    return n > 2 * live and n > 2 * live + heap.slack
-
-
-# A list, which heapq's functions and the hot paths index in C: a native
-# class cannot subclass one, so compiled it is an ordinary class.
-@mypyc_attr(native_class=False)
-class StaleHeap(list[int]):
-    """A heap whose entries go stale where they are. It owns its slack,
-    the rule for when it is swept, and the sweep; the queue, which counts
-    the jobs in each state, says how many entries are live and which.
-
-    A list (heapq's functions take it as one), so the hot paths index and
-    push it as fast as a plain list. It refers to nothing else: tubes and
+    A native class holding its entries in a list, `entries`, which the hot
+    paths push, pop and index with heapq's functions: compiled, they and
+    the methods here reach that list in C (a list subclass, which a native
+    class cannot be, left every call, len() and attribute read of the heap
+    to the interpreter). `entries` stays the same list for the heap's
+    life (a sweep rewrites it in place), so a caller may hold it across
+    work that may sweep. The heap refers to nothing else: tubes and
     connections hold it without a reference cycle (server/loop.py freezes
     what survives a collection, so a cycle would never be freed)."""
 
-    __slots__ = ("slack", "sweeping")
+    __slots__ = ("entries", "slack", "sweeping")
 
     def __init__(self, slack: int) -> None:
-        super().__init__()
-        self.slack = slack
+        self.entries: list[int] = []
+        self.slack = slack  # (never negative: over())
         self.sweeping = False  # a sweep is under way in background slices
+
+    def over(self, live: int, more: int = 0) -> bool:
+        """Do its stale entries outnumber its `live` ones, past its slack?
+        more: its entries kept elsewhere (a tube's ready run's, run.py).
+
+        The slack (never negative) is added only past twice the live
+        count: the common answer, no, then makes one int fewer (pure, 100
+        instructions a put)."""
+        n = len(self.entries) + more
+        return n > 2 * live and n > 2 * live + self.slack
 
     def sweep(self, work: Slices, is_live: Callable[[int], bool],
               count: Callable[[], int]) -> None:
@@ -104,16 +101,16 @@ class StaleHeap(list[int]):
         of `work` (`count` tells the live count when that sweep ends)."""
         if self.sweeping:
             return
-        if len(self) <= SMALL_HEAP:  # the common case: rebuilding is cheaper
+        if len(self.entries) <= SMALL_HEAP:  # the common case: rebuilding is cheaper
             self.compact(is_live)
         else:
             self.sweeping = True
             work.spawn(self._sweeper(is_live, count))
 
     def compact(self, is_live: Callable[[int], bool]) -> None:
-        fresh = [k for k in set(self) if is_live(k)]
+        fresh = [k for k in set(self.entries) if is_live(k)]
         heapify(fresh)
-        self[:] = fresh
+        self.entries[:] = fresh  # (in place: the list stays the heap's)
 
     def _sweeper(self, is_live: Callable[[int], bool],
                  count: Callable[[], int]) -> Generator[None, int, None]:
@@ -123,27 +120,28 @@ class StaleHeap(list[int]):
         holds, so other work in between does no harm. Removing at i costs
         O(height of i), O(1) on average."""
         yield
-        i = len(self) - 1
+        heap = self.entries
+        i = len(heap) - 1
         k = SLICE
         while i >= 0:
             if not k:
                 yield
                 k = SLICE
-                i = min(i, len(self) - 1)
+                i = min(i, len(heap) - 1)
                 continue
             k -= 1
-            if not is_live(self[i]):
-                last = self.pop()
-                if i < len(self):
-                    self[i] = last
-                    if i and last < self[(i - 1) >> 1]:
-                        _rise(self, i)
+            if not is_live(heap[i]):
+                last = heap.pop()
+                if i < len(heap):
+                    heap[i] = last
+                    if i and last < heap[(i - 1) >> 1]:
+                        _rise(heap, i)
                     else:
-                        _sink(self, i)
+                        _sink(heap, i)
                     continue  # what moved into i is looked at next
             i -= 1
         self.sweeping = False
-        if over(self, count()):
+        if self.over(count()):
             # Still too big: the rest are live duplicates (a job back in a
             # state under the same key, e.g. reserve-job and release at one
             # `now`). Only a set finds them; this stays O(n) in one step.
@@ -151,9 +149,10 @@ class StaleHeap(list[int]):
 
     def top(self, is_live: Callable[[int], bool]) -> int | None:
         """The smallest live entry; the stale ones above it are dropped."""
-        while self:
-            key = self[0]
+        heap = self.entries
+        while heap:
+            key = heap[0]
             if is_live(key):
                 return key
-            heappop(self)
+            heappop(heap)
         return None

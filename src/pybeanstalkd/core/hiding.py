@@ -13,7 +13,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
-from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap, over
+from .heaps import MASK, SHIFT, TUBE_SLACK, StaleHeap
 from .job import READY
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def park(ext: ExtState, q: Queue, t: Tube, j: Job, key: bytes) -> None:
     """t's best ready job j is hidden: its key has no room."""
     run = t.run
     if run is None or not run.take(j.id):
-        heappop(t.ready)
+        heappop(t.ready.entries)
     # Counted hidden first: a sweep of either heap below keeps only the
     # entries of jobs counted so (hidden_live), this one's included.
     if j.id not in ext.parked_ids:
@@ -62,8 +62,8 @@ def _push_hidden(ext: ExtState, q: Queue, heaps: dict[Tube, StaleHeap], t: Tube,
     heap = heaps.get(t)
     if heap is None:
         heap = heaps[t] = StaleHeap(TUBE_SLACK)
-    heappush(heap, entry)
-    if over(heap, ext.blocked.get(t.name, 0) + spare):
+    heappush(heap.entries, entry)
+    if heap.over(ext.blocked.get(t.name, 0) + spare):
         heap.sweep(q.slices, hidden_live(ext, q, t), lambda: ext.blocked.get(t.name, 0))
 
 
@@ -82,7 +82,7 @@ def hidden_live(ext: ExtState, q: Queue, t: Tube) -> Callable[[int], bool]:
 def best_hidden(ext: ExtState, q: Queue, t: Tube) -> Job | None:
     """t's best hidden job (by priority, then id), if it has one."""
     hidden = ext.hidden.get(t)
-    if not hidden:
+    if hidden is None:
         return None
     entry = hidden.top(hidden_live(ext, q, t))
     return None if entry is None else q.jobs[entry & MASK]
@@ -104,7 +104,8 @@ def unpark(ext: ExtState, q: Queue, key: ConKey) -> None:
         return
     room = key.room()
     jobs, ids = q.jobs, ext.parked_ids
-    for t, heap in list(tubes.items()):
+    for t, parked in list(tubes.items()):
+        heap = parked.entries
         n = room
         while n > 0 and heap:
             entry = heappop(heap)
@@ -113,7 +114,7 @@ def unpark(ext: ExtState, q: Queue, key: ConKey) -> None:
             if j is None or j.state != READY or j.pri != entry >> SHIFT or id_ not in ids:
                 continue  # stale
             unpark_id(ext, j)
-            heappush(t.ready, entry)
+            heappush(t.ready.entries, entry)
             if t.ikey is None or entry < t.ikey:
                 q.index_push(t, entry)
             n -= 1

@@ -38,26 +38,27 @@ def load(q: Queue, jobs: Iterable[Job], now: int, wall_offset: int) -> None:
         if j.state == DELAYED and deadline > now:
             j.deadline = deadline
             key = (deadline << SHIFT) | j.id
-            t.delayed.append(key)
-            timers.delay_heap.append(key)
+            t.delayed.entries.append(key)
+            timers.delay_heap.entries.append(key)
             t.ndelayed += 1
             timers.timer(deadline)
         else:
             j.state = READY
             j.deadline = now  # ready since (for the wait histogram)
-            t.ready.append((j.pri << SHIFT) | j.id)
+            t.ready.entries.append((j.pri << SHIFT) | j.id)
             t.nready += 1
             if j.pri < URGENT_PRI:
                 t.urgent += 1
     for t in touched:
-        heapify(t.ready)
-        heapify(t.delayed)
-        if t.ready:
-            q.index_push(t, t.ready[0])
+        ready = t.ready.entries
+        heapify(ready)
+        heapify(t.delayed.entries)
+        if ready:
+            q.index_push(t, ready[0])
         q.ready_ct += t.nready
         q.urgent_ct += t.urgent
         q.delayed_ct += t.ndelayed
-    heapify(timers.delay_heap)
+    heapify(timers.delay_heap.entries)
     buried.sort(key=lambda j: j.deadline)  # the bury position
     for j in buried:
         q.place_buried(j)

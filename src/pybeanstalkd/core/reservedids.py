@@ -7,7 +7,7 @@ from __future__ import annotations
 from heapq import heappush
 from typing import TYPE_CHECKING
 
-from .heaps import TUBE_SLACK, StaleHeap, over
+from .heaps import TUBE_SLACK, StaleHeap
 from .job import RESERVED
 
 if TYPE_CHECKING:
@@ -33,8 +33,8 @@ class ReservedIds:
         ids = self.by_tube.get(t)
         if ids is None:
             ids = self.by_tube[t] = StaleHeap(TUBE_SLACK)
-        heappush(ids, j.id)
-        if over(ids, t.nreserved):
+        heappush(ids.entries, j.id)
+        if ids.over(t.nreserved):
             ids.sweep(q.slices, _live_in(q, t), lambda: t.nreserved)
 
     def returned(self, t: Tube) -> None:

@@ -138,7 +138,7 @@ class Tagged(TagPolicy):
             else:
                 # A run entry goes stale (run_job wants deadline 0); ready since then.
                 j.deadline = j.deadline or j.created or 1
-                heappush(t.ready, key)
+                heappush(t.ready.entries, key)
                 if t.ikey is None or key < t.ikey:
                     q.index_push(t, key)
             if old >= URGENT_PRI > pri:
@@ -447,7 +447,8 @@ class Tagged(TagPolicy):
     def hidden(self, t: Tube) -> list[int]:
         """t's hidden jobs' entries (flush-tube deletes them too): a copy,
         made in C, stale entries included."""
-        return list(self.ext.hidden.get(t, ()))
+        heap = self.ext.hidden.get(t)
+        return [] if heap is None else list(heap.entries)
 
     def keeps(self, name: bytes) -> bool:
         # Held jobs are counted in no state; and a tube keeps its keys and

@@ -29,7 +29,7 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
     again soon)."""
     jobs = q.jobs
     timers = q.timers
-    heap = timers.delay_heap
+    heap = timers.delay_heap.entries  # (the same list across a sweep)
     while heap and heap[0] >> SHIFT <= now:
         if not n:
             return True

@@ -174,8 +174,9 @@ class Timers:
         """The earliest time the queue's tick may have work (stale entries
         may wake it early)."""
         cands = []
-        if self.delay_heap:
-            cands.append(self.delay_heap[0] >> SHIFT)
+        delays = self.delay_heap.entries
+        if delays:
+            cands.append(delays[0] >> SHIFT)
         ttr = self.ttr_heap.next_due()
         if ttr is not None:
             cands.append(ttr)
