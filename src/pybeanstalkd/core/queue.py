@@ -343,13 +343,13 @@ class Queue:
         yield
         last = run.last if run.n else 0
         k = SLICE
-        while run.n and run.first() <= last:
+        while run.n and run.front <= last:
             if not k:
                 yield
                 k = SLICE
                 continue  # (a reserve may have emptied the run meanwhile)
             k -= 1
-            i = run.first()
+            i = run.front
             if self.jobs.run_job(i) is None:
                 run.popleft()
             elif run.n > t.nready + 32:
@@ -485,7 +485,7 @@ class Queue:
             run = t.run
             j: Job | None = None
             while run is not None and run.n:
-                j = jobs.run_job(run.first())
+                j = jobs.run_job(run.front)
                 if j is not None:
                     break
                 run.popleft()
