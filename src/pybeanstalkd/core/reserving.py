@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Final
 
 from .heaps import SHIFT
 from .held import FREED
-from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, Job
+from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, SAFETY_MARGIN, Job
 from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
-from .protocol import NS
 from .timers import paused
 from .queue import Queue
 
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from .weighted import Weighted
 
 WIDE_WATCH: Final = 16  # a reserve watching more tubes than this walks the tube index
-SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
 
 # -- connections -------------------------------------------------------
 
@@ -224,16 +222,10 @@ def _best_ready_unclaimed(q: Queue, c: Conn, now: int) -> Job | None:
     return best
 
 
-def deadline_soon(c: Conn, now: int) -> bool:
-    """A job c holds is within its last second (SAFETY_MARGIN)."""
-    soonest = c.deadlines.first()
-    return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
-
-
 def wait_expired(q: Queue, c: Conn, now: int) -> None:
     """c's blocked reserve ends with no job: its timeout came, or a job it
     holds is within its last second."""
-    soon = deadline_soon(c, now)
+    soon = c.deadlines.soon(now)
     q.unwait(c)
     c.no_job(DEADLINE_SOON if soon else TIMED_OUT)
     c.woken()
@@ -243,7 +235,7 @@ def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     """reserve / reserve-with-timeout (timeout in ns)."""
     # (c.nreserved first: a worker's reserve, which holds nothing then,
     # asks its heap of deadlines nothing)
-    if c.nreserved and deadline_soon(c, now) and not any(t.nready for t in c.watch):
+    if c.nreserved and c.deadlines.soon(now) and not any(t.nready for t in c.watch):
         c.no_job(DEADLINE_SOON)
         return
     j = _ready_for(q, c, now)
