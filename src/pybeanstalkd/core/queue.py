@@ -53,7 +53,7 @@ from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
     CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap, over)
 from .run import Run
 from .slices import SLICE, Slices
-from .timers import Timers, paused
+from .timers import Timers
 from .store import Store
 from .protocol import U64_MAX
 from .tags import HELD_MIN
@@ -322,7 +322,7 @@ class Queue:
             self.urgent_ct += 1
         if log:  # logged as ready, before a waiting reserver may take it
             self.store.write(j)
-        if t.waiting and not paused(t, now):
+        if t.waiting and t.unpause_at <= now:
             self.match(t, now)
         elif over(t.ready, t.nready, 0 if run is None else run.n):
             self._tidy_ready(t)
@@ -547,7 +547,7 @@ class Queue:
     def match_later(self, t: Tube) -> Generator[None, int, None]:
         now = yield
         t.matching = False
-        if t.alive and not paused(t, now):
+        if t.alive and t.unpause_at <= now:
             self.match(t, now)  # queues another slice if needed
 
     def index_push(self, t: Tube, key: int) -> None:

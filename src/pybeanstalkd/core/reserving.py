@@ -17,7 +17,6 @@ from .held import FREED
 from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, SAFETY_MARGIN, Job
 from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
-from .timers import paused
 from .queue import Queue
 
 if TYPE_CHECKING:
@@ -129,8 +128,8 @@ def pause_tube(q: Queue, t: Tube, delay: int, now: int, count: bool = True) -> N
     # The reference pauses for 1 ns when told 0 (0 would mean "not
     # paused"), so the pause is over by the next look at its clock: even
     # for the next command of the same read. Here a zero pause ends at
-    # once (paused() is False from here on), whatever time the next
-    # command is given; stats-tube still shows pause 0.
+    # once (unpause_at > now is False from here on), whatever time the
+    # next command is given; stats-tube still shows pause 0.
     t.pause = delay or 1
     t.unpause_at = now + delay
     t.cmd_pause += count
@@ -190,7 +189,7 @@ def _best_ready_wide(q: Queue, c: Conn, now: int) -> Job | None:
             heappush(index, (top, t.seq, t))
             continue
         aside.append(entry)
-        if t in watch and not paused(t, now):
+        if t in watch and t.unpause_at <= now:
             best = j
             break
     for entry in aside:
@@ -203,7 +202,7 @@ def _best_ready(q: Queue, c: Conn, now: int) -> Job | None:
         return _best_ready_wide(q, c, now)
     best = None
     for t in c.watch:
-        if t.nready and not paused(t, now):
+        if t.nready and t.unpause_at <= now:
             j = q.ready_top(t)  # (None only if the tags hide them all)
             if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
                 best = j
@@ -215,7 +214,7 @@ def _best_ready_unclaimed(q: Queue, c: Conn, now: int) -> Job | None:
     jobs go to their earlier waiters first (their slices are pending)."""
     best = None
     for t in c.watch:
-        if t.nready and not t.waiting and not paused(t, now):
+        if t.nready and not t.waiting and t.unpause_at <= now:
             j = q.ready_top(t)
             if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
                 best = j
@@ -271,7 +270,7 @@ def _ready_for(q: Queue, c: Conn, now: int) -> Job | None:
     watch = c.watch.items
     if len(watch) == 1:
         t = watch[0]
-        return q.ready_top(t) if t.nready and not t.waiting and not paused(t, now) else None
+        return q.ready_top(t) if t.nready and not t.waiting and t.unpause_at <= now else None
     if c.weighted is not None and c.weighted.mode:
         return _weighted(q, c, c.weighted, now)
     j = _best_ready(q, c, now)
@@ -286,7 +285,7 @@ def _weighted(q: Queue, c: Conn, policy: Weighted, now: int) -> Job | None:
     waiting for it (weighted.py); then that tube's best job.
     Priorities across tubes do not count, as in tuber."""
     tubes = [t for t in c.watch if t.nready and not t.waiting
-             and not paused(t, now) and q.ready_top(t) is not None]
+             and t.unpause_at <= now and q.ready_top(t) is not None]
     i = policy.draw([(t.name, t.ewma, t.ewma_n) for t in tubes])
     return None if i < 0 else q.ready_top(tubes[i])
 
