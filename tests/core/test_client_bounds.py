@@ -8,7 +8,6 @@ import sys
 import tracemalloc
 
 from fakeclock import Harness
-from pybeanstalkd.core.timers import paused
 from pybeanstalkd.core.protocol import LINE_BUF_SIZE
 
 
@@ -186,7 +185,7 @@ def test_pauses_of_tubes_since_freed_are_let_go():
     for _ in range(3000):  # a tube paused again and again
         h.send(s, b"pause-tube default 4294967295\r\n")
     assert len(h.e.q.timers.pause_heap) < 100
-    assert paused(h.e.q.tubes[b"default"], h.now)
+    assert h.e.q.tubes[b"default"].unpause_at > h.now
 
 
 def test_reserves_that_stopped_waiting_do_not_keep_their_connections():

@@ -27,7 +27,7 @@ from time import perf_counter_ns
 from ..core import jobmoves, reserving
 from ..core.commands import finish_put
 from ..core.engine import Engine
-from ..core.protocol import NS, job_header
+from ..core.protocol import NS
 
 COMMANDS = ["put", "reserve", "release", "touch", "delete"]
 BUDGET_US = {"put": 1.5, "reserve": 1.5, "delete": 1.0}
@@ -186,7 +186,7 @@ def replies(n: int, ids: list[int]) -> dict:
             _flush(e, c)
         return one
 
-    header = job_header(b"RESERVED", 1, 100)
+    header = b"RESERVED 1 100\r\n"
 
     def reserved(i):
         # Queue._reserve makes and queues the header itself (in "queue"):

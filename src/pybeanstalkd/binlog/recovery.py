@@ -22,7 +22,7 @@ from . import format as F
 from .apply import apply
 from .ext import Reader, Recovered
 from ..core import loading
-from ..core.job import Job, OnDisk, times
+from ..core.job import TIMES, Job, OnDisk
 from ..core.tags import EXT_ID
 from .files import SHORT, File, Wal
 
@@ -237,7 +237,7 @@ class Loader:
             self.warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
             self.delete(j)
             return False
-        j.pri, j.times, j.created = r.pri, times(r.delay, r.ttr), r.created - self.wall_offset
+        j.pri, j.times, j.created = r.pri, TIMES.pair(r.delay, r.ttr), r.created - self.wall_offset
         j.deadline = r.deadline  # wall clock until the queue loads it
         j.counts = r.counts
         state = r.state

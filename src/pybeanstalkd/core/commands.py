@@ -53,12 +53,12 @@ def put(e: EngineState, s: Session, pri: int, delay: int, ttr: int, size: int, c
     # (e.stamp), where `now` is a nanosecond more per command before
     # it (engine.py): the puts of one read, and of every read in that
     # time, share one int (32 bytes a job less).
-    if tags is None:
-        # (ids come from the queue alone: one place hands them out)
-        s.in_job = e.q.new_job(s.use, pri, delay, ttr, e.stamp)
-    else:
-        s.in_job = Job(0, s.use, pri, delay, ttr if ttr > NS else NS, b"", e.stamp)
-        s.in_tags = tags
+    # The id from the queue's ids (jobids.py: the one place they are
+    # handed out), or with tags none yet (0). A ttr under a second is a
+    # second, as the reference's.
+    id_ = e.q.ids.take() if tags is None else 0
+    s.in_job = Job(id_, s.use, pri, delay, ttr if ttr > NS else NS, b"", e.stamp)
+    s.in_tags = tags
     s.state = BODY
     s.need = size + 2
 

@@ -258,11 +258,7 @@ def c_peek_reserved(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     if j is None:
         s.send(P.NOT_FOUND)
         return
-    body = e.q.store.body(j)  # (--bodies-on-disk: maybe read back)
-    if body is None:
-        s.send(P.INTERNAL_ERROR)
-        return
-    s.send(P.job_header(b"FOUND", j.id, len(body) - 2) + body)
+    s.send_job(b"FOUND", j)  # (--bodies-on-disk: maybe read back)
 
 
 def c_drain(e: EngineState, s: Session, cmd: Command, now: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .job import BURIED, BURIES, DELAYED, KICKS, M32, RELEASES, UNPLACED, bump, times
+from .job import BURIED, BURIES, DELAYED, KICKS, M32, RELEASES, TIMES, UNPLACED, bump
 from .outcome import DONE, NO_ROOM, NOT_FOUND, TRIES_USED_UP, WRONG_STATE, Outcome
 from .queue import WORK_BURY, WORK_RELEASE
 from .slices import SLICE
@@ -82,7 +82,7 @@ def release(q: Queue, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outc
     worked(j, WORK_RELEASE, now)
     q._unreserve(j)
     j.pri = pri
-    j.times = times(delay, j.times[1])
+    j.times = TIMES.pair(delay, j.times[1])
     j.counts = bump(j.counts, RELEASES)
     if delay:
         q.place_delayed(j, delay, now, log=True)

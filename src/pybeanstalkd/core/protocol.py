@@ -264,10 +264,6 @@ def pause_args(op: str, line: bytes, at: int) -> Command:
     return (op, name, read_last(line, pos, U32_MAX) * NS)
 
 
-def job_header(word: bytes, job_id: int, size: int) -> bytes:
-    return b"%s %d %d\r\n" % (word, job_id, size)
-
-
 def yaml_reply(body: bytes) -> bytes:
     return b"OK %d\r\n%s\r\n" % (len(body), body)
 

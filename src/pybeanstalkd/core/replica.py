@@ -19,7 +19,7 @@ passed in.
 """
 from __future__ import annotations
 
-from .job import BURIED, DELAYED, UNPLACED, Job, times
+from .job import BURIED, DELAYED, TIMES, UNPLACED, Job
 from .queue import Queue
 
 
@@ -35,11 +35,11 @@ def update(q: Queue, j: Job, pri: int, delay: int, ttr: int, deadline: int, coun
         # Buried and left so (a duplicate put lowered its priority, or
         # compaction copied it): it keeps its place in the bury order, as
         # on the leader, where only a bury from another state moves a job.
-        j.pri, j.counts, j.times = pri, counts, times(delay, ttr)
+        j.pri, j.counts, j.times = pri, counts, TIMES.pair(delay, ttr)
         q.store.write(j)
         return True
     q.remove(j)
-    j.pri, j.counts, j.times = pri, counts, times(delay, ttr)
+    j.pri, j.counts, j.times = pri, counts, TIMES.pair(delay, ttr)
     _place(q, j, state, deadline, now)
     return True
 
@@ -94,7 +94,7 @@ def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, b
         return None
     q.insert(j, now, False, q.tags.tags_of(id_))  # (its tags' record came first)
     if delay:  # (a job put with a delay, since come due: ready, as inserted)
-        j.times = times(delay, ttr)
+        j.times = TIMES.pair(delay, ttr)
     return j
 
 
@@ -111,7 +111,7 @@ def put(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: b
         return False
     j.counts = counts
     q.insert(j, now, True, q.tags.tags_of(id_))
-    j.times = times(delay, ttr)
+    j.times = TIMES.pair(delay, ttr)
     if state == BURIED:  # (a copy of a buried job this follower lacked)
         if not q.store.reserve_update(j):
             return False

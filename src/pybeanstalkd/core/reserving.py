@@ -14,11 +14,9 @@ from typing import TYPE_CHECKING, Final
 
 from .heaps import SHIFT
 from .held import FREED
-from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, Job
+from .job import DEFAULT_TUBE, INVALID, READY, RESERVED, SAFETY_MARGIN, Job
 from .outcome import DEADLINE_SOON, DONE, NOT_FOUND, TIMED_OUT, Outcome
 from .slices import SLICE
-from .protocol import NS
-from .timers import paused
 from .queue import Queue
 
 if TYPE_CHECKING:
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
     from .weighted import Weighted
 
 WIDE_WATCH: Final = 16  # a reserve watching more tubes than this walks the tube index
-SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
 
 # -- connections -------------------------------------------------------
 
@@ -131,8 +128,8 @@ def pause_tube(q: Queue, t: Tube, delay: int, now: int, count: bool = True) -> N
     # The reference pauses for 1 ns when told 0 (0 would mean "not
     # paused"), so the pause is over by the next look at its clock: even
     # for the next command of the same read. Here a zero pause ends at
-    # once (paused() is False from here on), whatever time the next
-    # command is given; stats-tube still shows pause 0.
+    # once (unpause_at > now is False from here on), whatever time the
+    # next command is given; stats-tube still shows pause 0.
     t.pause = delay or 1
     t.unpause_at = now + delay
     t.cmd_pause += count
@@ -192,7 +189,7 @@ def _best_ready_wide(q: Queue, c: Conn, now: int) -> Job | None:
             heappush(index, (top, t.seq, t))
             continue
         aside.append(entry)
-        if t in watch and not paused(t, now):
+        if t in watch and t.unpause_at <= now:
             best = j
             break
     for entry in aside:
@@ -205,7 +202,7 @@ def _best_ready(q: Queue, c: Conn, now: int) -> Job | None:
         return _best_ready_wide(q, c, now)
     best = None
     for t in c.watch:
-        if t.nready and not paused(t, now):
+        if t.nready and t.unpause_at <= now:
             j = q.ready_top(t)  # (None only if the tags hide them all)
             if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
                 best = j
@@ -217,23 +214,17 @@ def _best_ready_unclaimed(q: Queue, c: Conn, now: int) -> Job | None:
     jobs go to their earlier waiters first (their slices are pending)."""
     best = None
     for t in c.watch:
-        if t.nready and not t.waiting and not paused(t, now):
+        if t.nready and not t.waiting and t.unpause_at <= now:
             j = q.ready_top(t)
             if j is not None and (best is None or (j.pri, j.id) < (best.pri, best.id)):
                 best = j
     return best
 
 
-def deadline_soon(c: Conn, now: int) -> bool:
-    """A job c holds is within its last second (SAFETY_MARGIN)."""
-    soonest = c.deadlines.first()
-    return soonest is not None and now >= soonest.deadline - SAFETY_MARGIN
-
-
 def wait_expired(q: Queue, c: Conn, now: int) -> None:
     """c's blocked reserve ends with no job: its timeout came, or a job it
     holds is within its last second."""
-    soon = deadline_soon(c, now)
+    soon = c.deadlines.soon(now)
     q.unwait(c)
     c.no_job(DEADLINE_SOON if soon else TIMED_OUT)
     c.woken()
@@ -243,7 +234,7 @@ def reserve(q: Queue, c: Conn, timeout: int | None, now: int) -> None:
     """reserve / reserve-with-timeout (timeout in ns)."""
     # (c.nreserved first: a worker's reserve, which holds nothing then,
     # asks its heap of deadlines nothing)
-    if c.nreserved and deadline_soon(c, now) and not any(t.nready for t in c.watch):
+    if c.nreserved and c.deadlines.soon(now) and not any(t.nready for t in c.watch):
         c.no_job(DEADLINE_SOON)
         return
     j = _ready_for(q, c, now)
@@ -279,7 +270,7 @@ def _ready_for(q: Queue, c: Conn, now: int) -> Job | None:
     watch = c.watch.items
     if len(watch) == 1:
         t = watch[0]
-        return q.ready_top(t) if t.nready and not t.waiting and not paused(t, now) else None
+        return q.ready_top(t) if t.nready and not t.waiting and t.unpause_at <= now else None
     if c.weighted is not None and c.weighted.mode:
         return _weighted(q, c, c.weighted, now)
     j = _best_ready(q, c, now)
@@ -294,7 +285,7 @@ def _weighted(q: Queue, c: Conn, policy: Weighted, now: int) -> Job | None:
     waiting for it (weighted.py); then that tube's best job.
     Priorities across tubes do not count, as in tuber."""
     tubes = [t for t in c.watch if t.nready and not t.waiting
-             and not paused(t, now) and q.ready_top(t) is not None]
+             and t.unpause_at <= now and q.ready_top(t) is not None]
     i = policy.draw([(t.name, t.ewma, t.ewma_n) for t in tubes])
     return None if i < 0 else q.ready_top(tubes[i])
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 
 from .. import BEANSTALKD_VERSION
 from .job import Conn
-from .protocol import INTERNAL_ERROR, NS, job_header
+from .protocol import INTERNAL_ERROR, NS
 from .replies import RESERVE
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class Session(Conn):
         out = self.out
         if not out:
             self.sink.append(self)
-        out.append(job_header(word, job.id, len(body) - 2))
+        out.append(b"%s %d %d\r\n" % (word, job.id, len(body) - 2))  # (the header)
         out.append(body)
         if self.replies is not None:
             self.replies.job(self.fd, word, job)

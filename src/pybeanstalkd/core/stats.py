@@ -102,7 +102,7 @@ def server_stats(q: Queue, counts: Calls, s: EngineState) -> bytes:
 
 
 def tube_fields(t: Tube, now: int) -> list[tuple[bytes, object]]:
-    paused = t.pause and t.unpause_at > now
+    paused = t.unpause_at > now
     return [
         (b"name", Quoted(t.name)),
         (b"current-jobs-urgent", t.urgent),

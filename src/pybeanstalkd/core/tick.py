@@ -13,7 +13,6 @@ from .jobmoves import bury_held, logs_tries, tries_used_up
 from .reserving import wait_expired
 from .job import TIMEOUTS, bump
 from .slices import SLICE
-from .timers import paused
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -51,7 +50,7 @@ def tick(q: Queue, now: int, n: int = SLICE) -> bool:
         _, _, t = heappop(pauses)
         if t.alive and t.pause and t.unpause_at <= now:
             t.pause = t.unpause_at = 0
-        if t.alive and not paused(t, now):
+        if t.alive and t.unpause_at <= now:
             n = q.match(t, now, n)
     ttrs = timers.ttr_heap
     while ttrs.due(now):

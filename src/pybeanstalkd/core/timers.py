@@ -18,12 +18,6 @@ if TYPE_CHECKING:
     from .job import Conn, Deadlines, Job, Tube
 
 
-def paused(t: Tube, now: int) -> bool:
-    # The pause timer, not this check, ends a pause, so that ending it
-    # always runs the matcher for the tube's waiters.
-    return t.pause != 0 and t.unpause_at > now
-
-
 def ttr_key(j: Job) -> int:
     """A reservation's key in the expiries: (deadline, id) as one int."""
     return (j.deadline << SHIFT) | j.id
