@@ -149,7 +149,7 @@ def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
         s.send(b"INSERTED %d\r\n" % j.id)
         return
     if tags is not None:
-        del policy(e.q).ext.jobs[j.id]
+        policy(e.q).dropped(e.q, j, tags)
     s.send(R.PUT[outcome])
 
 
@@ -157,7 +157,8 @@ def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
                 now: int) -> Tags | None:
     """A tagged put's tags, before its id (in tuber's order): None if it
     was answered here (DRAINING; a duplicate, which uses no id; no ids
-    left); else j has its id, and the tags' state the tags returned.
+    left); else j has its id and its idp: key, and the tags' state the
+    tags returned (a put dropped after this lets them go: finish_put).
     given: bytes for a put whose one tag is idp:KEY (the engine's fast
     path, putlines.py)."""
     tags: Tags = Tags(given) if isinstance(given, bytes) else given
@@ -167,7 +168,7 @@ def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
     q = e.q
     p = policy(q)
     if tags.idp is not None:
-        dup = p.duplicate(q, j.tube, tags.idp, j.pri, now)
+        dup = p.claim(q, j, tags.idp, now)
         if dup is not None:
             id_, word, lowered = dup
             s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
@@ -175,6 +176,7 @@ def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
             return None
     id_ = j.id = q.ids.take()
     if not id_:
+        p.dropped(q, j, tags)
         _ids_used_up(e)
         s.send(R.PUT[IDS_USED_UP])
         return None
