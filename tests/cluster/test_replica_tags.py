@@ -44,7 +44,7 @@ def put(p, tags, body=b"a", pri=0):
 
 def state_of(q):
     ext = q.ext
-    return ({t: dict(k) for t, k in ext.keys.items()},
+    return ({t: {k: j.id for k, j in m.items()} for t, m in ext.keys.items()},
             {(t, k): c.orig for t, m in ext.cools.items() for k, c in m.items()},
             {n: (sorted(g.members), g.buried, sorted(g.waiting)) for n, g in ext.groups.items()},
             dict(ext.held), {key: k.limit for key, k in ext.cons.items() if k.limit},

@@ -107,7 +107,7 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
         tg = ext.jobs.get(j.id)
         if tg and tg.idp and tg.idp[:1] != b":":  # (":": a key flush-tube voided)
             keys[(j.tube.name, tg.idp)] = j.id
-    eq({(t, k): i for t, m in ext.keys.items() for k, i in m.items()}, keys, "keys")
+    eq({(t, k): j.id for t, m in ext.keys.items() for k, j in m.items()}, keys, "keys")
     eq(ext.nkeys, len(keys), "nkeys")
     eq(ext.ncools, sum(len(m) for m in ext.cools.values()), "ncools")
     eq(ext.ncools, len(ext.cool_ids), "cool_ids")

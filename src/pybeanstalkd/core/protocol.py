@@ -24,14 +24,15 @@ INT_MAX: Final = 0x7FFFFFFF
 NS: Final = 1_000_000_000
 
 NAME_CHARS: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
-# Each byte to 'a' if a name may hold it, else to '!': a name of at most
-# MAX_TUBE_NAME_LEN bytes is all name chars if ALL_A starts with its
-# translate(NAME_TABLE), in half the time translate(None, NAME_CHARS)
-# takes (which builds its table per call). (Compiled, translate and
-# startswith are calls to C; .isalpha() was a method looked up by name
-# at each call: an idp: put's name_ok of its key 504 -> 296 instructions.)
-NAME_TABLE: Final = bytes(97 if c in NAME_CHARS else 33 for c in range(256))
-ALL_A: Final = b"a" * MAX_TUBE_NAME_LEN
+# Each byte to itself if a name may hold it, else to another byte: a name
+# is all name chars if translate(NAME_TABLE) leaves it as it is, in half
+# the time translate(None, NAME_CHARS) takes (which builds its table per
+# call). (Compiled, translate is a call to C, which returns the name
+# itself when no byte changed; .isalpha() was a method looked up by name
+# at each call: an idp: put's name_ok of its key 504 -> 296 instructions,
+# and the compare with the name in place of a prefix test of a string of
+# 'a's, a new-key put 12,008 -> 11,974.)
+NAME_TABLE: Final = bytes(c if c in NAME_CHARS else c ^ 128 for c in range(256))
 
 # Replies that carry no arguments.
 OUT_OF_MEMORY: Final = b"OUT_OF_MEMORY\r\n"
@@ -156,7 +157,7 @@ def read_strtoul(arg: bytes) -> int:
 def name_ok(name: bytes) -> bool:
     return (
         0 < len(name) <= MAX_TUBE_NAME_LEN
-        and ALL_A.startswith(name.translate(NAME_TABLE))
+        and name.translate(NAME_TABLE) == name
         and name[0] != 45  # '-'
     )
 

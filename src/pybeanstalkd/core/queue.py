@@ -93,11 +93,14 @@ class TagPolicy:
         return q.max_tries
 
     def holds(self, q: Queue, j: Job, tags: Tags, log: bool) -> bool:
-        """A put's tagged job (its tags in the state already): held, not
-        placed?"""
+        """A put's tagged job (its tags in the state already, its idp: key
+        its own: a put's tags' stage, or brought()): held, not placed?"""
         return False
 
-    def tags_of(self, id_: int) -> Tags | None:  # a job's tags, if it has some
+    def brought(self, q: Queue, j: Job) -> Tags | None:
+        """A new job a record brings (a follower's; not inserted yet): its
+        tags, if it has some (their record came first), its idp: key held
+        for it from now on."""
         return None
 
     def holds_due(self, q: Queue, j: Job) -> bool:  # is a job come due held, not made ready?

@@ -92,7 +92,7 @@ def put_ready(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, b
     j = _new(q, id_, name, pri, 0, ttr, body, created)
     if j is None:
         return None
-    q.insert(j, now, False, q.tags.tags_of(id_))  # (its tags' record came first)
+    q.insert(j, now, False, q.tags.brought(q, j))
     if delay:  # (a job put with a delay, since come due: ready, as inserted)
         j.times = TIMES.pair(delay, ttr)
     return j
@@ -110,7 +110,7 @@ def put(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: b
     if j is None:
         return False
     j.counts = counts
-    q.insert(j, now, True, q.tags.tags_of(id_))
+    q.insert(j, now, True, q.tags.brought(q, j))
     j.times = TIMES.pair(delay, ttr)
     if state == BURIED:  # (a copy of a buried job this follower lacked)
         if not q.store.reserve_update(j):

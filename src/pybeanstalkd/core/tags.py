@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .heaps import StaleHeap
-    from .job import Tube
+    from .job import Job, Tube
 
 # What the tags add to a job, and what a cooldown costs, for --max-memory
 # (tagged.py): measured with tracemalloc over 100,000 puts (docs/
@@ -306,10 +306,11 @@ class ExtState:
         # layer reads no OS entropy, and gives the same answers each run).
         self.rand: Callable[[], float] = XorShift().random if rand is None else rand
         self.jobs: IdMap[Tags] = IdMap()  # id -> tags, for tagged jobs only
-        # idp: by tube name, key -> the id of the live job holding it, and
-        # key -> its cooldown (a tube's maps go when they empty: a tube is
-        # kept while it has one, and flush-tube drops a tube's at once)
-        self.keys: dict[bytes, dict[bytes, int]] = {}
+        # idp: by tube name, key -> the live job holding it (a put's job
+        # from its tags' stage on: Tagged.claim), and key -> its cooldown (a
+        # tube's maps go when they empty: a tube is kept while it has one,
+        # and flush-tube drops a tube's at once)
+        self.keys: dict[bytes, dict[bytes, Job]] = {}
         self.cools: dict[bytes, dict[bytes, Cooldown]] = {}
         self.nkeys = self.ncools = 0
         self.cool_ids: dict[int, Cooldown] = {}  # by binlog id (compaction finds them)
@@ -404,13 +405,18 @@ class ExtState:
     def holder(self, tube: bytes, key: bytes) -> int | None:
         """The id of the job of tube holding idp: key, if one does."""
         keys = self.keys.get(tube)
-        return None if keys is None else keys.get(key)
+        j = None if keys is None else keys.get(key)
+        return None if j is None else j.id
 
     def let_key_go(self, tube: bytes, key: bytes, id_: int) -> bool:
         """Job id_'s idp: key in tube, if the job holds it, is let go (and
-        the tube's map of keys with its last one). Did it hold it?"""
+        the tube's map of keys with its last one). Did it hold it? (A put's
+        job that claimed its key has id 0 until its id is taken.)"""
         keys = self.keys.get(tube)
-        if keys is None or keys.get(key) != id_:
+        if keys is None:
+            return False
+        j = keys.get(key)
+        if j is None or j.id != id_:
             return False
         del keys[key]
         self.nkeys -= 1

@@ -132,8 +132,8 @@ def keys(ext, tube_name: bytes, clock):
             yield
         now = clock()
         live = ext.keys.get(tube_name, {})  # (a key may have gone since the copy)
-        best_keys = _first(best_keys, [(k, id_) for k, id_ in held[i:i + SCAN_SLICE]
-                                       if live.get(k) == id_])
+        best_keys = _first(best_keys, [(k, j.id) for k, j in held[i:i + SCAN_SLICE]
+                                       if live.get(k) is j])
         best_cools = _first(best_cools, [
             (cd.key, cd.orig, cd.expires) for cd in cools[i:i + SCAN_SLICE]
             if cd.expires > now and ext.cool_ids.get(cd.id) is cd])
