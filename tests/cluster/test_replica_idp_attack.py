@@ -47,6 +47,10 @@ def test_follower_keys_match_the_leaders(pair, seed):  # noqa: F811
         if p.parts is None:
             assert state_of(fq)[:2] == state_of(lq)[:2], (seed, step)
             assert fq.ext.nkeys == lq.ext.nkeys, (seed, step)
+            for q in (lq, fq):
+                for hand, entries in ((q.ext.group_at_hand, q.ext.groups),
+                                      (q.ext.con_at_hand, q.ext.cons)):
+                    assert hand.value is None or entries.get(hand.name) is hand.value, (seed, step)
             for t, m in fq.ext.keys.items():
                 for k, j in m.items():
                     assert fq.jobs.get(j.id) is j, (seed, step, t, k, j.id)
