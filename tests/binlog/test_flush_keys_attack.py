@@ -29,7 +29,7 @@ def test_keyed_puts_between_a_flushs_slices(tmp_path, seed):
         tags = b"idp:k%d" % n + (b" aft:g" if n % 100 == 0 else b"")
         h.send(c, b"put 0 0 60 1 %s\r\nx\r\n" % tags)
     h.send(c, b"flush-tube default\r\n")
-    for step in range(200):
+    for _ in range(200):
         if r.random() < 0.5:
             h.step()
         n = r.randrange(3100)

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd.core.heaps import MASK, SHIFT
-from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED
+from pybeanstalkd.core.heaps import SHIFT
+from pybeanstalkd.core.job import DELAYED, READY, RESERVED
 
 TUBES = [b"default", b"t2"]
 
@@ -48,7 +48,7 @@ def test_sweeps_in_slices_with_work_between(seed):
     a, b = h.conn(), h.conn()
     h.send(a, b"watch t2\r\n")
     for c in (a, b):
-        for n in range(1500):
+        for _ in range(1500):
             h.send(c, b"put %d %d 100 1\r\nx\r\n" % (r.randint(0, 50), r.choice([0, 0, 5, 30])))
         h.send(c, b"use t2\r\n")
     for step in range(4000):

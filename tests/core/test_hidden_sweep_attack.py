@@ -17,9 +17,9 @@ def test_hidden_heaps_swept_in_slices(seed):
     r = random.Random(seed)
     h = Harness(auto=False, extensions=True)
     a, b = h.conn(), h.conn()
-    for n in range(2600):
+    for _ in range(2600):
         h.send(a, b"put %d 0 100 1 con:%s\r\nx\r\n" % (r.randint(0, 20), r.choice([b"x", b"x", b"y"])))
-    for n in range(200):
+    for _ in range(200):
         h.send(a, b"put %d 0 100 1\r\nx\r\n" % r.randint(10, 30))
     conns = [a, b]
     for step in range(400):
@@ -69,7 +69,7 @@ def test_a_hidden_heap_swept_in_slices_while_its_key_frees(seed):
     r = random.Random(seed)
     h = Harness(auto=False, extensions=True)
     a, b = h.conn(), h.conn()
-    for n in range(5000):
+    for _ in range(5000):
         h.send(a, b"put %d 0 100 1 con:x\r\nx\r\n" % r.randint(0, 20))
     first = h.send(b, b"reserve-with-timeout 0\r\n")
     assert first.startswith(b"RESERVED")

@@ -7,9 +7,7 @@ import random
 import pytest
 
 from fakeclock import Harness
-from pybeanstalkd.core.job import DELAYED, READY
 from pybeanstalkd.core.store import Store
-from pybeanstalkd.core.tags import HELD
 
 from test_tags_model import TUBES, check, rand_tags
 
@@ -103,7 +101,7 @@ def run(seed, steps=400):
             else:
                 send(c, b"watch t2\r\n")
         store.full = False
-        for i, (tube, idp, rest) in list(pending.items()):
+        for i, (_tube, _idp, rest) in list(pending.items()):
             send(conns[i], rest)
         check(h, conns, f"seed {seed} end")
     except Exception:
