@@ -12,16 +12,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
 
 from fakeclock import with_binlog  # noqa: E402
-from test_tags_model import check  # noqa: E402
-
-
-def predict(h, tube, idp):
-    ext = h.e.q.ext
-    for j in h.e.q.jobs.values():
-        tg = ext.jobs.get(j.id)
-        if tg and tg.idp == idp and j.tube.name == tube:
-            return j.id
-    return None
+from test_tags_model import check, holder_id  # noqa: E402
 
 
 @pytest.mark.parametrize("ram_min", [None, 0])
@@ -41,7 +32,7 @@ def test_keys_across_restarts(tmp_path, seed, ram_min):
             tags = b"idp:" + key + r.choice([b"", b":3"])
             if r.random() < 0.3:
                 tags += r.choice([b" con:x", b" grp:g", b" aft:g", b" try:2"])
-            exp = predict(h, tube, key)
+            exp = holder_id(h, tube, key)
             out = h.send(c, b"put 0 %d 10 40 %s\r\n%s\r\n" % (r.choice([0, 0, 2]), tags, b"y" * 40))
             if exp is not None:
                 assert out.startswith(b"INSERTED %d " % exp), (step, exp, out)

@@ -9,7 +9,7 @@ import pytest
 from fakeclock import Harness
 from pybeanstalkd.core.store import Store
 
-from test_tags_model import TUBES, check, rand_tags
+from test_tags_model import TUBES, check, holder_id, logged, rand_tags
 
 WORDS = {0: b"INVALID"}
 
@@ -21,16 +21,6 @@ class Refusing(Store):
         return not self.full
 
 
-def predict(h, tube, idp):
-    """The duplicate reply's id for (tube, idp), or None."""
-    ext = h.e.q.ext
-    for j in h.e.q.jobs.values():
-        tg = ext.jobs.get(j.id)
-        if tg and tg.idp == idp and j.tube.name == tube:
-            return j.id
-    return None
-
-
 def run(seed, steps=400):
     r = random.Random(seed)
     h = Harness(extensions=True)
@@ -38,12 +28,7 @@ def run(seed, steps=400):
     conns = [h.conn() for _ in range(3)]
     pending = {}  # conn index -> (tube, idp, rest of body)
     log = []
-
-    def send(c, data):
-        log.append((conns.index(c), data))
-        out = h.send(c, data)
-        log.append(("->", out))
-        return out
+    send = logged(h, conns, log)
 
     try:
         for step in range(steps):
@@ -54,7 +39,7 @@ def run(seed, steps=400):
             op = r.random()
             if i in pending:
                 tube, idp, rest = pending.pop(i)
-                exp = predict(h, tube, idp) if idp else None
+                exp = holder_id(h, tube, idp) if idp else None
                 out = send(c, rest)
                 if store.full and exp is None and not (idp and h.e.q.ext.cooldown(tube, idp)):
                     assert out == b"OUT_OF_MEMORY\r\n", out
@@ -76,7 +61,7 @@ def run(seed, steps=400):
                     send(c, line + b"\r\n")
                     pending[i] = (c.use.name, idp, b"x\r\n")
                     continue
-                exp = predict(h, c.use.name, idp) if idp else None
+                exp = holder_id(h, c.use.name, idp) if idp else None
                 out = send(c, line + b"\r\nx\r\n")
                 if exp is not None:
                     assert out.startswith(b"INSERTED %d " % exp), (exp, out)

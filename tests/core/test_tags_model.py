@@ -162,18 +162,34 @@ def rand_tags(r):
     return b" ".join(tags)
 
 
-def run(seed, steps=300, make=None, verbose=False):
-    r = random.Random(seed)
-    h = make() if make else Harness(extensions=True)
-    conns = [h.conn() for _ in range(3)]
-    log = []
+def holder_id(h, tube, idp):
+    """The id of the live job of tube that holds idp: key idp, or None:
+    what a duplicate put answers."""
+    ext = h.e.q.ext
+    for j in h.e.q.jobs.values():
+        tg = ext.jobs.get(j.id)
+        if tg and tg.idp == idp and j.tube.name == tube:
+            return j.id
+    return None
 
+
+def logged(h, conns, log):
+    """A send that records each command and its reply in log (printed
+    when a sequence fails)."""
     def send(c, data):
         log.append((conns.index(c), data))
         out = h.send(c, data)
         log.append(("->", out))
         return out
+    return send
 
+
+def run(seed, steps=300, make=None, verbose=False):
+    r = random.Random(seed)
+    h = make() if make else Harness(extensions=True)
+    conns = [h.conn() for _ in range(3)]
+    log = []
+    send = logged(h, conns, log)
     for c in conns:
         if r.random() < 0.5:
             send(c, b"watch t2\r\n")
