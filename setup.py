@@ -44,6 +44,7 @@ COMPILED = [
     "core/outcome.py",
     "core/protocol.py",
     "core/putlines.py",
+    "core/puttags.py",
     "core/queue.py",
     "core/replica.py",
     "core/replies.py",

@@ -121,7 +121,7 @@ def test_a_torn_record_of_ours_is_dropped(tmp_path):
 
 
 def _tags():
-    from pybeanstalkd.core.tags import parse_tags
+    from pybeanstalkd.core.puttags import parse_tags
     return parse_tags([b"idp:k:5", b"grp:g", b"aft:h", b"con:c:3", b"try:2"])
 
 

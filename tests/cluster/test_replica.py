@@ -344,11 +344,11 @@ def test_a_leaders_job_record_with_an_id_of_the_tags_records_is_refused(tmp_path
     # Its tags' record first, as a leader writes them: refused at the tags,
     # none kept (they would count against --max-memory with no job).
     from pybeanstalkd.binlog import ext as X
-    from pybeanstalkd.core.tags import Tags
+    from pybeanstalkd.core.puttags import Tags
     frame = X.chunks(X.tags_msg(id_, Tags(grp=b"g"))) + F.encode(forged, True, wal.wall_offset)
     with pytest.raises(ApplyError, match="an id of the extensions' records"):
         apply_records(h.e.q, frame, wal.wall_offset, h.now, h.e.max_job_size)
-    assert not h.e.q.ext.jobs and h.e.q.tags.memory() == 0
+    assert not h.e.q.ext.pending and h.e.q.tags.memory() == 0
     c = h.conn()
     assert h.send(c, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
     assert h.send(c, b"flush-tube default\r\n") == b"FLUSHED 1\r\n"

@@ -118,7 +118,7 @@ def test_a_record_older_than_a_part_gives_no_voided_key_back(pair):
     while not p.step():
         pass
     lq, fq = p.lh.e.q, p.fh.e.q
-    assert fq.ext.jobs[3].idp == lq.ext.jobs[3].idp == b":"
+    assert fq.jobs[3].tags.idp == lq.jobs[3].tags.idp == b":"
     assert state_of(fq) == state_of(lq)
 
 
@@ -191,6 +191,6 @@ def test_a_copy_older_than_a_voided_key_gives_it_no_key_back(pair):
     p.sync()
     assert p.send(b"flush-tube a\r\n") == b"FLUSHED 0\r\n"
     lq, fq = p.lh.e.q, p.fh.e.q
-    assert fq.ext.jobs[2].idp == b":"
+    assert fq.jobs[2].tags.idp == b":"
     apply_records(fq, copy, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size, snapshot=True)
-    assert fq.ext.jobs[2].idp == lq.ext.jobs[2].idp == b":"
+    assert fq.jobs[2].tags.idp == lq.jobs[2].tags.idp == b":"

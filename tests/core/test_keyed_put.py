@@ -26,8 +26,8 @@ def _key_ids(ext):
 
 def _state(h):
     ext = h.e.q.ext
-    return (_key_ids(ext), ext.nkeys, dict(ext.jobs.items()),
-            h.e.q.ids.next, sorted(h.e.q.jobs))
+    return (_key_ids(ext), ext.nkeys, {j.id: j.tags for j in h.e.q.jobs.values() if j.tags},
+            ext.tagged, h.e.q.ids.next, sorted(h.e.q.jobs))
 
 
 def _pair(known=False):
@@ -129,7 +129,8 @@ def test_the_keys_count_and_the_key_map():
     ext = fast.e.q.ext
     assert ext.nkeys == 5
     assert _key_ids(ext)[b"default"] == {b"k%d" % n: n + 1 for n in range(5)}
-    assert ext.jobs[3].idp == b"k2" and ext.jobs[3].ttl == 0 and ext.jobs[3].con is None
+    tags = fast.e.q.jobs[3].tags
+    assert tags.idp == b"k2" and tags.ttl == 0 and tags.con is None
     assert _both(fast, slow, cf, cs, b"delete 3\r\n") == b"DELETED\r\n"
     assert ext.nkeys == 4 and b"k2" not in ext.keys[b"default"]
     assert _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:k2\r\nx\r\n") == b"INSERTED 6\r\n"

@@ -516,7 +516,7 @@ from hypothesis import given, strategies as st  # noqa: E402
 
 from pybeanstalkd.core.protocol import Bad  # noqa: E402
 from pybeanstalkd.core.putlines import PutLines  # noqa: E402
-from pybeanstalkd.core.tags import parse_tags  # noqa: E402
+from pybeanstalkd.core.puttags import parse_tags  # noqa: E402
 
 LINES = PutLines()  # (kept across the examples: tails parsed before are looked up)
 

@@ -66,7 +66,7 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
     # con counts
     cc = {}
     for j in reserved:
-        tg = ext.jobs.get(j.id)
+        tg = j.tags
         if tg and tg.con:
             cc[tg.con] = cc.get(tg.con, 0) + 1
     eq({key: k.held for key, k in ext.cons.items() if k.held}, cc, "held by key")
@@ -74,7 +74,7 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
     # live jobs by con: key and by aft: name (what they keep goes with the last)
     cj, aj = {}, {}
     for j in jobs.values():
-        tg = ext.jobs.get(j.id)
+        tg = j.tags
         if tg and tg.con:
             cj[tg.con] = cj.get(tg.con, 0) + 1
         if tg and tg.aft:
@@ -97,14 +97,13 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
     for name, g in ext.groups.items():
         if g.complete() and not g.waiting and name not in aj:
             errs.append(f"group {name} kept with no job")
-    # tags only for live jobs
-    for i in ext.jobs:
-        if i not in jobs:
-            errs.append(f"tags for dead {i}")
+    # the tagged jobs' count (their memory), and no tags left waiting for a job
+    eq(ext.tagged, sum(1 for j in jobs.values() if j.tags is not None), "tagged")
+    eq(ext.pending, {}, "pending tags")
     # keys
     keys = {}
     for j in jobs.values():
-        tg = ext.jobs.get(j.id)
+        tg = j.tags
         if tg and tg.idp and tg.idp[:1] != b":":  # (":": a key flush-tube voided)
             keys[(j.tube.name, tg.idp)] = j.id
     eq({(t, k): j.id for t, m in ext.keys.items() for k, j in m.items()}, keys, "keys")
@@ -113,15 +112,15 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
     eq(ext.ncools, len(ext.cool_ids), "cool_ids")
     # groups
     for name, g in ext.groups.items():
-        mem = {j.id for j in jobs.values() if ext.jobs.get(j.id) and ext.jobs[j.id].grp == name}
+        mem = {j.id for j in jobs.values() if j.tags and j.tags.grp == name}
         eq(set(g.members), mem, f"group {name} members")
         eq(g.buried, sum(1 for i in mem if jobs[i].state == BURIED), f"group {name} buried")
     for j in jobs.values():
-        tg = ext.jobs.get(j.id)
+        tg = j.tags
         if tg and tg.grp and tg.grp not in ext.groups:
             errs.append(f"member {j.id} group {tg.grp} missing")
     for j in held:
-        tg = ext.jobs.get(j.id)
+        tg = j.tags
         g = ext.groups.get(tg.aft) if tg else None
         if g is None or j.id not in g.waiting:
             errs.append(f"held {j.id} not in waiting")
@@ -139,7 +138,7 @@ def expected_reserve(h, c, jobs):
     for j in jobs.values():
         if j.state != READY or j.tube not in c.watch:
             continue
-        tg = ext.jobs.get(j.id)
+        tg = j.tags
         if tg and tg.con and ext.blocked_key(tg.con):
             continue
         if best is None or (j.pri, j.id) < (best.pri, best.id):
@@ -165,9 +164,8 @@ def rand_tags(r):
 def holder_id(h, tube, idp):
     """The id of the live job of tube that holds idp: key idp, or None:
     what a duplicate put answers."""
-    ext = h.e.q.ext
     for j in h.e.q.jobs.values():
-        tg = ext.jobs.get(j.id)
+        tg = j.tags
         if tg and tg.idp == idp and j.tube.name == tube:
             return j.id
     return None

@@ -30,7 +30,7 @@ from . import ext as X
 
 if TYPE_CHECKING:
     from ..core.job import Job
-    from ..core.tags import Tags
+    from ..core.puttags import Tags
     from .format import JobRecord
 
 

@@ -22,11 +22,10 @@ from ..core.tagged import policy
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    from ..core.idmap import IdMap
     from ..core.job import Job
     from ..core.queue import Queue
     from ..core.store import Record
-    from ..core.tags import Cooldown, ExtState, Tags
+    from ..core.tags import Cooldown, ExtState
 
     # What compaction finds by id: a job, or (--extensions) a cooldown.
     Found: TypeAlias = "Job | Cooldown | None"
@@ -71,7 +70,6 @@ class TaggedCodec(PlainCodec):
 
     def __init__(self, state: ExtState) -> None:
         self.state = state  # the queue's (Engine's tag_state)
-        self.tags: IdMap[Tags] = state.jobs  # by job id
 
     def finder(self, q: Queue) -> Callable[[int], Found]:
         if q.ext is not self.state:
@@ -82,16 +80,16 @@ class TaggedCodec(PlainCodec):
 
     def prefix(self, j: Job) -> bytes:
         """The records that go before job j's full record (its tags)."""
-        t = self.tags.get(j.id)
+        t = j.tags
         return b"" if t is None else X.chunks(X.tags_msg(j.id, t))
 
     def size(self, j: Job) -> int:
-        t = self.tags.get(j.id)
+        t = j.tags
         extra = 0 if t is None else X.chunked_size(len(X.tags_msg(j.id, t)))
         return F.full_size(j.tube.name, len(j.body)) + extra
 
     def full(self, j: Job, rec: bytes) -> bytes:
-        t = self.tags.get(j.id)
+        t = j.tags
         return rec if t is None else X.chunks(X.tags_msg(j.id, t)) + rec
 
     def cooldown_size(self, c: Cooldown) -> int:

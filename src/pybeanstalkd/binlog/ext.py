@@ -1,4 +1,4 @@
-"""The put tags' records in the binlog (--extensions; core/tags.py).
+"""The put tags' records in the binlog (--extensions; core/puttags.py, core/tags.py).
 
 They are short records that beanstalkd skips: a short record whose id it
 has not seen a full record for is ignored (file.c, readrec: "the full
@@ -34,15 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 from . import format as F
 from ..core.tagged import policy
-from ..core.tags import EXT_ID, Clear, Cooldown, Tags, void_idp
+from ..core.puttags import Tags, void_idp
+from ..core.tags import EXT_ID, Clear, Cooldown
 
 __all__ = ["EXT_ID", "Reader", "Recovered", "chunks", "decode", "is_ours", "note_msg"]
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Iterable
 
+    from ..core.job import Job
     from ..core.queue import Queue
-    from ..core.tags import ExtState
     from .files import File, Wal
 
 CHUNK = struct.Struct("<iQ68sB3s")
@@ -153,20 +154,27 @@ def _strings(msg: bytes, pos: int, n: int) -> list[bytes | None]:
 
 class Recovered:
     """Recovery's side of the records of ours (apply.py gives them to its
-    Loader, which hands them here): tags by job id, and the cooldowns, each
-    keeping the file it was read from (as a job's full record does)."""
+    Loader, which hands them here): a job's tags, until its full record
+    comes next (take), and the cooldowns, each keeping the file it was read
+    from (as a job's full record does)."""
 
-    def __init__(self, wal: Wal, state: ExtState) -> None:
+    def __init__(self, wal: Wal) -> None:
         self.wal = wal
-        # (the queue's own dict: the Wal counts a job's tags in its record's
-        # size from the start, as it does once the queue runs)
-        self.tags = state.jobs
+        self.tags: dict[int, Tags] = {}  # by job id, until taken
         self.cools: dict[tuple[bytes, bytes], Cooldown] = {}
         self.last_id = EXT_ID  # the cooldowns' ids (compaction finds them by id)
 
     def tagged(self, id_: int, tags: Tags, size: int) -> None:
         self.tags[id_] = tags
         self.wal.alive += size  # (with the full record after it)
+
+    def take(self, j: Job) -> None:
+        """j's full record is read: it takes the tags read just before it,
+        if any (else it keeps those it had): the Wal counts them in its
+        record's size from now on."""
+        tags = self.tags.pop(j.id, None)
+        if tags is not None:
+            j.tags = tags
 
     def cooled(self, orig: int, end: int, tube: bytes, key: bytes, f: File) -> None:
         old = self.cools.pop((tube, key), None)
@@ -180,21 +188,21 @@ class Recovered:
         f.refs += 1
         self.wal.alive += len(note_msg(cd, 0))
 
-    def cleared(self, last: int, tube: bytes, tube_of: Callable[[int], bytes | None]) -> None:
+    def cleared(self, last: int, tube: bytes, jobs: Iterable[Job]) -> None:
         for k in [k for k in self.cools if k[0] == tube]:
             self.wal.drop_cooldown(self.cools.pop(k))
-        for id_, tags in list(self.tags.items()):
-            if tags.idp is not None and id_ < last and tube_of(id_) == tube:
-                self.tags[id_] = void_idp(tags)
+        for j in jobs:
+            tags = j.tags
+            if tags is not None and tags.idp is not None and j.id < last and j.tube.name == tube:
+                j.tags = void_idp(tags)
 
-    def install(self, q: Queue, live: Callable[[int], bool], wall_offset: int,
-                now: int) -> None:
-        """Hand the live jobs' tags and the cooldowns not yet ended to q,
-        before it loads the jobs."""
+    def install(self, q: Queue, wall_offset: int, now: int) -> None:
+        """Hand the cooldowns not yet ended to q, before it loads the jobs
+        (which have their tags); tags whose job's full record never came
+        go."""
         p = policy(q)
         ext = p.ext
-        for id_ in [i for i in self.tags if not live(i)]:
-            del self.tags[id_]
+        self.tags.clear()
         ext.next_ext = self.last_id
         for cd in self.cools.values():
             cd.expires -= wall_offset

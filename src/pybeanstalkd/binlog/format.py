@@ -416,12 +416,14 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc:
         head = _FRESH.get(len(name))
         if head is None:
             head = _FRESH[len(name)] = struct.Struct("<i%dsQI4xqqi4xq28xB3s" % len(name))
-        delay, ttr = j.times
+        times = j.times
+        delay, ttr = times.delay, times.ttr
         return head.pack(len(name), name, j.id, j.pri, delay, ttr, len(body),
                          j.created + wall_offset, READY, MARK) + body
     deadline = wall(j.deadline, wall_offset) if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see files.py
-    delay, ttr = j.times
+    times = j.times
+    delay, ttr = times.delay, times.ttr
     # Job.counts packs the five uint32 counters in Jobrec order: its 20
     # little-endian bytes are the record's counter fields.
     counts = j.counts.to_bytes(20, "little")
@@ -445,7 +447,8 @@ def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
         deadline, mark = j.deadline, MARK_BURIED_CRC  # (placed: Wal._write)
     else:
         deadline = wall(j.deadline, wall_offset) if state in (DELAYED, RESERVED) else 0
-    delay, ttr = j.times
+    times = j.times
+    delay, ttr = times.delay, times.ttr
     name = j.tube.name
     head = _FULL.get(len(name))
     if head is None:

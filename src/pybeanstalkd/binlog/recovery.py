@@ -29,7 +29,7 @@ from .files import SHORT, File, Wal
 if TYPE_CHECKING:
     from ..core.queue import Queue
     from ..core.job import Tube
-    from ..core.tags import Tags
+    from ..core.puttags import Tags
 
 
 class RecoveryError(Exception):
@@ -84,7 +84,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn,
     find = wal.codec.finder(q)
     reader = None
     if q.ext is not None:  # --extensions: the put tags' records too (ext.py)
-        reader = Recovered(wal, q.ext)
+        reader = Recovered(wal)
     to = Loader(q, wal, jobs, wall_offset, warn, reader)
     st = [0, True]  # the largest id with a full record (ids are not reused); ok
     # --bodies-on-disk: bodies this size or more stay in the files (bodies.py)
@@ -145,7 +145,7 @@ def _recover(wal: Wal, q: Queue, max_job_size: int, now: int, warn: F.Warn,
     wal.bodies.recovered(jobs.values())
     q.loading = None
     if reader is not None:
-        reader.install(q, jobs.__contains__, wall_offset, now)
+        reader.install(q, wall_offset, now)
     loading.load(q, jobs.values(), now, wall_offset)
     wal.find = find
     return len(jobs)
@@ -213,6 +213,8 @@ class Loader:
         j = self.jobs[id_] = Job(id_, t, r.pri, r.delay, r.ttr, body, created)
         j.counts = r.counts
         j.file = f
+        if self.reader is not None:
+            self.reader.take(j)
         state = r.state
         if state == F.BURIED:
             j.state, j.deadline = state, F.bury_pos(r, f.seq)
@@ -247,6 +249,8 @@ class Loader:
         if body is not None:
             j.body = body  # (an OnDisk with --bodies-on-disk)
             wal.drop(j)
+            if self.reader is not None:
+                self.reader.take(j)
             j.file = f
             f.ids.append(j.id)
             f.refs += 1
@@ -269,9 +273,7 @@ class Loader:
         self.reader.cooled(orig, end, tube, key, self.file)  # type: ignore[union-attr]
 
     def clear(self, last: int, tube: bytes) -> None:
-        jobs = self.jobs
-        self.reader.cleared(  # type: ignore[union-attr]
-            last, tube, lambda i: (jobs[i].tube.name if i in jobs else None))
+        self.reader.cleared(last, tube, self.jobs.values())  # type: ignore[union-attr]
 
     def bad(self, why: str) -> bool:
         self.warn(f"{self.file.path}: {why}; skipped")

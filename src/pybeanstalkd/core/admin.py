@@ -317,7 +317,7 @@ def move(e: EngineState, t: Tube, to: bytes, state: int, bound: int,
         body = q.store.body(j)  # (--bodies-on-disk: read back)
         if body is None:
             return UNREADABLE
-        new = q.new_job(dest, j.pri, delay, j.times[1], now)
+        new = q.new_job(dest, j.pri, delay, j.times.ttr, now)
         new.body = body
         if not q.store.reserve_put(new):
             q.maybe_free(dest)

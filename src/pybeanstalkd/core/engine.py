@@ -26,7 +26,8 @@ from .queue import NO_TAGS_POLICY, Queue
 from .slices import SLICE
 from .tick import tick
 from .putlines import PutLines
-from .tags import ExtState, Tags
+from .puttags import Tags
+from .tags import ExtState
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, OUT_LIMIT: re-exported)
     BITBUCKET, BODY, BUSY, CALL_UNITS, FIXED_HOST, LINE, OUT_LIMIT, SKIP, UNLIMITED, WIDE,

@@ -13,7 +13,7 @@ line is answered as beanstalkd 1.13 answers it (COMPATIBILITY.md).
     watch TUBE [W]       W in 1..9999 (default 1): the tube's weight for this
                          connection's weighted reserves; WATCHING n
     reserve-mode MODE    fifo, weighted or weighted-fair: USING MODE
-    put ... TAGS         a put with tags (tags.py): idp:, con:, grp:, aft:, try:
+    put ... TAGS         a put with tags (puttags.py): idp:, con:, grp:, aft:, try:
     stats-group NAME     a group's jobs by state, and the aft: jobs it holds
     peek-reserved        the lowest-id reserved job of the used tube
 
@@ -35,7 +35,8 @@ from .session import BUSY, CALL_UNITS, OUT_LIMIT, WIDE, wide_budget
 from .slices import SLICE
 from .stats import Quoted, yaml
 from .tagged import policy
-from .tags import HELD, parse_tags, rust_uint
+from .puttags import parse_tags, rust_uint
+from .tags import HELD
 
 from .weighted import FIFO, WEIGHTED, WEIGHTED_FAIR, Weighted
 

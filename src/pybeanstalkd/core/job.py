@@ -8,7 +8,7 @@ blocks and its heap, a block to its connection, a heap to its jobs),
 so they are one module: the queue (queue.py) moves jobs between their
 lists and heaps.
 
-A job is kept small because a server may hold millions: 12 slots,
+A job is kept small because a server may hold millions: 13 slots,
 counters packed into one int, the (delay, ttr) pair shared between jobs,
 and the bury position stored where a buried job has no deadline (a
 stored 100-byte job: 310 bytes of RSS, the reference's 301).
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from .outcome import Outcome
+    from .puttags import Tags
     from .run import Run
     from .weighted import Weighted
 
@@ -82,29 +83,43 @@ def pack_counters(reserves: int, timeouts: int, releases: int, buries: int, kick
     return reserves | timeouts << 32 | releases << 64 | buries << 96 | kicks << 128
 
 
+@mypyc_attr(acyclic=True)
+class Pair:
+    """A job's (delay, ttr), ns: its last put or release delay, and its
+    ttr. Never changed once made: jobs share one (Times)."""
+
+    __slots__ = ("delay", "ttr")
+
+    def __init__(self, delay: int, ttr: int) -> None:
+        self.delay = delay
+        self.ttr = ttr
+
+
 class Times:
-    """(delay, ttr) pairs, one shared tuple per pair: most jobs use a few
-    pairs. (Compiled, a job holds its pair's two ints in place, and the
-    pair asked last is compared in place: puts mostly repeat it, and that
-    costs about 30 instructions where the tuple made, hashed and looked
-    up cost about 1,000.)"""
+    """(delay, ttr) pairs, one shared Pair each: most jobs use a few
+    pairs. A job holds a reference to its pair, 8 bytes, where the two
+    ints in place took 16 and a compiled job's struct past 128 bytes
+    (pymalloc's next class is 144: 16 bytes a job more). The pair asked
+    last is compared first: puts mostly repeat it, and that costs about
+    30 instructions where a tuple made, hashed and looked up cost about
+    1,000."""
 
     __slots__ = ("shared", "last")
 
     def __init__(self) -> None:
-        self.shared: dict[tuple[int, int], tuple[int, int]] = {}
-        self.last = (0, 0)  # the pair asked last (one object: read whole)
+        self.shared: dict[tuple[int, int], Pair] = {}
+        self.last = Pair(0, 0)  # the pair asked last
 
-    def pair(self, delay: int, ttr: int) -> tuple[int, int]:
+    def pair(self, delay: int, ttr: int) -> Pair:
         last = self.last
-        if delay == last[0] and ttr == last[1]:
+        if delay == last.delay and ttr == last.ttr:
             return last
-        pair = (delay, ttr)
-        shared = self.shared.get(pair)
+        key = (delay, ttr)
+        shared = self.shared.get(key)
         if shared is None:
-            shared = pair
+            shared = Pair(delay, ttr)
             if len(self.shared) < 4096:
-                self.shared[pair] = pair
+                self.shared[key] = shared
         self.last = shared
         return shared
 
@@ -155,7 +170,7 @@ def on_disk(crc: int, offset: int, size: int) -> OnDisk:
 @mypyc_attr(acyclic=True)
 class Job:
     __slots__ = ("id", "tube", "pri", "times", "body", "state", "created",
-                 "deadline", "counts", "file", "holder", "conn_at")
+                 "deadline", "counts", "file", "holder", "conn_at", "tags")
 
     def __init__(self, id_: int, tube: Tube, pri: int, delay: int, ttr: int, body: bytes | OnDisk,
                  created: int) -> None:
@@ -182,14 +197,17 @@ class Job:
         # of it). None when not reserved.
         self.holder: Held | None = None
         self.conn_at = -1
+        # --extensions: what its put's tags said (puttags.py), for as long
+        # as it lives; None for a job without tags.
+        self.tags: Tags | None = None
 
     @property
     def delay(self) -> int:
-        return self.times[0]
+        return self.times.delay
 
     @property
     def ttr(self) -> int:
-        return self.times[1]
+        return self.times.ttr
 
 
 class Tube:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def worked(j: Job, outcome: int, now: int) -> None:
     """Count the time since j was reserved (or last touched): its
     deadline less its ttr."""
-    j.tube.worked(outcome, now - j.deadline + j.times[1])
+    j.tube.worked(outcome, now - j.deadline + j.times.ttr)
 
 
 def tries_used_up(q: Queue, j: Job) -> bool:
@@ -82,7 +82,7 @@ def release(q: Queue, c: Conn, id_: int, pri: int, delay: int, now: int) -> Outc
     worked(j, WORK_RELEASE, now)
     q._unreserve(j)
     j.pri = pri
-    j.times = TIMES.pair(delay, j.times[1])
+    j.times = TIMES.pair(delay, j.times.ttr)
     j.counts = bump(j.counts, RELEASES)
     if delay:
         q.place_delayed(j, delay, now, log=True)
@@ -124,7 +124,7 @@ def touch(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
     j = held_by(q, c, id_)
     if j is None:
         return NOT_FOUND
-    j.deadline = now + j.times[1]
+    j.deadline = now + j.times.ttr
     # (out of c's heap and back in at its new deadline: a touch is rare,
     # and a delete finds its place in one call. Taking j out makes c's
     # soonest no sooner, so c's entry in the expiries holds unless j,

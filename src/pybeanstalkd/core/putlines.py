@@ -28,12 +28,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, final
 
 from .protocol import LINE_BUF_SIZE, U32_MAX
-from .tags import parse_tags, with_idp
+from .puttags import parse_tags, with_idp
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    from .tags import Tags
+    from .puttags import Tags
 
     # A cached put line's pri, delay, ttr and size. (One tuple type: read
     # through a union of two, each field was a generic lookup, compiled.)

@@ -61,7 +61,8 @@ from .tags import HELD_MIN
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterable
 
-    from .tags import ExtState, Tags
+    from .puttags import Tags
+    from .tags import ExtState
 
 # Tube.work_hist's outcomes
 WORK_DELETE: Final = 0
@@ -93,14 +94,17 @@ class TagPolicy:
         return q.max_tries
 
     def holds(self, q: Queue, j: Job, tags: Tags, log: bool) -> bool:
-        """A put's tagged job (its tags in the state already, its idp: key
-        its own: a put's tags' stage, or brought()): held, not placed?"""
+        """A put's tagged job (its tags on it already, its idp: key its
+        own: a put's tags' stage, or brought()): held, not placed?"""
         return False
+
+    def attach(self, j: Job) -> None:
+        """A new job a record brings (a follower's), before its binlog's
+        room is asked: it takes the tags their record brought first."""
 
     def brought(self, q: Queue, j: Job) -> Tags | None:
         """A new job a record brings (a follower's; not inserted yet): its
-        tags, if it has some (their record came first), its idp: key held
-        for it from now on."""
+        tags (attach()), its idp: key held for it from now on."""
         return None
 
     def holds_due(self, q: Queue, j: Job) -> bool:  # is a job come due held, not made ready?
@@ -132,7 +136,7 @@ class TagPolicy:
         """worked: the ns its holder worked on it (a delete by its holder),
         else NOT_WORKED. flushed: by a flush-tube."""
 
-    def may_reserve(self, id_: int) -> bool:  # by id
+    def may_reserve(self, j: Job) -> bool:  # by id (reserve-job)
         return True
 
     def peek_ready(self, q: Queue, t: Tube, best: Job | None) -> Job | None:
@@ -293,7 +297,7 @@ class Queue:
         self.total_jobs += 1
         if tags is not None and self.tags.holds(self, j, tags, log):
             return
-        delay = j.times[0]
+        delay = j.times.delay
         if delay:
             self.place_delayed(j, delay, now, log=log)
         else:
@@ -436,7 +440,7 @@ class Queue:
         j.holder = held
         c.nreserved += 1
         j.counts = bump(j.counts, RESERVES)
-        deadline = j.deadline = now + j.times[1]
+        deadline = j.deadline = now + j.times.ttr
         t.nreserved += 1
         self.reserved_ct += 1
         # (j, if c's soonest now, may be sooner than c's entry in the
@@ -602,7 +606,7 @@ class Queue:
                     return NOT_FOUND
                 self._unreserve(j)  # (flushed: no work was done, nothing is sampled)
             else:
-                worked = now - j.deadline + j.times[1]
+                worked = now - j.deadline + j.times.ttr
                 j.tube.worked(WORK_DELETE, worked)
                 self._unreserve(j)
         else:

@@ -127,6 +127,7 @@ def _new(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: 
     t = q.tube(name)
     j = Job(id_, t, pri, delay, ttr, body, created)
     q.ids.seen(id_)
+    q.tags.attach(j)
     if not q.store.reserve_put(j):
         q.maybe_free(t)
         return None

@@ -305,7 +305,7 @@ def reserve_job(q: Queue, c: Conn, id_: int, now: int) -> Outcome:
     DONE, and c.reserved(job); or NOT_FOUND (also a job the tags keep
     from it: a concurrency key with no room, an open aft: group)."""
     j = q.jobs.get(id_)
-    if j is None or j.state == RESERVED or not q.tags.may_reserve(id_):
+    if j is None or j.state == RESERVED or not q.tags.may_reserve(j):
         return NOT_FOUND
     ready = j.state == READY
     q.remove(j)

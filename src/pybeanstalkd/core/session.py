@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .job import Job
     from .outcome import Outcome
     from .queue import Queue
-    from .tags import Tags
+    from .puttags import Tags
 
 
 class Transport(Protocol):

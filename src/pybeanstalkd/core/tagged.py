@@ -32,9 +32,8 @@ from .heaps import SHIFT
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES, Job
 from .protocol import NS
 from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
-from .tags import (
-    COOL_OVERHEAD, EXT_ID, HELD, NO_TAGS, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group,
-    Tags, held, void_idp)
+from .puttags import NO_TAGS, Tags, void_idp
+from .tags import COOL_OVERHEAD, EXT_ID, HELD, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group, held
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -73,12 +72,12 @@ class Tagged(TagPolicy):
         return True  # (a try:N tag)
 
     def tries_limit(self, q: Queue, j: Job) -> int:
-        tags = self.ext.jobs.get(j.id)
+        tags = j.tags
         return tags.tries if tags is not None and tags.tries else self.ext.max_tries
 
     def job_extra(self, q: Queue, j: Job) -> list[tuple[bytes, object]]:
         """tuber's stats-job fields, then the tries (with a limit)."""
-        tags = self.ext.jobs.get(j.id) or NO_TAGS
+        tags = j.tags or NO_TAGS
         idp = tags.idp if tags.idp is None or tags.idp[:1] != b":" else None  # (void_idp)
         out: list[tuple[bytes, object]] = [
             (b"idempotency-key", idp or b""),
@@ -138,8 +137,9 @@ class Tagged(TagPolicy):
         """A put whose tags' stage passed (j's key claimed, its tags kept
         if it has its id) is dropped: what that stage kept goes."""
         ext = self.ext
-        if j.id:
-            del ext.jobs[j.id]
+        if j.tags is not None:
+            j.tags = None
+            ext.tagged -= 1
         if tags.idp is not None:
             ext.let_key_go(j.tube.name, tags.idp, j.id)
 
@@ -150,8 +150,8 @@ class Tagged(TagPolicy):
         if j.state == READY:
             key = (pri << SHIFT) | j.id
             ext = self.ext
-            tags = ext.jobs[j.id]
-            if j.id in ext.parked_ids and tags.con is not None:
+            tags = j.tags
+            if j.id in ext.parked_ids and tags is not None and tags.con is not None:
                 k = ext.con(tags.con)
                 assert k is not None  # (its job is live)
                 hiding.push_parked(ext, q, k, t, key)  # (the old entry is stale now)
@@ -173,12 +173,12 @@ class Tagged(TagPolicy):
             q.store.write(j)
 
     def holds(self, q: Queue, j: Job, tags: Tags, log: bool) -> bool:
-        """A put's job (its tags in ext.jobs already, its idp: key its own:
+        """A put's job (its tags on it already, its idp: key its own:
         claim(), brought()): its limit and groups; held if it is an aft:
         job, not delayed, whose group is open (while a snapshot comes in,
         the leader's record says: place_held)."""
         g = self._register(q, j, tags)
-        if g is None or j.times[0] or not self.holding.holds_now(g):
+        if g is None or j.times.delay or not self.holding.holds_now(g):
             return False
         self.holding.hold(q, j, g, log)
         return True
@@ -218,9 +218,18 @@ class Tagged(TagPolicy):
 
     # -- held aft: jobs (holding.py) ------------------------------------------
 
+    def attach(self, j: Job) -> None:
+        """j, a record's job not yet in the queue, takes the tags their
+        record brought before it (tags_record), if it did: the binlog's
+        room for it counts them."""
+        pending = self.ext.pending
+        if pending:
+            j.tags = pending.pop(j.id, None)
+
     def brought(self, q: Queue, j: Job) -> Tags | None:
-        tags = self.ext.jobs.get(j.id)
+        tags = j.tags
         if tags is not None:
+            self.ext.tagged += 1
             self._keep_key(j, tags)
         return tags
 
@@ -228,7 +237,7 @@ class Tagged(TagPolicy):
         """A delayed aft: job whose group is open is held again, as in tuber.
         Not while a snapshot comes in: the group may be open here only for
         a member the leader deleted (the leader's hold is in a record)."""
-        tags = self.ext.jobs.get(j.id)
+        tags = j.tags
         g = None if tags is None or tags.aft is None else self.ext.groups.get(tags.aft)
         if g is None or not self.holding.holds_now(g):
             return False
@@ -242,7 +251,7 @@ class Tagged(TagPolicy):
         group has completed meanwhile. While a snapshot comes in it is held
         as the record says: this node may not have the group's members yet
         (settled() releases it if the group is complete then)."""
-        tags = self.ext.jobs.get(j.id)
+        tags = j.tags
         if tags is not None and tags.aft is not None and (
                 self.holding.restoring_now() or self.ext.group_open(tags.aft)):
             # (a snapshot's held job may come before its group's members:
@@ -264,7 +273,7 @@ class Tagged(TagPolicy):
             if j.id in ext.parked_ids:
                 hiding.unpark_id(ext, j)
             else:
-                tags = ext.jobs.get(j.id)
+                tags = j.tags
                 k = None if tags is None or tags.con is None else ext.con(tags.con)
                 if k is not None and k.parked:
                     # One brought back for the room its key had leaves ready
@@ -272,14 +281,14 @@ class Tagged(TagPolicy):
                     # hidden one comes back instead.
                     hiding.unpark(ext, q, k)
         elif state == BURIED:
-            tags = ext.jobs.get(j.id)
+            tags = j.tags
             g = None if tags is None or tags.grp is None else ext.groups.get(tags.grp)
             if g is not None:
                 g.buried -= 1
         return False
 
     def buried(self, q: Queue, j: Job) -> None:
-        tags = self.ext.jobs.get(j.id)
+        tags = j.tags
         g = None if tags is None or tags.grp is None else self.ext.groups.get(tags.grp)
         if g is not None:
             g.buried += 1
@@ -296,13 +305,14 @@ class Tagged(TagPolicy):
             e = t.ewma
             t.ewma = worked if e < 0 else e + (worked - e) // 10
             t.ewma_n += 1
-        tags = self.ext.jobs.get(j.id)
+        tags = j.tags
         if tags is not None:
             self._forget(q, j, tags, now, flushed)
 
     def _forget(self, q: Queue, j: Job, tags: Tags, now: int, flushed: bool) -> None:
         ext = self.ext
-        del ext.jobs[j.id]
+        j.tags = None
+        ext.tagged -= 1
         if tags.idp is not None:
             name = j.tube.name
             if ext.let_key_go(name, tags.idp, j.id):
@@ -354,9 +364,8 @@ class Tagged(TagPolicy):
                 if j.id < last:
                     del keys[key]
                     ext.nkeys -= 1
-                    tags = ext.jobs.get(j.id)
-                    if tags is not None:
-                        ext.jobs[j.id] = void_idp(tags)
+                    if j.tags is not None:
+                        j.tags = void_idp(j.tags)
             if not keys:
                 del ext.keys[name]
         q.store.note(Clear(ext.ext_id(), name, last))
@@ -374,14 +383,19 @@ class Tagged(TagPolicy):
         shipped after a snapshot's part read the job after a flush-tube, or
         a compaction copy) keeps it void."""
         ext = self.ext
-        old = ext.jobs.get(id_)
-        if (old is not None and old.idp is not None and old.idp[:1] == b":"
-                and tags.idp is not None and tags.idp[:1] != b":" and tags.idp[1:] == old.idp[1:]):
-            ext.jobs[id_] = void_idp(tags)
-            return
-        ext.jobs[id_] = tags
         j = q.jobs.get(id_)
-        if j is None or old is None or old.idp is None or old.idp == tags.idp:
+        old = ext.pending.get(id_) if j is None else j.tags
+        void = (old is not None and old.idp is not None and old.idp[:1] == b":"
+                and tags.idp is not None and tags.idp[:1] != b":" and tags.idp[1:] == old.idp[1:])
+        if void:
+            tags = void_idp(tags)
+        if j is None:
+            ext.pending[id_] = tags  # (until its full record: attach)
+            return
+        if old is None:
+            ext.tagged += 1
+        j.tags = tags
+        if void or old is None or old.idp is None or old.idp == tags.idp:
             return
         name = j.tube.name
         if ext.let_key_go(name, old.idp, id_) and name not in ext.keys:
@@ -418,7 +432,7 @@ class Tagged(TagPolicy):
         """The best ready job of t is hidden if its concurrency key has no
         room: out of t's run or heap, into parked."""
         ext = self.ext
-        tags = ext.jobs.get(j.id)
+        tags = j.tags
         if tags is None or tags.con is None or not ext.blocked_key(tags.con):
             return False
         hiding.park(ext, q, t, j, tags.con)
@@ -428,7 +442,7 @@ class Tagged(TagPolicy):
         """Its tube's reserved ids (peek-reserved's); the key's slot is taken."""
         self.reserved_ids.add(q, j)
         ext = self.ext
-        tags = ext.jobs.get(j.id)
+        tags = j.tags
         if tags is not None and tags.con is not None:
             k = ext.con(tags.con)
             assert k is not None  # (its job is live)
@@ -444,7 +458,7 @@ class Tagged(TagPolicy):
         reserved ids go once it has none."""
         self.reserved_ids.returned(j.tube)
         ext = self.ext
-        tags = ext.jobs.get(j.id)
+        tags = j.tags
         if tags is None or tags.con is None:
             return
         k = ext.con(tags.con)
@@ -463,10 +477,10 @@ class Tagged(TagPolicy):
         if k.parked:
             hiding.unpark(ext, q, k)
 
-    def may_reserve(self, id_: int) -> bool:
+    def may_reserve(self, j: Job) -> bool:
         """tuber's: not a job whose key has no room, or whose aft: group
         has members left."""
-        tags = self.ext.jobs.get(id_)
+        tags = j.tags
         return tags is None or not (
             (tags.con is not None and self.ext.blocked_key(tags.con))
             or self.ext.group_open(tags.aft))
@@ -497,19 +511,21 @@ class Tagged(TagPolicy):
         """Held jobs (in no state's count), each tagged job's tags and keys,
         each cooldown."""
         ext = self.ext
-        return ext.nheld * JOB_OVERHEAD + len(ext.jobs) * TAGS_OVERHEAD + len(ext.cool_ids) * COOL_OVERHEAD
+        tags = ext.tagged + len(ext.pending)
+        return ext.nheld * JOB_OVERHEAD + tags * TAGS_OVERHEAD + len(ext.cool_ids) * COOL_OVERHEAD
 
     # -- recovery -----------------------------------------------------------
 
     def loading(self, q: Queue, jobs: Iterable[Job], wall_offset: int) -> Iterable[Job]:
-        """The tags recovery found (ext.jobs, for these jobs only): keys,
-        limits and groups first (a buried member counts as it is placed);
-        held jobs are held here, the rest the queue places."""
+        """The tags recovery found (each job's, Job.tags): keys, limits and
+        groups first (a buried member counts as it is placed); held jobs
+        are held here, the rest the queue places."""
         ext = self.ext
         rest: list[Job] = []
         for j in jobs:
-            tags = ext.jobs.get(j.id)
+            tags = j.tags
             if tags is not None:
+                ext.tagged += 1
                 self._keep_key(j, tags)
                 g = self._register(q, j, tags)
                 if g is not None and j.state == DELAYED and held(j.deadline, wall_offset):
