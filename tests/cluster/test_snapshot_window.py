@@ -2,15 +2,17 @@
 snapshot's seq, through its parts, to the last batch written while they
 went out. What the follower holds once it has all of them is what the
 leader holds (keys, cooldowns, held jobs), and what it keeps meanwhile
-is freed or bounded. One known gap is a strict xfail: a follower that
-leads before the window's last batch came."""
+is freed or bounded; and one that leads before that last batch came
+holds what the leader held at the listing (Parts)."""
 # ruff: noqa: F811  (pair: test_replica_tags' fixture, taken by the tests' arguments)
 import asyncio
+import gc
 
 import pytest
 
+from test_replica import same
 from test_replica_tags import ext_node, held, pair, put, state_of  # noqa: F401  (pair: fixture)
-from pybeanstalkd.cluster.apply import Restore, snapshot_parts
+from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
 from pybeanstalkd.cluster.link import FollowerNode, Replicator
 from pybeanstalkd.core import replica
 
@@ -149,9 +151,12 @@ def test_settling_keeps_no_id_of_a_deleted_job(pair):
     replica.settled(fq, p.fh.now)
 
 
-@pytest.mark.xfail(reason="a node that leads between a snapshot's end and its `through` "
-                   "completes a group from a state the leader never had (docs/HA.md)", strict=True)
 def test_a_follower_that_leads_before_through_holds_what_the_leader_held(pair):
+    """The leader puts job 4 into group g and deletes job 2, g's member at
+    the listing, before job 2's part is read. The parts had neither: the
+    follower, leading before the batches that follow them came, found g
+    complete and released job 3, which the leader held. Job 2's part now
+    carries its record as it was before the delete (Parts)."""
     p = pair
     lq, fq = p.lh.e.q, p.fh.e.q
     p.send(b"use a\r\n")
@@ -178,7 +183,6 @@ def test_a_copy_older_than_a_voided_key_gives_it_no_key_back(pair):
     the listing and before a flush-tube voided k, follows a part read after
     the flush. (The copy's bytes are a full record as a put's: here the
     put's own, shipped again after the part.)"""
-    from pybeanstalkd.cluster.apply import apply_records
     p = pair
     p.send(b"use b\r\n")
     put(p, b"grp:g")
@@ -194,3 +198,182 @@ def test_a_copy_older_than_a_voided_key_gives_it_no_key_back(pair):
     assert fq.jobs[2].tags.idp == b":"
     apply_records(fq, copy, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size, snapshot=True)
     assert fq.jobs[2].tags.idp == lq.jobs[2].tags.idp == b":"
+
+
+def _gap(p):
+    """The parts left, the end, and settled() at once: this node leads
+    before the batches written meanwhile come."""
+    fq = p.fh.e.q
+    p.lwal.flush()
+    for part in p.parts:
+        p.restore.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
+    p.restore.end(fq, p.fh.now)
+    replica.settled(fq, p.fh.now)  # (FollowerNode.settle)
+    p.fh.idle()
+
+
+def test_a_job_held_when_listed_goes_out_held(pair):
+    """Job 2, g's last member, is deleted after the listing: the leader
+    releases job 3. A node that leads before the batches that say so came
+    has job 2 and job 3 held, as at the listing (not job 3 released with
+    job 2 there, a state the leader never had); job 2's delete, done again
+    there, releases job 3. One that gets the batches has the leader's state."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")
+    put(p, b"grp:g")
+    put(p, b"aft:g")  # 3: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    p.lh.idle()
+    assert not held(lq, 3) and 2 not in lq.jobs
+    _gap(p)
+    assert held(fq, 3) and 2 in fq.jobs
+    assert sorted(fq.ext.groups[b"g"].members) == [2]
+    c = p.fh.conn()
+    p.fh.send(c, b"watch a\r\n")
+    assert p.fh.send(c, b"delete 2\r\n") == b"DELETED\r\n"
+    p.fh.idle()
+    assert fq.jobs[3].state == lq.jobs[3].state  # released
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_member_deleted_and_one_put_after_the_listing(pair, led):
+    """Group g's members at the listing reach the follower (one of them
+    deleted before its part was read: its record as before the delete), a
+    member put after it comes with the batches: with them the follower
+    has the leader's state; without them, it holds what g held then."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"grp:g")  # 1
+    put(p, b"aft:g")  # 2: held
+    put(p, b"grp:g", body=b"b")  # 3
+    put(p, b"aft:g")  # 4: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"put 0 0 60 1 grp:g\r\nx\r\n") == b"INSERTED 5\r\n"
+    assert p.lh.send(p.c, b"delete 3\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"delete 1\r\n") == b"DELETED\r\n"
+    assert held(lq, 2) and held(lq, 4)
+    if not led:
+        while not p.step():
+            pass
+        assert state_of(fq) == state_of(lq)
+        same(p)
+        return
+    _gap(p)
+    assert sorted(fq.ext.groups[b"g"].members) == [1, 3]
+    assert held(fq, 2) and held(fq, 4)
+    assert p.fh.e.q.store.body(fq.jobs[3]) == b"b\r\n"
+
+
+def test_the_parts_watch_changes_only_until_they_are_read_or_closed(pair):
+    """A member deleted after its part was read is not kept (the follower
+    has it, and the delete follows); once the parts are read to their end,
+    or closed (their link failed), no change is watched for them."""
+    p = pair
+    lq = p.lh.e.q
+    p.send(b"use a\r\n")
+    for _ in range(3):
+        put(p, b"grp:g")
+    parts = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    assert len(lq.changing) == 1
+    next(parts)  # job 1's part
+    assert p.lh.send(p.c, b"delete 1\r\n") == b"DELETED\r\n"
+    assert not parts.kept
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert list(parts.kept) == [2]
+    assert len(list(parts)) == 3 and not parts.kept  # (jobs 2 and 3, the last part empty)
+    assert not lq.changing
+    parts = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    parts.close()
+    assert not lq.changing
+    parts = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    del parts  # (dropped unclosed: freed with its generator, a cycle)
+    gc.collect()
+    assert not lq.changing
+    p.send(b"delete 3\r\n")  # no group left: nothing to watch
+    assert not snapshot_parts(lq, p.lwal.wall_offset, 1).watching and not lq.changing
+
+
+def test_a_link_that_fails_during_its_snapshot_stops_watching_changes(tmp_path):
+    """The follower goes while its snapshot's parts go out: the leader's
+    changes are not watched for it any more (nor records kept)."""
+    lh, lwal = ext_node(str(tmp_path / "leader"))
+    fh, fwal = ext_node(str(tmp_path / "follower"))
+    c = lh.conn()
+    lh.send(c, b"use a\r\n")
+    for _ in range(200):
+        lh.send(c, b"put 0 0 60 1 grp:g\r\nx\r\n")
+    lq = lh.e.q
+
+    async def main():
+        f = FollowerNode(fh.e.q, fwal, fh.e.max_job_size, SECRET, "f", refusals_s=0)
+        srv = await f.serve("127.0.0.1", 0)
+        rep = Replicator(lq, lwal, 7, SECRET, "leader", eager=False)
+        rep.part_bytes = 1
+        link = await rep.connect("f", "127.0.0.1", srv.sockets[0].getsockname()[1])
+        assert len(lq.changing) == 1
+        srv.close()
+        for conn in list(f.conns):
+            conn.transport.abort()
+        await asyncio.wait_for(link.task, 10)
+        assert "f" not in rep.links
+        assert not lq.changing
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_record_that_cannot_be_kept_fails_the_snapshot_not_the_delete(pair, monkeypatch):
+    """Keeping a deleted member's record fails (its body cannot be read
+    back, say): the delete goes on, and the snapshot fails at its next
+    part (its link is closed, and the follower's next starts again)."""
+    from pybeanstalkd.cluster.apply import Parts
+    p = pair
+    lq = p.lh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"grp:g")
+    put(p, b"grp:g")
+    parts = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    next(parts)
+
+    def fails(self, j):
+        raise ValueError("no body")
+    monkeypatch.setattr(Parts, "_record", fails)
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert 2 not in lq.jobs
+    with pytest.raises(OSError, match="job 2's record could not be kept"):
+        next(parts)
+    assert not lq.changing
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_held_job_released_then_deleted_goes_out_held(pair, led):
+    """Job 3, held when listed, is released (job 2, g's member, deleted),
+    reserved and deleted before its part is read: its part has it held,
+    as when released (the first change kept its record; the delete keeps
+    that one). With the batches that follow, both are gone."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    p.send(b"watch a\r\n")
+    put(p, b"")
+    put(p, b"grp:g")
+    put(p, b"aft:g")  # 3: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED 1 ")
+    assert p.lh.send(p.c, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED 3 ")
+    assert p.lh.send(p.c, b"delete 3\r\n") == b"DELETED\r\n"
+    assert sorted(p.parts.kept) == [2, 3]
+    if led:
+        _gap(p)
+        assert held(fq, 3) and 2 in fq.jobs
+        return
+    while not p.step():
+        pass
+    assert sorted(fq.jobs) == sorted(lq.jobs) == [1]
+    assert state_of(fq) == state_of(lq)

@@ -7,13 +7,15 @@ turned into the follower's monotonic clock with its own wall offset.
 from __future__ import annotations
 
 import errno
+import weakref
 
 from ..binlog import ext as X, format as F
 from ..binlog.apply import apply
 from ..binlog.codec import TaggedCodec
 from ..core import replica
-from ..core.job import BURIED, READY
+from ..core.job import BURIED, DELAYED, READY
 from ..core.tagged import policy
+from ..core.tags import HELD
 
 _HEAD = F.FULL_HEAD.pack(F.VERSION)
 
@@ -105,7 +107,7 @@ class Follower:
 PART_BYTES = 1 << 18  # a snapshot goes out in parts of about this size
 
 
-def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
+def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES) -> Parts:
     """A full record of every job q holds, in parts of about part_bytes:
     buried ones last, in each tube's bury order (the order a follower
     buries them in). The jobs and the cooldowns are listed now, when this
@@ -113,9 +115,12 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
     batch it ships after that is older than the listing); each part reads
     its jobs as they are when it is made, so the leader may go on between
     parts (what changes meanwhile is in the batches shipped after the
-    snapshot, and applying a job's record again is harmless). Returns an
-    iterator that always yields at least one part, the last possibly
-    empty."""
+    snapshot, and applying a job's record again is harmless). But what
+    decides whether an aft: job is held goes out as listed (Parts): a node
+    that leads before those batches came holds the jobs the leader held
+    then.
+    Returns an iterator that always yields at least one part, the last
+    possibly empty; close() it if it is not read to its end."""
     ids = [j.id for j in q.jobs.values() if j.state != BURIED]
     ids += [j.id for t in q.tubes.values() for j in t.buried.values()]
     codec = None
@@ -125,16 +130,98 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES):
         # The live ones: a flush-tube ends a tube's cooldowns in ext.cools at
         # once, and lets their records go from ext.cool_ids in slices.
         notes = [codec.note(cd, wall_offset) for m in q.ext.cools.values() for cd in m.values()]
-    return _parts(q, ids, codec, notes, wall_offset, part_bytes)
+    return Parts(q, ids, codec, notes, wall_offset, part_bytes)
 
 
-def _parts(q, ids, codec, out, wall_offset: int, part_bytes: int):
-    jobs = q.jobs
-    size = 0
-    for id_ in ids:
-        j = jobs.get(id_)
-        if j is None:
-            continue  # deleted meanwhile
+class Parts:
+    """A snapshot's parts (snapshot_parts), consistent with its listing
+    for the groups that hold aft: jobs. A part read after the listing has
+    each job as it is then, so without this a follower would lack a group's
+    member the leader deleted meanwhile (dropped at the snapshot's end),
+    and have the jobs put meanwhile only with the batches that follow the
+    snapshot: had it to lead before they came, its groups could be
+    complete where the leader's never were, and it would release jobs the
+    leader held. So a grp: member deleted, or a held job deleted or
+    released, after the listing and before its part is read has its record
+    kept as it is just before (Queue.changing), and its part carries that
+    record; the batches that follow bring the change. Until they are in,
+    every group has the members it had when listed, and holds what it held
+    then (or since: a delayed aft: job that came due while its group was
+    open); a node that leads meanwhile acts, for these jobs, as if the
+    leader had stopped at the listing.
+
+    Nothing is looked at when listing: a job is known as listed by its id
+    (below the next id then), and the ids of the tagged jobs read into a
+    part are kept until the end, so that a change after that keeps
+    nothing."""
+
+    def __init__(self, q, ids: list[int], codec, notes: list[bytes], wall_offset: int,
+                 part_bytes: int) -> None:
+        self.watching = False
+        self.q, self.codec, self.wall_offset = q, codec, wall_offset
+        self.next = q.ids.next  # a job with a lower id was listed
+        self.sent: set[int] = set()  # the grp: or aft: jobs read into a part
+        self.kept: dict[int, bytes] = {}  # the records kept, of those not read yet
+        self.error: OSError | None = None  # a record that could not be kept
+        ext = q.ext
+        if ext is not None and ext.groups:  # (else no job is a member or held)
+            self.watching = True
+            # (through a weak reference: a Parts dropped unclosed, its link
+            # gone, stops watching as it is freed)
+            me = weakref.ref(self)
+
+            def changing(j) -> None:
+                p = me()
+                if p is not None:
+                    p._changing(j)
+            self._see = changing
+            q.changing.append(changing)
+        self._gen = self._parts(ids, notes, part_bytes)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._gen)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """The snapshot ends (read to its end, or its link failed): the
+        leader's changes are not watched any more."""
+        self._unwatch()
+        self.kept.clear()
+        self.sent.clear()
+        self._gen.close()
+
+    def _unwatch(self) -> None:
+        if self.watching:
+            self.watching = False
+            self.q.changing.remove(self._see)
+
+    def __del__(self) -> None:
+        self._unwatch()
+
+    def _changing(self, j) -> None:
+        """Job j is about to be deleted, or released from its hold."""
+        id_ = j.id
+        if id_ >= self.next or id_ in self.sent or id_ in self.kept:
+            return  # put after the listing, read into a part already, or kept
+        if not (j.state == DELAYED and j.deadline == HELD):
+            tags = j.tags
+            if tags is None or tags.grp is None:
+                return  # (neither held nor a member: its delete may show)
+        try:
+            self.kept[id_] = self._record(j)
+        except Exception as e:  # (never the leader's: this link fails instead)
+            self.error = e if isinstance(e, OSError) else OSError(
+                f"job {id_}'s record could not be kept: {e!r}")
+
+    def _record(self, j) -> bytes:
+        """Job j's record as it is now."""
+        q = self.q
         body = q.store.body(j)  # (--bodies-on-disk: read back)
         if body is None and q.store.transient:
             # Out of descriptors: the job is fine, the snapshot is not sent
@@ -144,17 +231,36 @@ def _parts(q, ids, codec, out, wall_offset: int, part_bytes: int):
             # (the store said where it failed) A short record: a follower
             # that has the job keeps it, as a snapshot's end deletes any
             # job no record named; one that lacks it cannot make it.
-            rec = F.encode(j, False, wall_offset)
-        else:
-            rec = F.encode(j, True, wall_offset, body)
-            if codec is not None:
-                rec = codec.prefix(j) + rec
-        out.append(rec)
-        size += len(rec)
-        if size >= part_bytes:
-            yield b"".join(out)
-            out, size = [], 0
-    yield b"".join(out)
+            return F.encode(j, False, self.wall_offset)
+        rec = F.encode(j, True, self.wall_offset, body)
+        return rec if self.codec is None else self.codec.prefix(j) + rec
+
+    def _parts(self, ids: list[int], out: list[bytes], part_bytes: int):
+        jobs = self.q.jobs
+        sent, kept = self.sent, self.kept
+        watching = self.watching
+        size = 0
+        for id_ in ids:
+            if self.error is not None:
+                raise self.error
+            rec = kept.pop(id_, None)
+            if rec is None:
+                j = jobs.get(id_)
+                if j is None:
+                    continue  # deleted meanwhile
+                rec = self._record(j)
+                if watching:
+                    t = j.tags
+                    if t is not None and (t.grp is not None or t.aft is not None):
+                        sent.add(id_)
+            out.append(rec)
+            size += len(rec)
+            if size >= part_bytes:
+                yield b"".join(out)
+                out, size = [], 0
+        if self.error is not None:
+            raise self.error
+        yield b"".join(out)
 
 
 class Restore:

@@ -144,7 +144,9 @@ class FollowerNode:
 
     def settle(self):
         """This node leads: a snapshot it had not all of, or the batches
-        that follow one, will not come; its tags derive from what it has."""
+        that follow one, will not come; its tags derive from what it has
+        (each group with at least the members it had at the snapshot's
+        listing, holding what it held then: apply.Parts)."""
         self.restore = self.settle_at = None
         replica.settled(self.q, monotonic_ns())
 
@@ -561,6 +563,8 @@ class _Shipper:
                 self.rep.failed(self.name, e)
             self.close()
             return
+        finally:
+            parts.close()  # (the leader's deletes are not watched for it now)
         await self.read_acks()
 
     def close(self):

@@ -134,6 +134,8 @@ class Holding:
             id_, _ = waiting.popitem()
             j = jobs.get(id_)
             if j is not None and j.state == DELAYED and j.deadline == HELD:
+                for see in q.changing:
+                    see(j)
                 q.remove(j)
                 q.place_ready(j, now, log=q.store.reserve_update(j))
 

@@ -59,7 +59,7 @@ from .protocol import U64_MAX
 from .tags import HELD_MIN
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterable
+    from collections.abc import Callable, Generator, Iterable
 
     from .puttags import Tags
     from .tags import ExtState
@@ -196,7 +196,7 @@ class Queue:
     __slots__ = ("ids", "jobs", "tubes", "tube_list", "max_tries", "timers", "slices",
                  "gone", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
                  "delayed_ct", "buried_ct", "waiting_ct", "timeouts_ct", "total_jobs",
-                 "body_bytes", "tags", "checks_tries", "store", "loading")
+                 "body_bytes", "tags", "checks_tries", "store", "loading", "changing")
 
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
                  tags: TagPolicy = NO_TAGS_POLICY) -> None:
@@ -228,6 +228,11 @@ class Queue:
         self.checks_tries = tags.checks_tries(max_tries)
         self.store = Store() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
+        # Called with each job about to be deleted or released from its
+        # hold (holding.py), before anything of it changes: a leader's
+        # snapshot going out in parts keeps the record of a job it listed
+        # and has not sent yet (cluster/apply.py).
+        self.changing: list[Callable[[Job], None]] = []
         self.tube(DEFAULT_TUBE)  # (never freed)
 
     @property
@@ -597,6 +602,11 @@ class Queue:
         j = self.jobs.get(id_)
         if j is None:
             return NOT_FOUND
+        if self.changing:
+            h = j.holder  # (None unless reserved)
+            if h is None or h.conn is c or any_holder:
+                for see in self.changing:
+                    see(j)
         worked = NOT_WORKED
         if j.state == RESERVED:
             held = j.holder
