@@ -188,3 +188,55 @@ def test_a_failed_fsync_stops_the_binlog_and_unlinks_nothing(tmp_path, monkeypat
                                       " jobs are kept in memory only"]
     assert os.path.exists(tmp_path / "binlog.1") and wal.synced < wal.lsn
     done(loop, sy)
+
+
+def test_inline_sync_of_the_current_file_alone(tmp_path, monkeypatch):
+    """sync_inline's common case (no file retired or created since the last
+    sync) fdatasyncs the current file alone; a new file's directory is
+    fsynced once, as sync_targets says; nothing unsynced, no call."""
+    from pybeanstalkd.binlog.sync import sync_inline
+
+    loop, wal, e, gate, sy = setup(tmp_path)
+    calls = []
+    real_fdatasync, real_fsync = os.fdatasync, os.fsync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append(("data", fd)), real_fdatasync(fd))[1])
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(("full", fd)), real_fsync(fd))[1])
+    a = e.connect()
+    put(e, a)
+    wal.flush()
+    first_new = wal.new_files
+    sync_inline(wal)
+    assert wal.synced == wal.written == wal.lsn
+    assert calls[0] == ("data", wal.cur.fd)
+    assert calls[1:] == ([("full", wal.dirfd)] if first_new else [])
+    for _ in range(2):
+        calls.clear()
+        put(e, a)
+        wal.flush()
+        assert not wal.retired.files and not wal.new_files
+        sync_inline(wal)
+        assert calls == [("data", wal.cur.fd)] and not wal.cur.unsynced
+        assert wal.synced == wal.written == wal.lsn
+    calls.clear()
+    sync_inline(wal)  # (nothing written since)
+    assert calls == [] and wal.synced == wal.lsn
+    done(loop, sy)
+
+
+@pytest.mark.parametrize("announce", [True, False])
+def test_sync_starting_only_for_a_gate_that_announces(tmp_path, announce):
+    """The Syncer tells the gate an fsync starts only if the gate acts on it
+    (--cluster -f0 ships its group then); -f0 alone leaves the call out
+    (which gates announce: test_gate's test_the_settings_choose_the_gate_once)."""
+    loop, wal, e, gate, first = setup(tmp_path)
+    loop.remove_reader(first.rfd)  # (setup's own Syncer: not used here)
+    os.close(first.rfd)
+    os.close(first.wfd)
+    started = []
+    gate.sync_starting = lambda: started.append(1)
+    sy = Syncer(loop, wal, gate, True, 0, announce)
+    a = e.connect()
+    put(e, a)
+    assert sy.sync_for(a) is True and wal.synced == wal.lsn
+    assert started == ([1] if announce else [])
+    done(loop, sy)

@@ -93,6 +93,8 @@ def test_the_settings_choose_the_gate_once(tmp_path, argv, gate, hold):
         srv = Server(loop, h.e, gate=gate_for(opts, None if gate is Immediate else wal))
         assert type(srv.gate) is gate and srv.gate.hold == hold == h.e.hold
         assert (srv.syncer is None) == (gate is Immediate)
+        # (only a cluster's gate acts on an fsync's start: the Syncer calls it then)
+        assert srv.syncer is None or srv.syncer.announce == (gate is Replicated)
         if isinstance(srv.gate, Replicated):
             assert srv.gate.each_write == opts.fsync_each_write
     finally:

@@ -322,6 +322,12 @@ def parse_args(argv):
     a("--durable", action="store_true",
       help="with --compare: -b -f0 puts from 1, 8 and 64 unpipelined producers (-d seconds "
            "each, default 5), and ours with -F beside; best of --rounds")
+    a("--producers", default=",".join(map(str, durable_mod.PRODUCERS)), metavar="LIST",
+      help="--durable: the producer counts, comma-separated (default "
+           f"{','.join(map(str, durable_mod.PRODUCERS))})")
+    a("--baseline", metavar="CMD", default=None,
+      help="--durable: also this server command (another build of ours) with -b -f0, "
+           "in the same rounds: before and after in one run")
     a("--cluster-cost", type=int, nargs="?", const=40_000, metavar="PUTS",
       help="with --compare: ours as a 3-node cluster (-b -f0) behind HAProxy, then one "
            "node: CPU µs per acknowledged put of each process, PUTS puts (default 40,000) "
@@ -365,6 +371,12 @@ def parse_args(argv):
             and not args.compare:
         p.error("--disk-bodies, --disk-fill, --durable and --cluster-cost need --compare "
                 "(they start the servers)")
+    try:
+        args.producers = [int(n) for n in args.producers.split(",")]
+    except ValueError:
+        p.error("--producers takes counts, comma-separated")
+    if not all(1 <= n <= 1000 for n in args.producers):
+        p.error("--producers: each count must be 1..1000")
     if args.stalls and not args.compare:
         p.error("--stalls needs --compare (it starts, stops and restarts the servers)")
     bad_cases = set(args.cases.split(",")) - set(stalls_mod.CASES) - set(stalls_mod.OPTIONAL)
@@ -546,8 +558,10 @@ def main(argv=None) -> int:
             clustercost.report(r, say, table)
         if args.durable:
             rows = out["durable"] = durable_mod.durable(
-                ref, ours, o, args.rounds, args.duration or 5.0, progress=progress,
-                floor=[sys.executable, "-m", "pybeanstalkd.bench.floor"] if args.floor else None)
+                ref, ours, o, args.rounds, args.duration or 5.0, producers=args.producers,
+                progress=progress,
+                floor=[sys.executable, "-m", "pybeanstalkd.bench.floor"] if args.floor else None,
+                baseline=shlex.split(args.baseline) if args.baseline else None)
             durable_mod.report(rows, say, table)
     except (BenchError, OSError) as e:
         progress.clear()

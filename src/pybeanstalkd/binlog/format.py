@@ -413,13 +413,12 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc:
         # A put's record (or one compaction moves): no deadline, no bury
         # position, counters zero. Fewer fields to pack; the same bytes.
         name = j.tube.name
-        head = _FRESH.get(len(name))
-        if head is None:
-            head = _FRESH[len(name)] = struct.Struct("<i%dsQI4xqqi4xq28xB3s" % len(name))
+        pack = _FRESH.get(len(name))
+        if pack is None:
+            pack = _FRESH[len(name)] = struct.Struct("<i%dsQI4xqqi4xq28xB3s" % len(name)).pack
         times = j.times
-        delay, ttr = times.delay, times.ttr
-        return head.pack(len(name), name, j.id, j.pri, delay, ttr, len(body),
-                         j.created + wall_offset, READY, MARK) + body
+        return pack(len(name), name, j.id, j.pri, times.delay, times.ttr, len(body),
+                    j.created + wall_offset, READY, MARK) + body
     deadline = wall(j.deadline, wall_offset) if state in (DELAYED, RESERVED) else 0
     pos = j.deadline if state == BURIED else 0  # the bury position, see files.py
     times = j.times
@@ -462,4 +461,6 @@ _OUT: Final[str] = JOBREC_C.format
 _SHORT_OUT: Final = struct.Struct("<i" + _OUT[1:])
 assert _SHORT_OUT.size == SHORT_SIZE
 _FULL: Final[dict[int, struct.Struct]] = {}  # a full record's head, by tube name length
-_FRESH: Final[dict[int, struct.Struct]] = {}  # the same, zero fields left out (see encode)
+# the same, zero fields left out (see encode); the bound pack, called
+# without a method lookup (a -f0 put encodes one before its fsync)
+_FRESH: Final[dict[int, Callable[..., bytes]]] = {}

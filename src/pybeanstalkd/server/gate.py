@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 from ..core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
 
@@ -72,6 +72,8 @@ class Immediate:
 
     hold = HOLD_NONE
     syncer: Syncer | None = None
+    # sync_starting does something (the Syncer calls it only then)
+    announces: ClassVar[bool] = False
 
     def __init__(self, srv: Server) -> None:
         self.srv = srv
@@ -169,7 +171,7 @@ class Written(Immediate):
 
         super().__init__(srv)
         self.wal = wal
-        self.syncer = Syncer(srv.loop, wal, self, wantsync, rate_ns)
+        self.syncer = Syncer(srv.loop, wal, self, wantsync, rate_ns, self.announces)
 
     def safe(self) -> int:
         wal = self.wal
@@ -250,6 +252,7 @@ class Replicated(Synced):
     served, and the binlog is written as with Written or Synced."""
 
     hold = HOLD_ALL
+    announces: ClassVar[bool] = True  # (sync_starting ships a -f0 group to the followers)
 
     def __init__(self, srv: Server, wal: Wal, wantsync: bool, rate_ns: int,
                  each_write: bool) -> None:
