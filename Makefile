@@ -14,7 +14,7 @@ install: $(STAMP)
 # as pure Python, which is then said.
 # (the folders and files setup.py's COMPILED lists modules of)
 COMPILED_FROM := $(wildcard src/pybeanstalkd/__init__.py src/pybeanstalkd/core/*.py) \
-                 $(addprefix src/pybeanstalkd/binlog/,apply.py bodies.py codec.py files.py format.py \
+                 $(addprefix src/pybeanstalkd/binlog/,apply.py bodies.py codec.py file.py files.py format.py \
                    recovery.py sync.py) \
                  src/pybeanstalkd/server/transport.py \
                  src/pybeanstalkd/server/gate.py

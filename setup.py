@@ -63,6 +63,7 @@ COMPILED = [
     "binlog/apply.py",
     "binlog/bodies.py",
     "binlog/codec.py",
+    "binlog/file.py",
     "binlog/files.py",
     "binlog/format.py",
     "binlog/recovery.py",

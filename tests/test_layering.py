@@ -22,6 +22,12 @@
   ours; tls.py and reload.py (what cluster/ and server/ both use) import
   only each other and settings; cluster/ never imports server/, and
   nothing but __main__.py (python -m pybeanstalkd) imports cli.py.
+- within a package the modules stand in layers: no import circle, however
+  it runs (module -> module -> ... -> back), type-only imports (under
+  TYPE_CHECKING) and lazy ones (in a function) included. A lower module
+  that needs something of an upper one declares what (a Protocol, or a
+  base class the upper one derives from), or the piece both need moves
+  down.
 """
 from __future__ import annotations
 
@@ -147,9 +153,57 @@ def sources():
         yield module_name(path), path.read_text(), path.name == "__init__.py"
 
 
-def test_the_tree_keeps_its_rules():
-    found = [v for m, src, pkg in sources() for v in violations(m, src, pkg)]
-    assert found == []
+def package(modname: str) -> str:
+    """The package a module sits in (a package's __init__: the one above)."""
+    return modname.rpartition(".")[0]
+
+
+def arrows(tree) -> dict[str, dict[str, int]]:
+    """module -> {module of the same package it imports: the first line}, for
+    tree's (name, source, is_package). An imported name that is not a module
+    is its module's (`from .files import Wal`: files); a module's own
+    packages, which Python imports before it anyway, are left out."""
+    tree = list(tree)
+    modules = {m for m, _, _ in tree}
+    out: dict[str, dict[str, int]] = {}
+    for m, src, is_package in tree:
+        to = out.setdefault(m, {})
+        for line, name in imports(m, src, is_package):
+            if name not in modules:
+                name = name.rpartition(".")[0]
+            if (name in modules and name != m and not m.startswith(name + ".")
+                    and package(name) == package(m)):
+                to.setdefault(name, line)
+    return out
+
+
+def circles(tree) -> list[str]:
+    """Each import circle within a package, said with its arrows and their
+    lines: the modules that reach one another through their imports."""
+    graph = arrows(tree)
+    reach: dict[str, set[str]] = {}
+    for m in graph:
+        seen: set[str] = set()
+        todo = list(graph[m])
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo += graph.get(n, ())
+        reach[m] = seen
+    found, done = [], set()
+    for m in sorted(graph):
+        if m in reach[m] and m not in done:
+            ring = sorted(n for n in reach[m] if m in reach[n])
+            done.update(ring)
+            ties = [f"{a}:{graph[a][b]} -> {b}" for a in ring for b in sorted(graph[a]) if b in ring]
+            found.append(f"import circle of {len(ring)} modules: " + "; ".join(ties))
+    return found
+
+
+def test_no_package_has_an_import_circle():
+    found = circles(sources())
+    assert not found, "\n".join(found)
 
 
 def test_every_room_exists_and_has_a_docstring():
@@ -224,3 +278,33 @@ def test_the_checker_catches(mod, src):
 ])
 def test_the_checker_lets_allowed_imports_pass(mod, src):
     assert violations(mod, src) == []
+
+
+# ... and each import circle, however it is tied.
+T = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+B = "pybeanstalkd.binlog."
+
+
+@pytest.mark.parametrize("tree", [
+    [(B + "a", "from .b import X\n"), (B + "b", "from .a import Y\n")],
+    [(B + "a", "from .b import X\n"), (B + "b", T + "    from .a import Y\n")],
+    [(B + "a", "from . import b\n"), (B + "b", "def f():\n    from . import a\n")],
+    [(B + "a", "from . import b as B, c\n"), (B + "b", ""), (B + "c", "from .d import Z\n"),
+     (B + "d", T + "    from pybeanstalkd.binlog.a import W\n")],
+    [("pybeanstalkd.server.gate", T + "    from .transport import Server\n"),
+     ("pybeanstalkd.server.transport", "from .gate import Immediate\n")],
+])
+def test_the_circle_check_catches(tree):
+    assert len(circles((m, src, False) for m, src in tree)) == 1
+
+
+@pytest.mark.parametrize("tree", [
+    # layers: a over b over c, each import going down
+    [(B + "a", "from .b import X\nfrom . import c\n"), (B + "b", T + "    from .c import Y\n"),
+     (B + "c", "import os\n")],
+    # a package's __init__ that imports its modules, which import from the package
+    [("pybeanstalkd.binlog", "from . import a\n", True), (B + "a", "from . import b\n", False),
+     (B + "b", "from .. import binlog\nfrom . import __doc__\n", False)],
+])
+def test_the_circle_check_lets_layers_pass(tree):
+    assert circles(t if len(t) == 3 else (*t, False) for t in tree) == []

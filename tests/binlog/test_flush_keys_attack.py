@@ -1,16 +1,12 @@
 """A flush-tube in slices over keyed jobs while keyed puts come in between
 its slices; held aft: jobs keep their jobs but lose their keys at its
 end; a restart from the binlog brings the same keys back."""
-import os
 import random
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-
-from fakeclock import with_binlog  # noqa: E402
-from test_tags_model import check  # noqa: E402
+from fakeclock import with_binlog
+from tagtools import check
 
 
 def keys_of(h):

@@ -4,15 +4,11 @@ bodies on disk, cooldowns and flush-tube: after each recovery the keys,
 their count and the tags match the jobs, and a keyed put answers its
 holder."""
 import random
-import sys
-import os
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
-
-from fakeclock import with_binlog  # noqa: E402
-from test_tags_model import check, holder_id  # noqa: E402
+from fakeclock import with_binlog
+from tagtools import check, holder_id
 
 
 @pytest.mark.parametrize("ram_min", [None, 0])

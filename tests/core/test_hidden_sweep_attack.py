@@ -9,7 +9,7 @@ import pytest
 from fakeclock import Harness
 from pybeanstalkd.core.job import RESERVED
 
-from test_tags_model import check, expected_reserve
+from tagtools import check, expected_reserve
 
 
 def reserved(jobs):

@@ -9,7 +9,7 @@ import pytest
 from fakeclock import Harness
 from pybeanstalkd.core.store import Store
 
-from test_tags_model import TUBES, check, holder_id, logged, rand_tags
+from tagtools import TUBES, check, holder_id, logged, rand_tags
 
 WORDS = {0: b"INVALID"}
 

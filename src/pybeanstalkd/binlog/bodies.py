@@ -5,6 +5,9 @@ written), the records handed to the kernel (flushed), a record holding a
 body that no longer counts (dropped), a job compaction moves (fetch), files
 let go (let_go), a body read back (read), recovery's end, close; the policy
 owns what it counts (on_disk, errors...), which the Wal and ops/ read.
+Each call brings what the policy needs to know (a file, where a record
+ends, whether a write went through): the policy never asks the Wal back,
+and this module does not import it.
 
 `BodyPolicy`, the null policy, keeps every body in RAM (a plain binlog): its
 hooks do nothing, and its `moves` is False, so that the Wal skips the hooks
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from ..core.job import Job
-    from .files import File, Wal
+    from .file import File
     from .format import Warn
 
 READERS = 64  # read fds kept open, one per file (the oldest opened is closed first)
@@ -96,19 +99,20 @@ class BodyPolicy:
         for none. Only a record that carries one is given to written()."""
         return -1
 
-    def written(self, wal: Wal, j: Job, f: File, crc: int) -> None:
+    def written(self, j: Job, f: File, end: int, crc: int) -> None:
         """j's full record, which ends with its body, was given to the
-        write buffer of file f (the last record in it so far)."""
+        write buffer of file f (the last record in it so far), to end at
+        offset end."""
 
-    def flushed(self, wal: Wal) -> None:
-        """The records buffered were handed to the kernel, or were not: the
-        binlog failed (wal.use is False)."""
+    def flushed(self, ok: bool) -> None:
+        """The records buffered were handed to the kernel (ok), or were
+        not: the binlog failed (it is out of use)."""
 
     def dropped(self, j: Job) -> None:
         """j's full record, which holds j's body (it is not in RAM), no
         longer counts: the job was deleted or moved on."""
 
-    def fetch(self, wal: Wal, f: File, j: Job) -> bool:
+    def fetch(self, f: File, j: Job) -> bool:
         """Compaction is to move j, whose body is not in RAM, out of f:
         bring the body into RAM first. False: not now (the job stays)."""
         return False  # (no body is in the files here)
@@ -182,19 +186,19 @@ class DiskBodies(BodyPolicy):
         body = j.body
         return zlib.crc32(body) if isinstance(body, bytes) else -1
 
-    def written(self, wal: Wal, j: Job, f: File, crc: int) -> None:
+    def written(self, j: Job, f: File, end: int, crc: int) -> None:
         n = len(j.body)
         ram_min = self.ram_min
         if ram_min is not None and n >= ram_min:
-            # (the record ends with the body, and used(f) with the record)
-            self.unwritten.append((j, f, wal.used(f) - n, crc))
+            # (the record ends with the body)
+            self.unwritten.append((j, f, end - n, crc))
 
-    def flushed(self, wal: Wal) -> None:
+    def flushed(self, ok: bool) -> None:
         """The bodies whose records were handed to the kernel leave RAM; if
         the write failed, they stay."""
         unwritten = self.unwritten
-        if unwritten and (not wal.buf or not wal.use):
-            if wal.use:  # (else a write failed: the bodies stay in RAM)
+        if unwritten:
+            if ok:  # (else a write failed: the bodies stay in RAM)
                 for j, f, pos, crc in unwritten:
                     body: bytes | OnDisk = j.body
                     # (not deleted, nor moved on since: its record is this one)
@@ -206,7 +210,7 @@ class DiskBodies(BodyPolicy):
     def dropped(self, j: Job) -> None:
         self.on_disk -= len(j.body)
 
-    def fetch(self, wal: Wal, f: File, j: Job) -> bool:
+    def fetch(self, f: File, j: Job) -> bool:
         """The body comes back into RAM before compaction moves the job
         (the old record may go as soon as the job is dropped from it)."""
         where = j.body

@@ -30,7 +30,7 @@ dropped. Messages:
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import format as F
 from ..core.tagged import policy
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..core.job import Job
     from ..core.queue import Queue
-    from .files import File, Wal
+    from .file import File
 
 CHUNK = struct.Struct("<iQ68sB3s")
 PAYLOAD = 68
@@ -152,13 +152,23 @@ def _strings(msg: bytes, pos: int, n: int) -> list[bytes | None]:
     return out
 
 
+class Books(Protocol):
+    """What Recovered keeps its counts in: the binlog it recovers
+    (files.py's Wal, which writes these records through codec.py, and so
+    is above this module)."""
+
+    alive: int  # bytes of the live records: a job's tags, a cooldown's
+
+    def drop_cooldown(self, c: Cooldown) -> None: ...  # its record counts no more
+
+
 class Recovered:
     """Recovery's side of the records of ours (apply.py gives them to its
     Loader, which hands them here): a job's tags, until its full record
     comes next (take), and the cooldowns, each keeping the file it was read
     from (as a job's full record does)."""
 
-    def __init__(self, wal: Wal) -> None:
+    def __init__(self, wal: Books) -> None:
         self.wal = wal
         self.tags: dict[int, Tags] = {}  # by job id, until taken
         self.cools: dict[tuple[bytes, bytes], Cooldown] = {}

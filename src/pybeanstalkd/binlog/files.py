@@ -27,13 +27,13 @@ thread driven by the server (sync.py's Syncer).
 from __future__ import annotations
 
 import os
-from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import format as F
 from .bodies import IN_RAM
 from .codec import PlainCodec
+from .file import File
 from ..core.store import Store
 from ..core.tags import Cooldown
 
@@ -53,26 +53,6 @@ LIVE_SCAN = 256  # stale ids a compaction step may drop (Wal._live_in)
 # and the zeros would double what reaches the disk.
 ZERO_AHEAD = 256 * 1024
 _ZEROS = memoryview(bytes(ZERO_AHEAD))
-
-
-class File:
-    __slots__ = ("seq", "path", "fd", "free", "resv", "refs", "ids", "next",
-                 "open", "unsynced", "zeroed")
-
-    def __init__(self, seq: int, path: str) -> None:
-        self.seq = seq
-        self.path = path
-        self.fd = -1
-        self.free = self.resv = self.refs = 0
-        self.zeroed = 0  # bytes from the start written as records or zeros (-f0)
-        # The ids of the full records written here, stale ones included (a
-        # job deleted or moved on is left in place): 8 bytes a record, where
-        # a dict of the live ones cost about 48 a job. Compaction walks it
-        # from the end (Wal._live_in).
-        self.ids: array[int] = array("Q")
-        self.next: File | None = None
-        self.open = False
-        self.unsynced = False
 
 
 class Retired:
@@ -443,7 +423,7 @@ class Wal(Store):
             f.refs += 1
             self.alive += n
             if crc >= 0:
-                self.bodies.written(self, j, f, crc)
+                self.bodies.written(j, f, self.used(f), crc)
         elif j.state == F.INVALID:
             self.drop(j)
         return True
@@ -539,7 +519,7 @@ class Wal(Store):
             # A body left in head comes back into RAM before the job is
             # dropped from head, which may then go (bodies.py)
             if self.bodies.moves and found.body.__class__ is not bytes \
-                    and not self.bodies.fetch(self, head, found):
+                    and not self.bodies.fetch(head, found):
                 return False
             n = self.reserve(self.codec.size(found))
         if not n:
@@ -598,8 +578,8 @@ class Wal(Store):
                         self._zero_ahead(f)
                 if self.tapped is not None:
                     self.tapped(data)
-        if self.bodies.moves:
-            self.bodies.flushed(self)
+        if self.bodies.moves and (not self.buf or not self.use):
+            self.bodies.flushed(self.use)  # (all written, or none will be)
 
     def _zero_ahead(self, f: File) -> None:
         """Write zeros past the records, within the preallocated size (see

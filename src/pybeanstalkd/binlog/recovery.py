@@ -24,7 +24,8 @@ from .ext import Reader, Recovered
 from ..core import loading
 from ..core.job import TIMES, Job, OnDisk
 from ..core.tags import EXT_ID
-from .files import SHORT, File, Wal
+from .file import File
+from .files import SHORT, Wal
 
 if TYPE_CHECKING:
     from ..core.queue import Queue

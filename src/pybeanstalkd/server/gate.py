@@ -20,7 +20,9 @@ has moved on (`advanced()`: by the fsync thread, or by a replica's ack).
 The HTTP side's actions wait for the same rule (`wait`).
 
 The server makes its gate in its constructor (`make_gate`), and everything
-that moves the gate (the Syncer, the cluster's Node) is handed it.
+that moves the gate (the Syncer, the cluster's Node) is handed it. What
+the gate asks of the server is `Host`, which the Server (transport.py)
+derives from: this module does not import the server.
 """
 from __future__ import annotations
 
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     from ..binlog.sync import Syncer
     from ..settings import Settings
     from ..core.session import Session
-    from .transport import Server
 
 SAFE = 1 << 62  # past any binlog position: everything is safe
 # Replies holding a job body larger than this are written without joining
@@ -67,6 +68,26 @@ def send(s: Session) -> None:
     out.clear()
 
 
+class Host:
+    """What a gate asks of the server it sends the replies of: the Server
+    (transport.py) derives from this class and overrides each method, and
+    the gate is made by its constructor. A base class, not a Protocol, so
+    that in the compiled code the gate's calls to it stay native ones (a
+    Protocol's are generic Python calls: with -b -f0, about 250
+    instructions more a put, docs/performance/cmd-cost.py)."""
+
+    # The event loop the server runs on (the Syncer hands finished fsyncs
+    # back through it)
+    loop: asyncio.AbstractEventLoop
+
+    def answered(self, s: Session) -> None:
+        """s's held replies went out: a client stopped with commands left
+        goes on."""
+
+    def flush(self) -> None:
+        """End a pass of the loop now: its replies, its writes."""
+
+
 class Immediate:
     """No binlog: every reply goes out at once."""
 
@@ -75,7 +96,7 @@ class Immediate:
     # sync_starting does something (the Syncer calls it only then)
     announces: ClassVar[bool] = False
 
-    def __init__(self, srv: Server) -> None:
+    def __init__(self, srv: Host) -> None:
         self.srv = srv
         self.held: set[Session] = set()  # sessions whose replies wait for safe()
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []  # (lsn, future): HTTP actions
@@ -166,7 +187,7 @@ class Written(Immediate):
     """-b with -f MS or -F: records reach the kernel before any reply of the
     same pass; the fsync thread syncs them on its own schedule."""
 
-    def __init__(self, srv: Server, wal: Wal, wantsync: bool, rate_ns: int) -> None:
+    def __init__(self, srv: Host, wal: Wal, wantsync: bool, rate_ns: int) -> None:
         from ..binlog.sync import Syncer  # (binlog/ is loaded with -b only)
 
         super().__init__(srv)
@@ -254,7 +275,7 @@ class Replicated(Synced):
     hold = HOLD_ALL
     announces: ClassVar[bool] = True  # (sync_starting ships a -f0 group to the followers)
 
-    def __init__(self, srv: Server, wal: Wal, wantsync: bool, rate_ns: int,
+    def __init__(self, srv: Host, wal: Wal, wantsync: bool, rate_ns: int,
                  each_write: bool) -> None:
         super().__init__(srv, wal, wantsync, rate_ns)
         self.each_write = each_write  # -f0: one batch per group commit
@@ -305,7 +326,7 @@ def hold_for(settings: Settings) -> int:
     return HOLD_WRITES if settings.fsync_each_write else HOLD_NONE
 
 
-def gate_for(settings: Settings, wal: Wal | None) -> Callable[[Server], Immediate]:
+def gate_for(settings: Settings, wal: Wal | None) -> Callable[[Host], Immediate]:
     """The gate the settings call for, as the Server's constructor makes it."""
     if wal is None:
         return Immediate

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 from ..core.engine import Engine
 from ..core.protocol import LINE_BUF_SIZE
 from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED, Session
-from .gate import Immediate
+from .gate import Host, Immediate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -428,7 +428,7 @@ class HangupWatch:
                 c.peer_hung_up()
 
 
-class Server:
+class Server(Host):
     """The event loop's side of the engine: clients, timers, background
     slices; its reply gate (gate.py), made here from `gate` (the settings'
     choice: gate.gate_for), says which replies may go out.
@@ -439,7 +439,7 @@ class Server:
     turn runs depends on no machine's speed or load."""
 
     def __init__(self, loop, engine: Engine, verbose: int = 0,
-                 gate: Callable[[Server], Immediate] = Immediate, replaying: bool = False,
+                 gate: Callable[[Host], Immediate] = Immediate, replaying: bool = False,
                  clock: Callable[[], int] = monotonic_ns):
         self.loop = loop
         self.engine = engine
@@ -557,7 +557,7 @@ class Server:
         run_work(self.engine, self.clock)
         self.flush()
 
-    def answered(self, s) -> None:
+    def answered(self, s: Session) -> None:
         """s's held replies went out (gate.advanced): a client stopped with
         commands left goes on."""
         c = self.clients.get(s)
