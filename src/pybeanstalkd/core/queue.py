@@ -78,7 +78,13 @@ class TagPolicy:
     """What the put tags (--extensions) add to the queue's steps; this one,
     the null policy, adds nothing: a queue without tags. tagged.py's Tagged
     is the other. The queue asks it at each step a tag can change (each
-    hook is given the queue), and the steps stay the queue's."""
+    hook is given the queue), and the steps stay the queue's.
+
+    The hooks of a reserve and a delete (parks, reserved, returned,
+    deleted: four a worker's job) the queue asks through `Queue.steps`,
+    the policy or None for the null one, so that without tags it makes
+    no call there (interpreted, each was a frame doing nothing, about
+    400 instructions)."""
 
     def state(self) -> ExtState | None:  # the tags' state (Queue.ext)
         return None
@@ -192,7 +198,7 @@ class Queue:
     __slots__ = ("ids", "jobs", "tubes", "tube_list", "max_tries", "timers", "slices",
                  "gone", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
                  "delayed_ct", "buried_ct", "waiting_ct", "timeouts_ct", "total_jobs",
-                 "body_bytes", "tags", "checks_tries", "store", "loading")
+                 "body_bytes", "tags", "steps", "checks_tries", "store", "loading")
 
     def __init__(self, now: int, store: Store | None = None, max_tries: int = 0,
                  tags: TagPolicy = NO_TAGS_POLICY) -> None:
@@ -220,6 +226,9 @@ class Queue:
         self.timeouts_ct = self.total_jobs = 0
         self.body_bytes = 0  # the bodies of stored jobs, CRLF included
         self.tags = tags
+        # The policy whose reserve and delete hooks are asked: None for the
+        # null one, which does nothing there (see TagPolicy)
+        self.steps = None if tags is NO_TAGS_POLICY else tags
         # Do releases and expiries ask tries_used_up?
         self.checks_tries = tags.checks_tries(max_tries)
         self.store = Store() if store is None else store
@@ -445,7 +454,9 @@ class Queue:
         d = c.deadlines
         if d.push(j) and timers.ttr_heap.lower(d, j):
             timers.timer(deadline + 1)  # (expiry is "deadline < now")
-        self.tags.reserved(self, j)
+        steps = self.steps
+        if steps is not None:
+            steps.reserved(self, j)
         if c.waiting:
             self.unwait(c)
             c.woken()
@@ -465,7 +476,9 @@ class Queue:
         c.deadlines.remove(j)  # (c's entry in the expiries stays: a lower bound)
         j.tube.nreserved -= 1
         self.reserved_ct -= 1
-        self.tags.returned(self, j)
+        steps = self.steps
+        if steps is not None:
+            steps.returned(self, j)
 
     def remove(self, j: Job) -> None:
         """Take a job out of whatever set holds it (not reserved)."""
@@ -504,7 +517,8 @@ class Queue:
                         j = h
                     break
                 heappop(ready)
-            if j is None or not self.tags.parks(self, t, j):
+            steps = self.steps
+            if j is None or steps is None or not steps.parks(self, t, j):
                 return j
 
     def _pop_ready(self, t: Tube) -> Job | None:
@@ -617,5 +631,7 @@ class Queue:
         ok = self.store.write(j)  # state INVALID: a delete record
         if not (t.using or t.watching):
             self.maybe_free(t)
-        self.tags.deleted(self, j, worked, now, any_holder)
+        steps = self.steps
+        if steps is not None:
+            steps.deleted(self, j, worked, now, any_holder)
         return DONE if ok else NOT_LOGGED
