@@ -54,7 +54,7 @@ from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
 from .run import Run
 from .slices import SLICE, Slices
 from .timers import Timers
-from .store import Store
+from .store import NullStore, Store
 from .protocol import U64_MAX
 from .tags import HELD_MIN
 
@@ -231,7 +231,7 @@ class Queue:
         self.steps = None if tags is NO_TAGS_POLICY else tags
         # Do releases and expiries ask tries_used_up?
         self.checks_tries = tags.checks_tries(max_tries)
-        self.store = Store() if store is None else store
+        self.store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
         self.tube(DEFAULT_TUBE)  # (never freed)
 
@@ -334,7 +334,7 @@ class Queue:
         if j.pri < URGENT_PRI:
             t.urgent += 1
             self.urgent_ct += 1
-        if log:  # logged as ready, before a waiting reserver may take it
+        if log and self.store.keeps:  # logged as ready, before a waiting reserver may take it
             self.store.write(j)
         if t.waiting and t.unpause_at <= now:
             self.match(t, now)
@@ -628,7 +628,8 @@ class Queue:
         self.body_bytes -= len(j.body)
         t = j.tube
         t.cmd_delete += count
-        ok = self.store.write(j)  # state INVALID: a delete record
+        store = self.store
+        ok = not store.keeps or store.write(j)  # state INVALID: a delete record
         if not (t.using or t.watching):
             self.maybe_free(t)
         steps = self.steps
