@@ -459,7 +459,16 @@ class Deadlines:
             return -1
         j.conn_at = -1
         self.n = n
-        if not p and n and self.in_order:
+        if not n:
+            # The last (a worker's, of one reservation at a time, ends
+            # each here): its slot emptied, and all the room is behind
+            # the start again, kept up to SPARE slots.
+            jobs[b] = NO_JOB
+            self.base = 0
+            if len(jobs) > SPARE:
+                del jobs[SPARE:]
+            return 0
+        if not p and self.in_order:
             jobs[b] = NO_JOB
             b += 1
             self.base = b
