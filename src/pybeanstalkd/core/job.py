@@ -238,13 +238,6 @@ class Tube:
     def njobs(self) -> int:
         return self.nready + self.ndelayed + self.nreserved + len(self.buried)
 
-    def waited(self, ns: int) -> None:
-        """A job of the tube waited ns from ready to reserved."""
-        h = self.wait_hist
-        if h is None:
-            h = self.wait_hist = Hist()
-        h.observe(ns)
-
     def worked(self, outcome: int, ns: int) -> None:
         """A job of the tube was reserved ns before its delete, release or
         bury (outcome: queue.py's WORK_DELETE...)."""
