@@ -92,6 +92,7 @@ class Wal(Store):
     def __init__(self, dirname: str, filesize: int, wantsync: bool = True, warn: F.Warn = print,
                  falloc: Callable[[int, int], None] = _falloc, zero_ahead: bool = False,
                  codec: PlainCodec | None = None, bodies: BodyPolicy = IN_RAM) -> None:
+        super().__init__()
         self.dir = dirname
         self.filesize = filesize
         self.wantsync = wantsync

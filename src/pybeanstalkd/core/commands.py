@@ -120,7 +120,8 @@ def store_put(e: EngineState, j: Job, body: bytes, now: int, tags: Tags | None =
     if e.draining:
         return DRAINING
     j.body = body
-    if not e.q.store.reserve_put(j):
+    store = e.q.store
+    if store.keeps and not store.reserve_put(j):
         return NO_ROOM
     e.q.insert(j, now, True, tags)
     return DONE

@@ -18,7 +18,7 @@ from . import protocol as P
 from . import extensions as extensions_mod
 from .cmdtable import CommandTable
 from . import commands, jobmoves, reserving
-from .protocol import INT_MAX, LINE_BUF_SIZE, NS, Bad, name_ok
+from .protocol import LINE_BUF_SIZE, NS, Bad, name_ok
 from .job import JOB_OVERHEAD, RESERVED
 from .outcome import DONE
 from .tagged import Tagged
@@ -419,21 +419,24 @@ class Engine(EngineState):
                 # release only for some)
                 if line == b"reserve":
                     op = self.reserves
-                elif line.startswith(b"reserve-with-timeout "):
-                    # (a few values, as put's: looked up, not parsed)
-                    timeout = self.lines.u32(line[21:])
-                    if 0 <= timeout <= INT_MAX:
+                else:
+                    # (a worker's one line, as put's: looked up, not parsed)
+                    timeout = self.lines.timeouts.get(line)
+                    if timeout is None:
+                        if line.startswith(b"reserve-with-timeout "):
+                            timeout = self.lines.timeout(line)
+                        elif line.startswith(b"release "):
+                            args = line[8:].split(b" ")
+                            if len(args) == 3:
+                                a, b, d = args
+                                pri, delay = self.lines.u32(b), self.lines.u32(d)
+                                id_ = P.plain_id(a)
+                                if (pri | delay | id_) >= 0:
+                                    self.releases.n += 1
+                                    reply = RELEASE[jobmoves.release(self.q, s, id_, pri,
+                                                                     delay * NS, now)]
+                    if timeout is not None:
                         op = self.timed_reserves
-                        timeout *= NS
-                elif line.startswith(b"release "):
-                    args = line[8:].split(b" ")
-                    if len(args) == 3:
-                        a, b, d = args
-                        pri, delay = self.lines.u32(b), self.lines.u32(d)
-                        id_ = P.plain_id(a)
-                        if (pri | delay | id_) >= 0:
-                            self.releases.n += 1
-                            reply = RELEASE[jobmoves.release(self.q, s, id_, pri, delay * NS, now)]
                 if op is not None:
                     op.n += 1
                     if not s.worker:

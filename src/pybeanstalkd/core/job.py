@@ -256,13 +256,6 @@ class Tube:
     def njobs(self) -> int:
         return self.nready + self.ndelayed + self.nreserved + len(self.buried)
 
-    def waited(self, ns: int) -> None:
-        """A job of the tube waited ns from ready to reserved."""
-        h = self.wait_hist
-        if h is None:
-            h = self.wait_hist = Hist()
-        h.observe(ns)
-
     def worked(self, outcome: int, ns: int) -> None:
         """A job of the tube was reserved ns before its delete, release or
         bury (outcome: queue.py's WORK_DELETE...)."""
@@ -477,7 +470,16 @@ class Deadlines:
             return -1
         j.conn_at = -1
         self.n = n
-        if not p and n and self.in_order:
+        if not n:
+            # The last (a worker's, of one reservation at a time, ends
+            # each here): its slot emptied, and all the room is behind
+            # the start again, kept up to SPARE slots.
+            jobs[b] = NO_JOB
+            self.base = 0
+            if len(jobs) > SPARE:
+                del jobs[SPARE:]
+            return 0
+        if not p and self.in_order:
             jobs[b] = NO_JOB
             b += 1
             self.base = b

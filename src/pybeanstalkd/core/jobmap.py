@@ -60,15 +60,6 @@ class Block:
                 self.live += 1
             few[i] = j
 
-    def clear(self, i: int) -> None:
-        """Slot i emptied (it holds a job)."""
-        few = self.few
-        if few is None:
-            self.table[i] = None
-        else:
-            del few[i]
-        self.live -= 1
-
     def thin(self) -> None:
         """Its jobs moved to a small dict, its table dropped."""
         if self.few is None:
@@ -142,7 +133,14 @@ class JobMap:
         (insert thins it once it is passed)."""
         k = id_ >> BITS
         b = self.blocks[k]
-        b.clear(id_ & LOW)
+        # (its slot emptied here, the one place a job leaves a block: a
+        # Block method for it was a frame more each delete, interpreted)
+        few = b.few
+        if few is None:
+            b.table[id_ & LOW] = None
+        else:
+            del few[id_ & LOW]
+        b.live -= 1
         if b.live <= THIN:
             if not b.live:
                 del self.blocks[k]

@@ -1,5 +1,5 @@
 """Where the queue's job records go: the binlog (binlog/files.py: Wal), or
-nowhere (Store itself, the null store). The queue writes a record next to
+nowhere (NullStore, the null store). The queue writes a record next to
 each change that must outlive a restart (put, delete, release with a
 delay, bury, kick...), and the server's reply gate (server/gate.py)
 answers once it is safe."""
@@ -26,12 +26,22 @@ if TYPE_CHECKING:
 # instructions a record).
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Store:
-    """Where job records go; this one, the null store (no binlog), takes
-    every reservation and writes nothing. The binlog is the other
+    """Where job records go; this one takes every reservation and writes
+    nothing, as the null store (NullStore) does. The binlog is the other
     (binlog/files.py: Wal)."""
 
     lsn = 0  # bytes of records produced so far
     filesize = 10485760  # the -s value, for stats
+
+    def __init__(self) -> None:
+        # Does it keep records? Only the null store does not: a put's and
+        # a delete's paths (commands.store_put, Queue.place_ready and
+        # delete) ask this, not its methods, which would do nothing
+        # (interpreted, a frame each, about 300 instructions: two a put,
+        # one a delete). An instance's, not its class's: interpreted, a
+        # class's attribute read through an instance is not specialized,
+        # about 200 instructions a read.
+        self.keeps = True
 
     # (read only: the binlog gives its bodies' policy's, binlog/bodies.py)
     @property
@@ -70,3 +80,12 @@ class Store:
         and said why)."""
         body = j.body
         return body if isinstance(body, bytes) else None  # (no OnDisk here: no binlog)
+
+
+class NullStore(Store):
+    """No binlog: the queue's store when it is given none. It keeps
+    nothing (keeps is False), so a put and a delete do not call it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keeps = False

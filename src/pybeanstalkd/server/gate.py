@@ -44,30 +44,6 @@ SAFE = 1 << 62  # past any binlog position: everything is safe
 BIG_BODY: Final = 1 << 14
 
 
-def send(s: Session) -> None:
-    """Write s's replies to its transport (then close it if s quit)."""
-    out = s.out
-    t = s.transport
-    if t is not None and not t.is_closing():
-        # Big job bodies are written from the jobs' own bytes, not a
-        # copy (a client that does not read holds references to them).
-        n = len(out)
-        if n == 1:
-            t.write(out[0])
-        elif n == 2:  # (one job: its header and body)
-            if len(out[1]) > BIG_BODY:
-                t.writelines(out)
-            else:
-                t.write(out[0] + out[1])
-        elif n < 16 and max(map(len, out)) > BIG_BODY:
-            t.writelines(out)
-        else:
-            t.write(b"".join(out))
-        if s.closing:
-            t.close()
-    out.clear()
-
-
 class Host:
     """What a gate asks of the server it sends the replies of: the Server
     (transport.py) derives from this class and overrides each method, and
@@ -107,19 +83,44 @@ class Immediate:
 
     def replies(self, dirty: list[Session]) -> None:
         """This pass's connections with replies: send those within safe(),
-        hold the others (then clears dirty)."""
+        hold the others (then clears dirty). Here all are: each session's
+        replies are written to its transport (then it is closed if the
+        session quit). The other gates send what they let go through
+        this too. (Written here, not by a function this calls for each
+        session: interpreted, that was a frame more each reply.)"""
         for s in dirty:
-            send(s)
+            out = s.out
+            t = s.transport
+            if t is not None and not t.is_closing():
+                # Big job bodies are written from the jobs' own bytes, not a
+                # copy (a client that does not read holds references to them).
+                n = len(out)
+                if n == 1:
+                    t.write(out[0])
+                elif n == 2:  # (one job: its header and body)
+                    if len(out[1]) > BIG_BODY:
+                        t.writelines(out)
+                    else:
+                        t.write(out[0] + out[1])
+                elif n < 16 and max(map(len, out)) > BIG_BODY:
+                    t.writelines(out)
+                else:
+                    t.write(b"".join(out))
+                if s.closing:
+                    t.close()
+            out.clear()
         dirty.clear()
 
     def _judge(self, dirty: list[Session], safe: int) -> None:
         held = self.held
+        go = []
         for s in dirty:
             if s.hold > safe:
                 held.add(s)
             else:
-                send(s)
+                go.append(s)
         dirty.clear()
+        Immediate.replies(self, go)
 
     def advanced(self) -> int:
         """safe() has moved on: send the held replies and wake the waiters
@@ -143,10 +144,10 @@ class Immediate:
         if not self.held:
             return 0
         ready = [s for s in self.held if s.hold <= safe]
+        self.held.difference_update(ready)
+        Immediate.replies(self, ready[:])
         srv = self.srv
         for s in ready:
-            self.held.discard(s)
-            send(s)
             srv.answered(s)
         return len(ready)
 
@@ -200,9 +201,7 @@ class Written(Immediate):
 
     def replies(self, dirty: list[Session]) -> None:
         self.wal.flush()  # (the records first: one write a pass)
-        for s in dirty:  # (no reply is marked: they are all within safe())
-            send(s)
-        dirty.clear()
+        Immediate.replies(self, dirty)  # (no reply is marked: they are all within safe())
         self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
 
     async def wait(self, lsn: int) -> None:
@@ -236,8 +235,7 @@ class Synced(Written):
                 s = dirty[0]
                 syncer: Syncer = self.syncer  # type: ignore[assignment]  # (set in __init__)
                 if syncer.sync_for(s):
-                    dirty.clear()
-                    send(s)
+                    Immediate.replies(self, dirty)
                     self.srv.answered(s)
                     syncer.regroup(1 + self._release(wal.synced))
                     return

@@ -243,7 +243,7 @@ class _Client(asyncio.BaseProtocol):
         srv.flush()
         # Replies held for an fsync (-f0), due when a command's last slice
         # runs, or of commands still to run (one a pass: Engine.eof) still
-        # go out: the transport stays open until they are sent (gate.send
+        # go out: the transport stays open until they are sent (the gate
         # closes it then).
         return s in srv.held or s.state == BUSY or not s.closing
 
