@@ -110,7 +110,7 @@ def test_a_snapshot_carries_the_tags_and_cooldowns(pair):
         j.tags = None
     fq.ext.tagged = 0
     for cd in list(fq.ext.cool_ids.values()):
-        fq.tags.cooling.end(fq, cd)
+        fq.tags.keys.cooling.end(fq, cd)
     for id_ in list(fq.jobs):
         fq.delete(None, id_, p.fh.now, count=False)
     forget_groups(fq.ext)

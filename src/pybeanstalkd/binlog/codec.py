@@ -75,8 +75,8 @@ class TaggedCodec(PlainCodec):
         if q.ext is not self.state:
             raise ValueError("a binlog that writes --extensions' tags needs the queue whose"
                              " tags they are")
-        p = policy(q)
-        return lambda id_: p.find_record(q, id_)
+        cooling = policy(q).keys.cooling
+        return lambda id_: cooling.find_record(q, id_)
 
     def prefix(self, j: Job) -> bytes:
         """The records that go before job j's full record (its tags)."""

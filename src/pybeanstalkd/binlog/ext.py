@@ -219,4 +219,4 @@ class Recovered:
             if cd.expires <= now:
                 self.wal.drop_cooldown(cd)
             else:
-                p.cooling.keep(q, cd)
+                p.keys.cooling.keep(q, cd)

@@ -92,10 +92,10 @@ class Follower:
         return r.deadline - self.wall_offset if r.deadline else 0
 
     def tags(self, id_: int, tags, size: int) -> None:
-        policy(self.q).tags_record(self.q, id_, tags)  # (the job's full record follows)
+        policy(self.q).keys.record(self.q, id_, tags)  # (the job's full record follows)
 
     def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
-        policy(self.q).cooling.apply(self.q, tube, key, orig, end - self.wall_offset)
+        policy(self.q).keys.cooling.apply(self.q, tube, key, orig, end - self.wall_offset)
 
     def clear(self, last: int, tube: bytes) -> None:
         self.q.tags.flushed(self.q, tube, last)

@@ -156,7 +156,7 @@ def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
         s.send(b"INSERTED %d\r\n" % j.id)
         return
     if staged is not None:
-        policy(e.q).dropped(e.q, j, staged)
+        policy(e.q).keys.dropped(e.q, j, staged)
     s.send(R.PUT[outcome])
 
 
@@ -175,7 +175,7 @@ def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
     q = e.q
     p = policy(q)
     if tags.idp is not None:
-        dup = p.claim(q, j, tags.idp, now)
+        dup = p.keys.claim(q, j, tags.idp, now)
         if dup is not None:
             id_, word, lowered = dup
             s.send(b"INSERTED %d %s\r\n" % (id_, word) if lowered is None
@@ -183,7 +183,7 @@ def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
             return None
     id_ = j.id = q.ids.take()
     if not id_:
-        p.dropped(q, j, tags)
+        p.keys.dropped(q, j, tags)
         _ids_used_up(e)
         s.send(R.PUT[IDS_USED_UP])
         return None

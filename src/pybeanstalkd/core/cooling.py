@@ -3,19 +3,21 @@ TTL seconds, so that a put of it meanwhile is answered with the deleted
 job's id (tuber's). Each cooldown is a record of its own in the binlog
 (binlog/ext.py), until it ends: by the clock, at a put of its key once
 past its end, or at a flush-tube of its tube. The tags' policy (tagged.py)
-owns one Cooldowns; their state is the tags' state's (ExtState: cools,
-cool_ids, cool_heap), which the binlog's codec and the HTTP side read."""
+owns one, in its idp: keys' part (keys.py); their state is the tags'
+state's (ExtState: cools, cool_ids, cool_heap), which the binlog's codec
+and the HTTP side read."""
 from __future__ import annotations
 
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 from .slices import SLICE
-from .tags import Cooldown, ExtState
+from .tags import EXT_ID, Cooldown, ExtState
 
 if TYPE_CHECKING:
     from collections.abc import Generator
 
+    from .job import Job
     from .queue import Queue
 
 
@@ -129,3 +131,10 @@ class Cooldowns:
             self.start(q, tube, key, orig, expires)
         else:
             self.unlisted.discard(cd.id)  # (a snapshot's first part: the leader has it)
+
+    def find_record(self, q: Queue, id_: int) -> Job | Cooldown | None:
+        """The binlog's lookup (compaction): a cooldown by its binlog id,
+        or a job."""
+        if id_ >= EXT_ID:
+            return self.ext.cool_ids.get(id_)
+        return q.jobs.get(id_)

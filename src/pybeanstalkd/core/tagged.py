@@ -3,15 +3,18 @@ queue's steps as tuber 0.6.4 applies them (src/server.rs there). The queue
 (queue.py) owns it and asks it at each step a tag can change (TagPolicy's
 hooks); without --extensions it has the null policy, TagPolicy itself.
 
-- idp: a duplicate put is answered from `claim()`; a delete frees the
-  key, or keeps it TTL seconds as a Cooldown (a record in the binlog).
+- idp: a duplicate put is answered from its claim of the key (keys.py, a
+  part it owns, which the put's tags' stage calls); a delete frees the
+  key, or keeps it TTL seconds as a Cooldown (a record in the binlog:
+  cooling.py, a part of that part).
 - con: a ready job whose key is at its limit is hidden when it reaches the
   top of its tube (still ready, still counted), and moved back when a slot
   frees (hiding.py). So a reserve never walks past hidden jobs, however
   many there are.
 - grp:/aft: a held job is in state delayed with deadline HELD, in no heap
   (not counted as delayed, as in tuber); its group's last delete releases
-  every job it holds, SLICE a step (holding.py).
+  every job it holds, SLICE a step (holding.py). A tagged job's counts in
+  its key and groups are kept by another part (members.py).
 - try:N: tries_used_up with the job's own limit.
 
 Durable: a tagged job's full binlog record is preceded by its tags'
@@ -21,27 +24,23 @@ reference keeps it delayed (until a kick) and serves the plain jobs.
 """
 from __future__ import annotations
 
-from heapq import heappush
 from typing import TYPE_CHECKING
 
 from . import hiding
-from .cooling import Cooldowns
 from .holding import Holding
+from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, Job
+from .keys import Keys
+from .members import Members
+from .puttags import NO_TAGS, Tags
+from .queue import NOT_WORKED, TagPolicy
 from .reservedids import ReservedIds
-from .heaps import SHIFT
-from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, STATE_NAMES, Job
-from .protocol import NS
-from .queue import NOT_WORKED, URGENT_PRI, TagPolicy
-from .puttags import NO_TAGS, Tags, void_idp
-from .tags import COOL_OVERHEAD, EXT_ID, HELD, TAGS_OVERHEAD, Clear, Cooldown, ExtState, Group, held
+from .tags import COOL_OVERHEAD, EXT_ID, HELD, TAGS_OVERHEAD, ExtState, held
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from .job import Tube
     from .queue import Queue
-
-STATE_WORDS = {k: v.upper() for k, v in STATE_NAMES.items()}
 
 
 def policy(q: Queue) -> Tagged:
@@ -56,8 +55,9 @@ class Tagged(TagPolicy):
     def __init__(self, ext: ExtState) -> None:
         """ext: the tags' state, which the binlog's codec reads too."""
         self.ext = ext
+        self.keys = Keys(ext)  # idp: keys, and those kept past their job's delete
         self.holding = Holding(ext)  # aft: jobs held by their group
-        self.cooling = Cooldowns(ext)  # idp: keys kept past their job's delete
+        self.members = Members(ext, self.holding)  # what a tagged job counts in
         self.reserved_ids = ReservedIds()  # by tube, for peek-reserved
 
     def state(self) -> ExtState | None:
@@ -95,132 +95,22 @@ class Tagged(TagPolicy):
 
     # -- puts ---------------------------------------------------------------
 
-    def claim(self, q: Queue, j: Job, idp: bytes, now: int) -> tuple[int, bytes, int | None] | None:
-        """A put's idp: key, held for its job j (no id yet: its tags' stage)
-        if it is free: None. If it is taken, the answer to the duplicate
-        put: (the job's id, its state's word, the priority it was lowered
-        to or None), and j holds nothing; a deleted job's key in its
-        cooldown answers (its id, DELETED, None). One setdefault finds the
-        key or takes its place, where a lookup here and an insert at the
-        put's end looked the tube's map up twice and the key's place twice,
-        and the map holds the job, not its id boxed: a new-key put 12,620
-        -> 12,077 instructions, compiled. A put dropped after this lets the
-        key go (dropped())."""
-        ext = self.ext
-        name = j.tube.name
-        keys = ext.keys.get(name)
-        if keys is None:
-            keys = ext.keys[name] = {}
-        held = keys.setdefault(idp, j)
-        if held is j:
-            ext.nkeys += 1
-        else:
-            live = q.jobs.get(held.id)
-            if live is not None:
-                ext.bump(ext.dedup, name, 1)
-                if j.pri < live.pri:
-                    self._lower(q, live, j.pri)
-                    return live.id, STATE_WORDS[live.state], j.pri
-                return live.id, STATE_WORDS[live.state], None
-            keys[idp] = j  # (its holder is gone)
-        if ext.cools:
-            cd = ext.cooldown(name, idp)
-            if cd is not None:
-                if now < cd.expires:
-                    ext.let_key_go(name, idp, j.id)
-                    ext.bump(ext.dedup, name, 1)
-                    return cd.orig, b"DELETED", None
-                self.cooling.end(q, cd)
-        return None
-
-    def dropped(self, q: Queue, j: Job, tags: Tags) -> None:
-        """A put whose tags' stage passed (j's key claimed, its tags kept
-        if it has its id) is dropped: what that stage kept goes."""
-        ext = self.ext
-        if j.tags is not None:
-            j.tags = None
-            ext.tagged -= 1
-        if tags.idp is not None:
-            ext.let_key_go(j.tube.name, tags.idp, j.id)
-
-    def _lower(self, q: Queue, j: Job, pri: int) -> None:
-        """A duplicate put's lower priority, for the job holding the key."""
-        old, j.pri = j.pri, pri
-        t = j.tube
-        if j.state == READY:
-            key = (pri << SHIFT) | j.id
-            ext = self.ext
-            tags = j.tags
-            if j.id in ext.parked_ids and tags is not None and tags.con is not None:
-                k = ext.con(tags.con)
-                assert k is not None  # (its job is live)
-                hiding.push_parked(ext, q, k, t, key)  # (the old entry is stale now)
-                hiding.hide(ext, q, t, key)
-                if k.room() > 0:
-                    # Now better than jobs brought back before it: its turn
-                    # comes first among them (those come back after it).
-                    hiding.unpark(ext, q, k)
-            else:
-                # A run entry goes stale (run_job wants deadline 0); ready since then.
-                j.deadline = j.deadline or j.created or 1
-                heappush(t.ready.entries, key)
-                if t.ikey is None or key < t.ikey:
-                    q.index_push(t, key)
-            if old >= URGENT_PRI > pri:
-                t.urgent += 1
-                q.urgent_ct += 1
-        if q.store.reserve_update(j):
-            q.store.write(j)
-
     def holds(self, q: Queue, j: Job, tags: Tags, log: bool) -> bool:
         """A put's job (its tags on it already, its idp: key its own:
         claim(), brought()): its limit and groups; held if it is an aft:
         job, not delayed, whose group is open (while a snapshot comes in,
         the leader's record says: place_held)."""
-        g = self._register(q, j, tags)
+        g = self.members.register(q, j, tags)
         if g is None or j.times.delay or not self.holding.holds_now(g):
             return False
         self.holding.hold(q, j, g, log)
         return True
 
-    def _keep_key(self, j: Job, tags: Tags) -> None:
-        """A job's idp: key, if it has one, held for it (a job a record
-        brings: a put's claims its own)."""
-        ext = self.ext
-        idp = tags.idp
-        if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)
-            keys = ext.keys.get(j.tube.name)
-            if keys is None:
-                keys = ext.keys[j.tube.name] = {}
-            n = len(keys)
-            keys[idp] = j
-            ext.nkeys += len(keys) - n  # (a key set again is counted once)
-
-    def _register(self, q: Queue, j: Job, tags: Tags) -> Group | None:
-        """A tagged job's limit and groups (at its put or at recovery); the
-        group its aft: names, if it names one."""
-        ext = self.ext
-        con = tags.con
-        if con is not None:
-            k = ext.con_key(con)
-            k.jobs += 1
-            if k.limit < tags.limit:
-                k.limit = tags.limit
-                if k.parked:
-                    hiding.unpark(ext, q, k)  # (more room now)
-        if tags.grp is not None:
-            ext.group(tags.grp).members[j.id] = True
-        if tags.aft is None:
-            return None
-        g = ext.group(tags.aft)
-        g.afts += 1
-        return g
-
     # -- held aft: jobs (holding.py) ------------------------------------------
 
     def attach(self, j: Job) -> None:
         """j, a record's job not yet in the queue, takes the tags their
-        record brought before it (tags_record), if it did: the binlog's
+        record brought before it (Keys.record), if it did: the binlog's
         room for it counts them."""
         pending = self.ext.pending
         if pending:
@@ -230,7 +120,7 @@ class Tagged(TagPolicy):
         tags = j.tags
         if tags is not None:
             self.ext.tagged += 1
-            self._keep_key(j, tags)
+            self.keys.keep(j, tags.idp)
         return tags
 
     def holds_due(self, q: Queue, j: Job) -> bool:
@@ -307,99 +197,16 @@ class Tagged(TagPolicy):
             t.ewma_n += 1
         tags = j.tags
         if tags is not None:
-            self._forget(q, j, tags, now, flushed)
-
-    def _forget(self, q: Queue, j: Job, tags: Tags, now: int, flushed: bool) -> None:
-        ext = self.ext
-        j.tags = None
-        ext.tagged -= 1
-        if tags.idp is not None:
-            name = j.tube.name
-            if ext.let_key_go(name, tags.idp, j.id):
-                if tags.ttl and not flushed:
-                    self.cooling.start(q, name, tags.idp, j.id, now + tags.ttl * NS)
-                elif name not in ext.keys:
-                    q.maybe_free_name(name)
-        con = tags.con
-        if con is not None:
-            k = ext.con(con)
-            assert k is not None  # (its job is live)
-            k.jobs -= 1
-            if not k.jobs:
-                # Its last job: what the key kept goes with it (tuber keeps
-                # the limit until a reservation of the key ends, which a
-                # key whose jobs are never reserved never sees).
-                k.parked.clear()  # (stale entries only, by now)
-                if not k.held:
-                    ext.forget_con(con)
-        aft = tags.aft
-        if aft is not None:
-            g = ext.groups.get(aft)
-            self.holding.dropped(j.id, aft, g)
-            if g is None:
-                ext.bump(ext.aft_left, aft, -1)
-            else:
-                g.afts -= 1
-                if not g.afts and g.complete() and not g.waiting:
-                    # Named by no job now, and no member left: tuber's empty
-                    # entry would stay for ever (COMPATIBILITY.md).
-                    ext.forget_group(aft)
-        if tags.grp is not None:
-            g = ext.groups.get(tags.grp)
-            if g is not None:
-                g.members.pop(j.id)
-                self.holding.group_done(q, tags.grp, now)
+            j.tags = None
+            self.ext.tagged -= 1
+            if tags.idp is not None:
+                self.keys.deleted(q, j, tags.idp, tags.ttl, now, flushed)
+            self.members.forget(q, j, tags, now)
 
     def flushed(self, q: Queue, name: bytes, last: int) -> None:
-        """A flush-tube that started when `last` was the next id has
-        ended: the tube's cooldowns go, and the keys of its jobs below
-        `last` that it left (held ones), as in tuber. (A follower applies
-        the leader's record of it the same way.) The cooldowns' records
-        are let go in slices."""
-        ext = self.ext
-        self.cooling.flushed(q, name)
-        keys = ext.keys.get(name)
-        if keys:
-            for key, j in list(keys.items()):  # (after a flush: held jobs' only)
-                if j.id < last:
-                    del keys[key]
-                    ext.nkeys -= 1
-                    if j.tags is not None:
-                        j.tags = void_idp(j.tags)
-            if not keys:
-                del ext.keys[name]
-        q.store.note(Clear(ext.ext_id(), name, last))
-        q.maybe_free_name(name)
+        self.keys.flushed(q, name, last)
 
     # -- a follower's snapshot (core/replica.py) ------------------------------
-
-    def tags_record(self, q: Queue, id_: int, tags: Tags) -> None:
-        """Job id_'s tags record (its full record follows). A job held here
-        already keeps its keys and groups, but for an idp: key a flush-tube
-        voided since (tags.void_idp: the flush's own record came while this
-        node did not follow, and the snapshot carries the job's tags as they
-        are now): its key is let go here too. A key, once voided, never
-        comes back: a record older than the one that voided it (a put
-        shipped after a snapshot's part read the job after a flush-tube, or
-        a compaction copy) keeps it void."""
-        ext = self.ext
-        j = q.jobs.get(id_)
-        old = ext.pending.get(id_) if j is None else j.tags
-        void = (old is not None and old.idp is not None and old.idp[:1] == b":"
-                and tags.idp is not None and tags.idp[:1] != b":" and tags.idp[1:] == old.idp[1:])
-        if void:
-            tags = void_idp(tags)
-        if j is None:
-            ext.pending[id_] = tags  # (until its full record: attach)
-            return
-        if old is None:
-            ext.tagged += 1
-        j.tags = tags
-        if void or old is None or old.idp is None or old.idp == tags.idp:
-            return
-        name = j.tube.name
-        if ext.let_key_go(name, old.idp, id_) and name not in ext.keys:
-            q.maybe_free_name(name)
 
     def restoring(self, q: Queue) -> None:
         """Until settled(), no hold or release is derived from this node's
@@ -407,12 +214,12 @@ class Tagged(TagPolicy):
         these (its own may have ended, or a flush-tube cleared them): the
         ones it does not bring again go once it is applied (listed())."""
         self.holding.restoring()
-        self.cooling.restoring()
+        self.keys.cooling.restoring()
 
     def listed(self, q: Queue) -> None:
         """A snapshot's first part, which has all the leader's cooldowns,
         is applied: this node's others go (Cooldowns.listed)."""
-        self.cooling.listed(q)
+        self.keys.cooling.listed(q)
 
     def settled(self, q: Queue, now: int) -> None:
         self.holding.settled(q, now)
@@ -420,11 +227,11 @@ class Tagged(TagPolicy):
     def tick(self, q: Queue, now: int, more: bool) -> bool:
         """Let the cooldowns that have ended go (after the timers' tick:
         `more` is what it said); True if more of either is due."""
-        due = self.cooling.expire(q, now)
+        due = self.keys.cooling.expire(q, now)
         return more or due
 
     def next_due(self, due: int | None) -> int | None:
-        return self.cooling.next_due(due)
+        return self.keys.cooling.next_due(due)
 
     # -- concurrency keys ---------------------------------------------------
 
@@ -526,8 +333,8 @@ class Tagged(TagPolicy):
             tags = j.tags
             if tags is not None:
                 ext.tagged += 1
-                self._keep_key(j, tags)
-                g = self._register(q, j, tags)
+                self.keys.keep(j, tags.idp)
+                g = self.members.register(q, j, tags)
                 if g is not None and j.state == DELAYED and held(j.deadline, wall_offset):
                     q.jobs[j.id] = j
                     q.body_bytes += len(j.body)
@@ -540,9 +347,3 @@ class Tagged(TagPolicy):
         """A group with no member left releases its held jobs (a release
         the binlog had no room for)."""
         self.holding.release_complete(q, now)
-
-    def find_record(self, q: Queue, id_: int) -> Job | Cooldown | None:
-        """The binlog's lookup (compaction): a job, or a cooldown."""
-        if id_ >= EXT_ID:
-            return self.ext.cool_ids.get(id_)
-        return q.jobs.get(id_)

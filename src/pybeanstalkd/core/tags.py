@@ -169,7 +169,7 @@ class ExtState:
         self.tagged = 0
         self.pending: dict[int, Tags] = {}
         # idp: by tube name, key -> the live job holding it (a put's job
-        # from its tags' stage on: Tagged.claim), and key -> its cooldown (a
+        # from its tags' stage on: Keys.claim), and key -> its cooldown (a
         # tube's maps go when they empty: a tube is kept while it has one,
         # and flush-tube drops a tube's at once)
         self.keys: dict[bytes, dict[bytes, Job]] = {}
