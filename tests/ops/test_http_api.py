@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from pybeanstalkd.core.engine import Engine
 from pybeanstalkd.core.slices import SLICE
 from pybeanstalkd.ops.http import Http
+from pybeanstalkd.server.gate import Outlet
 from pybeanstalkd.server.transport import Server
 
 ACT = {"X-Pybeanstalkd": "1"}
@@ -44,7 +45,7 @@ class World:
 
     def conn(self):
         s = self.engine.connect()
-        s.transport = Pipe()
+        s.transport = Outlet(Pipe())
         return s
 
     def send(self, s, data: bytes) -> bytes:
@@ -54,8 +55,8 @@ class World:
 
     @staticmethod
     def take(s) -> bytes:
-        out = bytes(s.transport.data)
-        s.transport.data.clear()
+        out = bytes(s.transport.t.data)
+        s.transport.t.data.clear()
         return out
 
     def stats(self, s, cmd=b"stats") -> dict:

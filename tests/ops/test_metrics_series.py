@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pybeanstalkd.core.engine import Engine
 from pybeanstalkd.ops import metrics
+from pybeanstalkd.server.gate import Outlet
 from pybeanstalkd.server.transport import Server
 
 
@@ -35,7 +36,7 @@ def world():
         e = Engine(monotonic_ns(), log=lambda m: None)
         srv = Server(loop, e)
         s = e.connect()
-        s.transport = Pipe()
+        s.transport = Outlet(Pipe())
         yield e, srv, s
     finally:
         loop.close()

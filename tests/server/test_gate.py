@@ -15,7 +15,7 @@ import pytest
 from fakeclock import with_binlog
 from pybeanstalkd.cli import parse_args
 from pybeanstalkd.core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
-from pybeanstalkd.server.gate import Immediate, Replicated, Synced, Written, gate_for, hold_for
+from pybeanstalkd.server.gate import Immediate, Outlet, Replicated, Synced, Written, gate_for, hold_for
 from pybeanstalkd.server.transport import Server
 
 
@@ -41,7 +41,7 @@ class Pipe:
 
 def conn(h):
     s = h.e.connect()
-    s.transport = Pipe()
+    s.transport = Outlet(Pipe())
     return s
 
 
@@ -49,7 +49,7 @@ def command(h, srv, s, data: bytes) -> bytes:
     """Run data on s and end the pass; what s has been sent so far."""
     h.e.data(s, data, h.now)
     srv.flush()
-    return bytes(s.transport.data)
+    return bytes(s.transport.t.data)
 
 
 @pytest.fixture
@@ -131,10 +131,10 @@ def test_synced_answers_after_the_fsync_not_the_write(tmp_path, fsync_held):
         # Other passes of the loop, a reply that wrote nothing among them
         assert command(h, srv, b, b"list-tube-used\r\n") == b"USING default\r\n"
         assert srv.gate.advanced() == 0 and a in srv.held
-        assert bytes(a.transport.data) == b""
+        assert bytes(a.transport.t.data) == b""
         fsync_held.set()
-        until(loop, lambda: a.transport.data)
-        assert bytes(a.transport.data) == b"INSERTED 1\r\n" and wal.synced == wal.lsn
+        until(loop, lambda: a.transport.t.data)
+        assert bytes(a.transport.t.data) == b"INSERTED 1\r\n" and wal.synced == wal.lsn
         assert not srv.held
     finally:
         fsync_held.set()
@@ -150,7 +150,7 @@ def test_synced_with_one_writer_answers_once_synced_inline(tmp_path, monkeypatch
     real = os.fdatasync
 
     def fdatasync(fd):
-        sent_at_fsync.append(bytes(a.transport.data))  # (what a had been sent by then)
+        sent_at_fsync.append(bytes(a.transport.t.data))  # (what a had been sent by then)
         real(fd)
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     try:
@@ -160,7 +160,7 @@ def test_synced_with_one_writer_answers_once_synced_inline(tmp_path, monkeypatch
             assert command(h, srv, a, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED %d\r\n" % i
             assert wal.synced == wal.lsn and srv.syncer.busy is None and not srv.held
             assert sent_at_fsync == [b""] * i  # each reply after its fsync
-            a.transport.data.clear()
+            a.transport.t.data.clear()
         # a reply that waits for nothing goes at once, no fsync
         assert command(h, srv, a, b"list-tube-used\r\n") == b"USING default\r\n"
         assert len(sent_at_fsync) == 3
@@ -184,10 +184,10 @@ def test_synced_one_writer_then_a_group(tmp_path, fsync_held):
         assert command(h, srv, b, b"put 0 0 60 1\r\ny\r\n") == b""  # (not inline: held)
         assert b in srv.held and wal.synced < wal.lsn
         until(loop, lambda: srv.syncer.busy)  # on the thread
-        assert bytes(b.transport.data) == b""
+        assert bytes(b.transport.t.data) == b""
         fsync_held.set()
-        until(loop, lambda: b.transport.data)
-        assert bytes(b.transport.data) == b"INSERTED 2\r\n" and wal.synced == wal.lsn
+        until(loop, lambda: b.transport.t.data)
+        assert bytes(b.transport.t.data) == b"INSERTED 2\r\n" and wal.synced == wal.lsn
     finally:
         fsync_held.set()
         loop.close()
@@ -211,13 +211,13 @@ def test_replicated_answers_once_the_leader_says_it_is_committed(tmp_path):
             committed=lambda: min(acked["lsn"], wal.written), ship=None,
             ship_soon=ship_soon, in_flight=lambda: False))
         assert command(h, srv, a, b"list-tube-used\r\n") == b"USING default\r\n"
-        a.transport.data.clear()
+        a.transport.t.data.clear()
         assert command(h, srv, a, b"put 0 0 60 1\r\nx\r\n") == b"" and shipped
         assert command(h, srv, a, b"list-tube-used\r\n") == b""  # behind the put
         assert srv.gate.advanced() == 0  # on this node, not acked
         acked["lsn"] = wal.lsn
         assert srv.gate.advanced() == 1
-        assert bytes(a.transport.data) == b"INSERTED 1\r\nUSING default\r\n"
+        assert bytes(a.transport.t.data) == b"INSERTED 1\r\nUSING default\r\n"
     finally:
         loop.close()
 
@@ -253,6 +253,6 @@ def test_a_failed_binlog_leaves_nothing_waiting(tmp_path, fsync_held):
         assert command(h, srv, a, b"put 0 0 60 1\r\nx\r\n") == b""
         wal.use = False
         srv.syncer.kick()
-        assert bytes(a.transport.data) == b"INSERTED 1\r\n"
+        assert bytes(a.transport.t.data) == b"INSERTED 1\r\n"
     finally:
         loop.close()

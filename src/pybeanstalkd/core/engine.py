@@ -132,7 +132,7 @@ class Engine(EngineState):
         # a whole command line (an unpipelined command, with a put's body).
         size = len(data)
         limit = self.line_max
-        line = P.line_at(data, 0, size if size < limit else limit)
+        line = P.line_in(data if size <= limit else data[:limit])
         if line is None:
             s.pending.append(data)
             s.plen = size
@@ -361,7 +361,7 @@ class Engine(EngineState):
                     if check > budget:
                         check = budget
                 end = pos + limit if size - pos > limit else size
-                line = P.line_at(buf, pos, end)
+                line = P.line_in(buf[pos:end])
                 if line is None:
                     if end - pos == limit:
                         # Over-long: discard a buffer's worth, and at once

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Final, Protocol
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol, final
 
 from ..core.engine import HOLD_ALL, HOLD_NONE, HOLD_WRITES
 
@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from ..binlog.files import Wal
     from ..binlog.sync import Syncer
     from ..settings import Settings
-    from ..core.session import Session
+    from collections.abc import Iterable
+
+    from ..core.session import Session, Transport
 
 SAFE = 1 << 62  # past any binlog position: everything is safe
 # Replies holding a job body larger than this are written without joining
@@ -62,6 +64,35 @@ class Host:
 
     def flush(self) -> None:
         """End a pass of the loop now: its replies, its writes."""
+
+
+@final
+class Outlet:
+    """A client's transport as its replies are written (Session.transport,
+    from the Client's connection_made on). Its write is bound once: a call,
+    where `transport.write` was a method looked up by name through the
+    interpreter at each reply; and whether the server closed it is kept
+    here (`closed`, set by close()), where asking the transport's
+    is_closing() each reply was another such call. A transport closed by
+    the loop (a failed read or write, an abort) drops what is written to
+    it until its connection_lost ends the session's transport."""
+
+    __slots__ = ("t", "write", "closed")
+
+    def __init__(self, t: Transport) -> None:
+        self.t = t
+        self.write: Callable[[bytes], None] = t.write
+        self.closed = False
+
+    def writelines(self, data: Iterable[bytes]) -> None:
+        self.t.writelines(data)
+
+    def is_closing(self) -> bool:
+        return self.closed or self.t.is_closing()
+
+    def close(self) -> None:
+        self.closed = True
+        self.t.close()
 
 
 class Immediate:
@@ -90,8 +121,8 @@ class Immediate:
         session: interpreted, that was a frame more each reply.)"""
         for s in dirty:
             out = s.out
-            t = s.transport
-            if t is not None and not t.is_closing():
+            t: Outlet | None = s.transport  # type: ignore[assignment]  # (the Client's outlet, or None)
+            if t is not None and not t.closed:
                 # Big job bodies are written from the jobs' own bytes, not a
                 # copy (a client that does not read holds references to them).
                 n = len(out)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 from ..core.engine import Engine
 from ..core.protocol import LINE_BUF_SIZE
 from ..core.session import BITBUCKET, BODY, BUSY, UNLIMITED, Session
-from .gate import Host, Immediate
+from .gate import Host, Immediate, Outlet
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -124,19 +124,21 @@ class _Client(asyncio.BaseProtocol):
     writing to. Client reads as uvloop does, BoundedClient in CHUNKs (see
     above); a connection's object changes class between the two."""
 
-    __slots__ = ("srv", "transport", "s", "blocked", "backlogged", "cost", "took", "given",
-                 "asked", "hung_up")
+    __slots__ = ("srv", "transport", "outlet", "s", "blocked", "backlogged", "cost", "took",
+                 "given", "asked", "hung_up")
 
     # Set by connection_made. It is None only before that and after
     # connection_lost, when only may_read, _read_as and go_on (which check)
     # can still be called: the hot paths use it unchecked.
     transport: asyncio.Transport
+    outlet: Outlet  # ... its replies' way out (the session's transport; gate.py)
     srv: Server
     s: Session  # (from connection_made on)
 
     def __init__(self, srv: Server):
         self.srv = srv
         self.transport = None  # type: ignore[assignment]  # (see the class annotation)
+        self.outlet = None  # type: ignore[assignment]  # (likewise)
         self.blocked = False  # its write buffer is over the high-water mark
         self.backlogged = False  # the engine left commands of its input for a later turn
         self.cost = COST_NS  # ns a command of this client costs, lately
@@ -150,7 +152,7 @@ class _Client(asyncio.BaseProtocol):
         sock = transport.get_extra_info("socket")
         s = self.s = self.srv.engine.connect()
         s.fd = sock.fileno() if sock is not None else -1
-        s.transport = transport
+        s.transport = self.outlet = Outlet(transport)
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -166,14 +168,13 @@ class _Client(asyncio.BaseProtocol):
         if s.plen > PENDING_LIMIT and (s.waiting or s.state == BUSY) and not self.hung_up:
             self._hold_input()
         srv.flush()
-        t = self.transport
         if s.closing and s not in srv.held:
-            t.close()
+            self.outlet.close()
         elif turn_over and not self.backlogged:
             # A big read, or a full buffer, ends its turn even when all of
             # it ran (or was skipped, as junk is): the next read waits for
             # its next turn.
-            t.pause_reading()
+            self.transport.pause_reading()
             self.next_turn()
 
     def _hold_input(self):
@@ -265,6 +266,7 @@ class _Client(asyncio.BaseProtocol):
         # The transport refers to this protocol: a cycle (with TLS one that
         # the transport keeps), never collected once frozen (loop.py).
         self.transport = None  # type: ignore[assignment]  # (see the class annotation)
+        self.outlet = None  # type: ignore[assignment]  # (... and through its outlet)
 
     # A client that does not read its replies stops being read (as the
     # reference), and the engine stops at OUT_LIMIT bytes of replies per read
@@ -327,7 +329,7 @@ class _Client(asyncio.BaseProtocol):
         self._turn(srv.engine.more, srv.clock())
         srv.flush()  # may find it stalled again
         if s.closing and s not in srv.held:
-            t.close()
+            self.outlet.close()
         else:
             self.may_read()
 
