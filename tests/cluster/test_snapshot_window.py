@@ -151,6 +151,29 @@ def test_settling_keeps_no_id_of_a_deleted_job(pair):
     replica.settled(fq, p.fh.now)
 
 
+def _gap(p):
+    """The parts left, the end, and settled() at once: this node leads
+    before the batches written meanwhile come."""
+    fq = p.fh.e.q
+    p.lwal.flush()
+    for part in p.parts:
+        p.restore.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
+    p.restore.end(fq, p.fh.now)
+    replica.settled(fq, p.fh.now)  # (FollowerNode.settle)
+    p.fh.idle()
+
+
+def _listed_with_a_held_job(p):
+    """Job 1 plain, job 2 group g's member, job 3 an aft:g job held, in
+    tube a; the snapshot's listing made and job 1's part read."""
+    p.send(b"use a\r\n")
+    put(p, b"")
+    put(p, b"grp:g")
+    put(p, b"aft:g")  # 3: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+
+
 def test_a_follower_that_leads_before_through_holds_what_the_leader_held(pair):
     """The leader puts job 4 into group g and deletes job 2, g's member at
     the listing, before job 2's part is read. The parts had neither: the
@@ -159,20 +182,10 @@ def test_a_follower_that_leads_before_through_holds_what_the_leader_held(pair):
     carries its record as it was before the delete (Parts)."""
     p = pair
     lq, fq = p.lh.e.q, p.fh.e.q
-    p.send(b"use a\r\n")
-    put(p, b"")
-    put(p, b"grp:g")
-    put(p, b"aft:g")  # 3: held
-    p.begin_parts(1)
-    assert not p.step()
+    _listed_with_a_held_job(p)
     assert p.lh.send(p.c, b"put 0 0 60 1 grp:g\r\nx\r\n") == b"INSERTED 4\r\n"
     assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
-    p.lwal.flush()
-    for part in p.parts:
-        p.restore.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
-    p.restore.end(fq, p.fh.now)
-    replica.settled(fq, p.fh.now)  # Node.lead -> FollowerNode.settle: the batches never come
-    p.fh.idle()
+    _gap(p)  # Node.lead -> FollowerNode.settle: the batches never come
     assert held(lq, 3)
     assert held(fq, 3)
 
@@ -200,18 +213,6 @@ def test_a_copy_older_than_a_voided_key_gives_it_no_key_back(pair):
     assert fq.jobs[2].tags.idp == lq.jobs[2].tags.idp == b":"
 
 
-def _gap(p):
-    """The parts left, the end, and settled() at once: this node leads
-    before the batches written meanwhile come."""
-    fq = p.fh.e.q
-    p.lwal.flush()
-    for part in p.parts:
-        p.restore.part(fq, part, p.fwal.wall_offset, p.fh.now, p.fh.e.max_job_size)
-    p.restore.end(fq, p.fh.now)
-    replica.settled(fq, p.fh.now)  # (FollowerNode.settle)
-    p.fh.idle()
-
-
 def test_a_job_held_when_listed_goes_out_held(pair):
     """Job 2, g's last member, is deleted after the listing: the leader
     releases job 3. A node that leads before the batches that say so came
@@ -220,12 +221,7 @@ def test_a_job_held_when_listed_goes_out_held(pair):
     there, releases job 3. One that gets the batches has the leader's state."""
     p = pair
     lq, fq = p.lh.e.q, p.fh.e.q
-    p.send(b"use a\r\n")
-    put(p, b"")
-    put(p, b"grp:g")
-    put(p, b"aft:g")  # 3: held
-    p.begin_parts(1)
-    assert not p.step()  # job 1's part
+    _listed_with_a_held_job(p)
     assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
     p.lh.idle()
     assert not held(lq, 3) and 2 not in lq.jobs
@@ -357,13 +353,8 @@ def test_a_held_job_released_then_deleted_goes_out_held(pair, led):
     that one). With the batches that follow, both are gone."""
     p = pair
     lq, fq = p.lh.e.q, p.fh.e.q
-    p.send(b"use a\r\n")
     p.send(b"watch a\r\n")
-    put(p, b"")
-    put(p, b"grp:g")
-    put(p, b"aft:g")  # 3: held
-    p.begin_parts(1)
-    assert not p.step()  # job 1's part
+    _listed_with_a_held_job(p)
     assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
     assert p.lh.send(p.c, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED 1 ")
     assert p.lh.send(p.c, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED 3 ")
