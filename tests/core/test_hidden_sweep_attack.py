@@ -29,6 +29,25 @@ def reserve_as_predicted(h, c, jobs, step):
         assert out.startswith(b"RESERVED %d " % exp.id), (step, exp.id, out)
 
 
+def walk(h, conns, r, steps, seed, act):
+    """steps random steps, each after a check of the tags' model: with
+    one chance in 0.3 a reserve that gets the job the model predicts, else
+    act(c, jobs, ids, op) (op drawn in [0.3, 1)); then every slice left
+    runs, and a last check."""
+    for step in range(steps):
+        jobs = check(h, conns, f"seed {seed} step {step}")
+        ids = list(jobs) or [1]
+        c = r.choice(conns)
+        op = r.random()
+        if op < 0.3:
+            reserve_as_predicted(h, c, jobs, step)
+        else:
+            act(c, jobs, ids, op)
+    while h.step():
+        pass
+    check(h, conns, f"seed {seed} end")
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_hidden_heaps_swept_in_slices(seed):
     r = random.Random(seed)
@@ -39,14 +58,9 @@ def test_hidden_heaps_swept_in_slices(seed):
     for _ in range(200):
         h.send(a, b"put %d 0 100 1\r\nx\r\n" % r.randint(10, 30))
     conns = [a, b]
-    for step in range(400):
-        jobs = check(h, conns, f"seed {seed} step {step}")
-        ids = list(jobs) or [1]
-        c = r.choice(conns)
-        op = r.random()
-        if op < 0.3:
-            reserve_as_predicted(h, c, jobs, step)
-        elif op < 0.45:
+
+    def act(c, jobs, ids, op):
+        if op < 0.45:
             for _ in range(r.randint(1, 15)):
                 h.send(c, b"delete %d\r\n" % r.choice(ids))
         elif op < 0.55:
@@ -67,9 +81,8 @@ def test_hidden_heaps_swept_in_slices(seed):
         else:
             for _ in range(r.randint(1, 3)):
                 h.step()
-    while h.step():
-        pass
-    check(h, conns, f"seed {seed} end")
+
+    walk(h, conns, r, 400, seed, act)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -92,14 +105,9 @@ def test_a_hidden_heap_swept_in_slices_while_its_key_frees(seed):
     h.send(a, b"put 0 0 100 1 con:x\r\nx\r\n")
     h.send(b, b"reserve-with-timeout 0\r\n")  # (hides the new one: a push, a sweep)
     conns = [a, b]
-    for step in range(300):
-        jobs = check(h, conns, f"seed {seed} step {step}")
-        ids = list(jobs) or [1]
-        c = r.choice(conns)
-        op = r.random()
-        if op < 0.3:
-            reserve_as_predicted(h, c, jobs, step)
-        elif op < 0.45:
+
+    def act(c, jobs, ids, op):
+        if op < 0.45:
             mine = reserved(jobs)
             if mine:
                 h.send(c, b"%s %d %d 0\r\n" % (r.choice([b"release", b"release", b"bury"]),
@@ -118,6 +126,5 @@ def test_a_hidden_heap_swept_in_slices_while_its_key_frees(seed):
         else:
             for _ in range(r.randint(1, 2)):
                 h.step()
-    while h.step():
-        pass
-    check(h, conns, f"seed {seed} end")
+
+    walk(h, conns, r, 300, seed, act)
