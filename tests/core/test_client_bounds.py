@@ -275,3 +275,23 @@ def test_every_name_a_client_chose_goes_with_the_last_job():
         left = {k: v for k, v in left.items() if v}
         assert not left, (seed, left)
         assert not q.timers.wait_heap and len(q.timers.pause_heap) <= 64 and len(q.index) <= 64, seed
+
+
+def test_the_kept_reserve_with_timeout_lines_are_bounded():
+    """A worker's reserve-with-timeout lines are kept whole (PutLines.
+    timeouts): at most ENTRIES of them, each a plain line of at most 31
+    bytes; a line padded longer is answered as any, and not kept."""
+    from pybeanstalkd.core.putlines import ENTRIES
+    h = Harness()
+    s = h.conn()
+    for n in range(ENTRIES + 500):
+        assert h.send(s, b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED")
+        out = h.send(s, b"reserve-with-timeout %d\r\n" % n)
+        assert out.startswith(b"RESERVED"), (n, out)
+        assert h.send(s, b"delete %s\r\n" % out.split()[1]) == b"DELETED\r\n"
+    padded = b"reserve-with-timeout " + b"0" * 20 + b"7"
+    h.send(s, b"put 0 0 60 1\r\nx\r\n")
+    assert h.send(s, padded + b"\r\n").startswith(b"RESERVED")
+    timeouts = h.e.lines.timeouts
+    assert len(timeouts) == ENTRIES
+    assert padded not in timeouts and max(map(len, timeouts)) <= 31

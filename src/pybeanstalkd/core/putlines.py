@@ -96,7 +96,9 @@ class PutLines:
         if not 0 <= value <= INT_MAX:
             return None
         value *= NS
-        if len(self.timeouts) < ENTRIES and len(line) <= 31:  # (no leading zeros to pad it)
+        # (31 bytes: the command and a space, 21, and a u32's 10 digits; a
+        # line padded longer with zeros is read, not kept)
+        if len(self.timeouts) < ENTRIES and len(line) <= 31:
             self.timeouts[line] = value
         return value
 
