@@ -454,6 +454,16 @@ class Engine(EngineState):
                         reply = DELETE[self.q.delete(s, id_, now)]
             elif c == 112:  # p
                 lines = self.lines
+                # (first the last keyed line's front, which no kept line has:
+                # a keyed line, new each put, is then not hashed whole for a
+                # lookup bound to miss)
+                if self.extensions and line.startswith(lines.keyed_front):
+                    key = line[len(lines.keyed_front):]
+                    if name_ok(key):  # (so one word, with no TTL)
+                        pri, delay, ttr, size = lines.keyed_head
+                        self.puts.n += 1
+                        commands.put(self, s, pri, delay, ttr, size, True, now, key)
+                        return
                 kept: PutLine | None = lines.known.get(line)
                 if kept is not None:  # (tags only with --extensions)
                     # (unpacked once: compiled, each kept[i] unboxes the tuple)
@@ -510,15 +520,10 @@ class Engine(EngineState):
 
     def _put_keyed(self, s: Session, line: bytes, now: int) -> bool:
         """A put whose line but for its idp: key the fast path has parsed
-        before (no line with a key is kept: keys are unique): run it
-        (True), else False."""
+        before (no line with a key is kept: keys are unique), and whose
+        front is not the last keyed line's (command()): run it (True),
+        else False."""
         lines = self.lines
-        front = lines.keyed_front
-        if line.startswith(front):
-            key = line[len(front):]
-            if name_ok(key):  # (so one word, with no TTL)
-                self._put_known(s, lines.keyed_head, now, key)
-                return True
         front, idp, key = line.rpartition(b" idp:")
         if not idp:
             return False
