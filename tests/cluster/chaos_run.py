@@ -10,13 +10,12 @@ seeded random generator:
 At the end the faults stop, the cluster settles, and the history checker
 compares what the clients were told with what the leader holds.
 
-    .venv/bin/python tests/cluster/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]] [--tls]
+    PYTHONPATH=tests .venv/bin/python tests/cluster/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]] [--tls]
 
 With --tls every node has --tls-cert, --tls-key and --tls-client-ca (certificates
 made for the run): the replication links are TLS with certificates checked both
 ways, and the clients speak TLS through HAProxy.
 """
-import os
 import random
 import signal
 import socket
@@ -26,11 +25,13 @@ import threading
 import time
 import pathlib
 
-sys.path[:0] = [os.path.dirname(__file__), os.path.dirname(os.path.dirname(__file__))]
-from history import History  # noqa: E402
-from support import EtcdCluster  # noqa: E402
-from test_cluster_e2e import ask, jobs_on, start, wait_for  # noqa: E402
-from test_cluster_haproxy import Front, Looping, Producer, Proxy  # noqa: E402
+# (tests/cluster, the script's own directory, is on the path as for any
+# script; PYTHONPATH=tests gives `history` and `support`, as pytest's
+# `pythonpath` setting does)
+from history import History
+from support import EtcdCluster
+from test_cluster_e2e import ask, jobs_on, start, wait_for
+from test_cluster_haproxy import Front, Looping, Producer, Proxy
 
 
 class Consumer(Looping):

@@ -4,7 +4,9 @@ The transcript format is described in tests/compat/differential/README.md.  This
 tests/compat/test_differential.py and can also be run directly to play cases against the reference only
 (handy when writing transcripts):
 
-    .venv/bin/python tests/compat/differential/harness.py [-k SUBSTRING] [--ours] [--ref-vs-ref]
+    PYTHONPATH=tests .venv/bin/python tests/compat/differential/harness.py [-k SUBSTRING] [--ours] [--ref-vs-ref]
+
+(PYTHONPATH=tests, as pytest's `pythonpath` setting gives the tests: `support` is there.)
 """
 from __future__ import annotations
 
@@ -23,11 +25,9 @@ import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE.parent.parent) not in sys.path:  # so that `support` imports when run as a script
-    sys.path.insert(0, str(HERE.parent.parent))
+from support import REFERENCE, Server, ours_argv
 
-from support import REFERENCE, Server, ours_argv  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 REPLY_TIMEOUT = 5.0  # seconds to wait for one complete reply / for EOF
 SILENCE = 0.3  # default length of a `silent` check
