@@ -58,8 +58,8 @@ _write: Final = os.write
 # back) zeros are written this far ahead of the records, and most
 # fdatasyncs flush data alone. Not with -f MS: one commit per MS is nothing,
 # and the zeros would double what reaches the disk.
-ZERO_AHEAD = 256 * 1024
-_ZEROS = memoryview(bytes(ZERO_AHEAD))
+ZERO_AHEAD: Final = 256 * 1024
+_ZEROS: Final = memoryview(bytes(ZERO_AHEAD))
 
 
 class Retired:
