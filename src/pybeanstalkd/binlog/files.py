@@ -427,7 +427,7 @@ class Wal(Store):
         self.nrec += 1
         if full:
             j.file = f
-            f.ids.append(j.id)
+            f.add_id(j.id)
             f.refs += 1
             self.alive += n
             if crc >= 0:
@@ -490,7 +490,7 @@ class Wal(Store):
         self.nrec += 1
         if isinstance(rec, Cooldown):
             rec.file = f
-            f.ids.append(rec.id)
+            f.add_id(rec.id)
             f.refs += 1
             self.alive += n
         return True
