@@ -431,8 +431,8 @@ def encode(j: Job, full: bool, wall_offset: int, body: bytes | None = None, crc:
     # little-endian bytes are the record's counter fields.
     counts = j.counts.to_bytes(20, "little")
     if not full:
-        return _SHORT_OUT.pack(0, j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body),
-                               pos >> 32, j.created + wall_offset, deadline, counts, state, MARK)
+        return _SHORT_PACK(0, j.id, j.pri, pos & 0xFFFFFFFF, delay, ttr, len(j.body),
+                           pos >> 32, j.created + wall_offset, deadline, counts, state, MARK)
     name = j.tube.name
     head = _FULL.get(len(name))
     if head is None:
@@ -464,6 +464,9 @@ def _encode_crc(j: Job, body: bytes, crc: int, wall_offset: int) -> bytes:
 _OUT: Final[str] = JOBREC_C.format
 _SHORT_OUT: Final = struct.Struct("<i" + _OUT[1:])
 assert _SHORT_OUT.size == SHORT_SIZE
+# its pack, bound once as a put's are (_FRESH): a delete's record is
+# packed before its fsync, and a method called by name is looked up first
+_SHORT_PACK: Final[Callable[..., bytes]] = _SHORT_OUT.pack
 _FULL: Final[dict[int, struct.Struct]] = {}  # a full record's head, by tube name length
 # the same, zero fields left out (see encode); the bound pack, called
 # without a method lookup (a -f0 put encodes one before its fsync), in a
