@@ -242,8 +242,7 @@ class Syncer:
             self.wal.fail(f"fsync: {e}")  # (as the thread's: see _done)
         end = self.inline_at = clock()
         self.took = end - t0
-        if self.wal.use:  # (else it failed: nothing it covered is safe)
-            self.wal.synced_to(target)
+        self._synced(target)
 
     def _done(self) -> None:
         try:
@@ -264,10 +263,15 @@ class Syncer:
             self.error = None
         for fd in close:
             os.close(fd)
-        if self.wal.use:  # (else it failed: nothing it covered is safe)
-            self.wal.synced_to(target)
+        self._synced(target)
         self.regroup(self.gate.advanced(), clock())  # (the replies it covers go out)
         self.gate.flush()  # records written meanwhile go out and their sync starts
+
+    def _synced(self, target: int) -> None:
+        """An fsync covering binlog bytes up to target ended (inline or on
+        the thread): they are safe, and the replies waiting for them may go."""
+        if self.wal.use:  # (else it failed: nothing it covered is safe)
+            self.wal.synced_to(target)
 
     def regroup(self, released: int, now: int) -> None:
         """An fsync's replies went out, `released` of them, at about `now`
