@@ -87,7 +87,7 @@ def test_sync_for_one_writer_syncs_here_and_leaves_the_reply_to_the_gate(tmp_pat
         assert sy.sync_for(a) is True
         assert wal.synced == wal.written == wal.lsn and sy.busy is None
         assert gate.released == []  # (the gate sends a's reply itself)
-        sy.regroup(1)
+        sy.regroup(1, sy.inline_at)
         assert sy.expect == 1
     put(e, b)  # another client, within ALONE_NS of a's sync: not here
     sy.inline_at = time.monotonic_ns() + 10**9  # (however slow this machine is)

@@ -500,3 +500,34 @@ def test_a_client_blocked_in_reserve_leaves_the_passes_to_the_others():
     assert out.count(b"RESERVED 1 1") == 1 and out.count(b"USING") == 1000
     assert all(b"".join(t.held).count(b"USING") == 2000 for _c, t in clients)
     assert not srv.turns and not srv.queue
+
+
+def test_a_pass_collects_after_its_replies_are_written():
+    """Every GC_PASSES passes the server collects the young generation
+    (GC_PASSES: why); it does so once the pass's replies are written, not
+    before them, where it was on one command's round trip (with -f0,
+    between its fsync and its reply)."""
+    import gc
+
+    from pybeanstalkd.server.transport import GC_PASSES
+
+    loop, engine, c, t = connected()
+    events = []
+    seen = [0]
+
+    def on_gc(phase, info):
+        if phase == "start":
+            events.append(("gc", len(t.held) - seen[0]))
+
+    enabled = gc.isenabled()
+    gc.disable()  # (the server's collection alone: gc.collect runs even so)
+    gc.callbacks.append(on_gc)
+    try:
+        for _ in range(GC_PASSES):
+            seen[0] = len(t.held)
+            c.data_received(b"put 0 0 60 1\r\nx\r\n")
+    finally:
+        gc.callbacks.remove(on_gc)
+        if enabled:
+            gc.enable()
+    assert events == [("gc", 1)]  # (the pass's one reply was already written)

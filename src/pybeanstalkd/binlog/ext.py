@@ -194,7 +194,7 @@ class Recovered:
         cd = Cooldown(self.last_id, tube, key, orig, end)  # (end: wall ns, for now)
         self.cools[(tube, key)] = cd
         cd.file = f
-        f.ids.append(cd.id)
+        f.add_id(cd.id)
         f.refs += 1
         self.wal.alive += len(note_msg(cd, 0))
 

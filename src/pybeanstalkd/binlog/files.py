@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from . import format as F
 from .bodies import IN_RAM
@@ -42,17 +42,24 @@ if TYPE_CHECKING:
     from ..core.store import Record
     from .bodies import BodyPolicy
 
-SHORT = F.SHORT_SIZE
-BLOCK = 4096
-LIVE_SCAN = 256  # stale ids a compaction step may drop (Wal._live_in)
+# (Final names: compiled, each is a C constant or static, where a plain
+# global is a dict lookup at each use; a put reserves with SHORT.)
+SHORT: Final = F.SHORT_SIZE
+BLOCK: Final = 4096
+LIVE_SCAN: Final = 256  # stale ids a compaction step may drop (Wal._live_in)
+# The records' write, bound once: compiled, os.write is an attribute
+# lookup on the module at each call (about 270 instructions), and with
+# -f0 the write is between a put's read and its reply. (The fsync stays
+# os.fdatasync, looked up at each call: the tests inject its failures.)
+_write: Final = os.write
 # posix_fallocate leaves unwritten extents: each fdatasync after a write into
 # one must also commit the filesystem's journal (ext4, xfs) to mark it
 # written, which about doubles its time and CPU. With -f0 (fsyncs back to
 # back) zeros are written this far ahead of the records, and most
 # fdatasyncs flush data alone. Not with -f MS: one commit per MS is nothing,
 # and the zeros would double what reaches the disk.
-ZERO_AHEAD = 256 * 1024
-_ZEROS = memoryview(bytes(ZERO_AHEAD))
+ZERO_AHEAD: Final = 256 * 1024
+_ZEROS: Final = memoryview(bytes(ZERO_AHEAD))
 
 
 class Retired:
@@ -420,7 +427,7 @@ class Wal(Store):
         self.nrec += 1
         if full:
             j.file = f
-            f.ids.append(j.id)
+            f.add_id(j.id)
             f.refs += 1
             self.alive += n
             if crc >= 0:
@@ -483,7 +490,7 @@ class Wal(Store):
         self.nrec += 1
         if isinstance(rec, Cooldown):
             rec.file = f
-            f.ids.append(rec.id)
+            f.add_id(rec.id)
             f.refs += 1
             self.alive += n
         return True
@@ -562,11 +569,11 @@ class Wal(Store):
             data = buf[0] if len(buf) == 1 else b"".join(buf)
             buf.clear()
             try:
-                n = os.write(self.cur.fd, data)
+                n = _write(self.cur.fd, data)
                 if n < len(data):
                     view = memoryview(data)[n:]
                     while view:
-                        view = view[os.write(self.cur.fd, view):]
+                        view = view[_write(self.cur.fd, view):]
             except OSError as e:
                 self.fail(f"write {self.cur.path}: {e.strerror}")
             else:

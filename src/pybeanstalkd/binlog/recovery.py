@@ -222,7 +222,7 @@ class Loader:
         else:
             j.state, j.deadline = (F.READY if state == F.RESERVED else state), r.deadline
         self.wal.alive += _FIXED + len(name) + len(body)
-        f.ids.append(id_)
+        f.add_id(id_)
         f.refs += 1
         loading = self.loading
         loading[t] = loading.get(t, 0) + 1
@@ -253,7 +253,7 @@ class Loader:
             if self.reader is not None:
                 self.reader.take(j)
             j.file = f
-            f.ids.append(j.id)
+            f.add_id(j.id)
             f.refs += 1
             wal.alive += F.full_size(r.name, len(body))
         return True

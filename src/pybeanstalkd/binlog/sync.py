@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 from time import monotonic_ns
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..core.hist import Hist
 from .files import Wal
@@ -26,6 +26,12 @@ class _Gate(Protocol):
     def sync_waits(self) -> bool: ...  # hold the next fsync back (its acks)
     def flush(self) -> None: ...  # the server's end of a pass
 
+
+# The clock, as a name bound once: compiled, a Final name is read from a C
+# static, where an imported global is a dict lookup at each call (about 130
+# instructions). -f0 with one writer reads it twice between a put's read
+# and its reply (the fsync's start and end).
+clock: Final = monotonic_ns
 
 # -f0: a client other than the last one synced inline that writes within
 # this long of it means more than one is writing (Syncer._alone)
@@ -100,7 +106,9 @@ class Syncer:
         self.timer: asyncio.TimerHandle | None = None
         self.last = 0
         self.error: OSError | None = None
-        self.took = 0  # ns the last fsync took (set by the thread, read in _done)
+        # ns the last fsync took: set by the thread (read in _done) or by an
+        # inline sync, and observed by regroup once its replies went out
+        self.took = 0
         # -f0: the client the last fsync run inline was for, and when it ended
         self.inline_for: object = None
         self.inline_at = 0
@@ -114,12 +122,12 @@ class Syncer:
     def _run(self) -> None:
         while True:
             fds, dirfd = self.jobs.get()
-            t0 = monotonic_ns()
+            t0 = clock()
             try:
                 fsync_all(fds, dirfd)
             except OSError as e:
                 self.error = e
-            self.took = monotonic_ns() - t0
+            self.took = clock() - t0
             os.write(self.wfd, b"x")
 
     def kick(self) -> None:
@@ -134,7 +142,7 @@ class Syncer:
             # --cluster -f0: the last group is not acked yet; the next grows
             # meanwhile (kicked again on the ack).
             return
-        now = monotonic_ns()
+        now = clock()
         if self.rate == 0 and len(self.gate.held) < self.expect and now < self.gather_until:
             # The clients just answered are likely sending their next write:
             # wait (at most 0.2 ms) so that one fsync covers all of them.
@@ -142,12 +150,12 @@ class Syncer:
                 self.gathering = True
                 self.loop.call_soon(self._gather)
             return
-        if self.rate == 0 and self.expect <= 1 and self._alone(now):
+        if self.rate == 0 and self.expect <= 1 and self._alone():
             # -f0 with one writer, as the last group was one: no group to
             # gather, and the hand-off to the thread and back (two wake-ups,
             # a pipe) costs more than the fdatasync itself. Sync here, as
             # the reference does for every write.
-            self._inline(now)
+            self._inline()
         elif now >= self.last + self.rate:
             self._start(now)
         else:
@@ -162,22 +170,22 @@ class Syncer:
         self.wal.flush()
         self.kick()
 
-    def _begin(self, now: int) -> int:
+    def _begin(self) -> int:
         """An fsync starts (on the thread or inline): the records go to
         the kernel first. Returns what it will cover."""
-        self.last = now
         self.wal.flush()
         if self.announce:
             self.gate.sync_starting()
         return self.wal.written
 
     def _start(self, now: int) -> None:
-        self._begin(now)
+        self.last = now
+        self._begin()
         fds, dirfd, close = self.wal.sync_targets()
         self.busy = (self.wal.written, close)
         self.jobs.put((fds, dirfd))
 
-    def _alone(self, now: int) -> bool:
+    def _alone(self) -> bool:
         """Is one client writing, the one whose reply waits now? A sync
         inline holds the loop, so other writers' commands wait unread and
         no group forms (held stays at one): a second client writing within
@@ -188,11 +196,15 @@ class Syncer:
             return False
         if not held:
             return True  # (an HTTP action's wait, or records nobody waits for)
-        return self._alone_with(next(iter(held)), now)
+        return self._alone_with(next(iter(held)))
 
-    def _alone_with(self, s: object, now: int) -> bool:
-        """_alone, s being the one connection whose reply waits."""
-        if s is self.inline_for or now - self.inline_at > ALONE_NS:
+    def _alone_with(self, s: object) -> bool:
+        """_alone, s being the one connection whose reply waits. (The
+        clock is read only for another client than the last one synced
+        inline: with one writer, not at all.)"""
+        if s is self.inline_for:
+            return True
+        if clock() - self.inline_at > ALONE_NS:
             self.inline_for = s
             return True
         return False
@@ -200,31 +212,37 @@ class Syncer:
     def sync_for(self, s: object) -> bool:
         """-f0: s's reply waits for an fsync, and no other reply does (the
         gate holds none). If kick would sync inline, sync now and return
-        True: s's reply may go, and the gate sends it, then calls regroup.
-        False: nothing was done (the gate holds s and kicks)."""
+        True: s's reply may go, and the gate sends it, then calls regroup
+        (with inline_at). False: nothing was done (the gate holds s and
+        kicks)."""
         if (self.busy or self.timer is not None or self.rate or not self.wantsync
                 or self.expect > 1):
             return False  # (kick would wait, gather, or use the thread)
-        now = monotonic_ns()
-        if not self._alone_with(s, now):
+        if not self._alone_with(s):
             return False
-        self._sync_here(now)
+        self._sync_here()
         return True
 
-    def _inline(self, now: int) -> None:
+    def _inline(self) -> None:
         """An fsync on the loop's thread (kick says when), then its replies."""
-        self._sync_here(now)
-        self.regroup(self.gate.advanced())
+        self._sync_here()
+        self.regroup(self.gate.advanced(), self.inline_at)
 
-    def _sync_here(self, now: int) -> None:
-        target = self._begin(now)
-        t0 = monotonic_ns()
+    def _sync_here(self) -> None:
+        """Write and fsync the records here. What the replies wait for is
+        done (wal.synced moves on); what can wait for them is left to
+        regroup, which the caller calls once they went out. The clock is
+        read twice, around the fsync alone: its time (self.took, for the
+        metrics) is the fdatasync's, as the thread's is, not the write's."""
+        target = self._begin()
+        t0 = self.last = clock()
         try:
             sync_inline(self.wal)
         except OSError as e:
             self.wal.fail(f"fsync: {e}")  # (as the thread's: see _done)
-        self.inline_at = monotonic_ns()
-        self._synced(target, self.inline_at - t0)
+        end = self.inline_at = clock()
+        self.took = end - t0
+        self._synced(target)
 
     def _done(self) -> None:
         try:
@@ -245,26 +263,26 @@ class Syncer:
             self.error = None
         for fd in close:
             os.close(fd)
-        self._ended(target, self.took)
+        self._synced(target)
+        self.regroup(self.gate.advanced(), clock())  # (the replies it covers go out)
         self.gate.flush()  # records written meanwhile go out and their sync starts
 
-    def _ended(self, target: int, took: int) -> None:
-        """An fsync covering binlog bytes up to target ended (took ns; here,
-        on the loop's thread): the replies it covers go out."""
-        self._synced(target, took)
-        self.regroup(self.gate.advanced())
-
-    def _synced(self, target: int, took: int) -> None:
-        self.fsync_hist.observe(took)
+    def _synced(self, target: int) -> None:
+        """An fsync covering binlog bytes up to target ended (inline or on
+        the thread): they are safe, and the replies waiting for them may go."""
         if self.wal.use:  # (else it failed: nothing it covered is safe)
             self.wal.synced_to(target)
 
-    def regroup(self, released: int) -> None:
-        """An fsync's replies went out, `released` of them. Clients still
-        held wrote during this sync; with those just released, that is the
-        group the next fsync should cover."""
+    def regroup(self, released: int, now: int) -> None:
+        """An fsync's replies went out, `released` of them, at about `now`
+        (the clock read last: an inline fsync's end, the replies a few
+        microseconds after it). Its time goes to the metrics here, after
+        the replies rather than on their way. Clients still held wrote
+        during this sync; with those just released, that is the group the
+        next fsync should cover."""
+        self.fsync_hist.observe(self.took)
         self.expect = len(self.gate.held) + released
-        self.gather_until = monotonic_ns() + 200_000
+        self.gather_until = now + 200_000
 
     def final(self) -> None:
         """At shutdown: write and fsync everything, inline."""

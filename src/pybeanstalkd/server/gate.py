@@ -268,7 +268,7 @@ class Synced(Written):
                 if syncer.sync_for(s):
                     Immediate.replies(self, dirty)
                     self.srv.answered(s)
-                    syncer.regroup(1 + self._release(wal.synced))
+                    syncer.regroup(1 + self._release(wal.synced), syncer.inline_at)
                     return
             self._judge(dirty, self.safe())
         self.syncer.kick()  # type: ignore[union-attr]  # (set in __init__)
