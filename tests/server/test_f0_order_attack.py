@@ -100,10 +100,11 @@ class Pipe:
 
 
 class Rig:
-    def __init__(self, tmp_path, monkeypatch, n, rate_ms=0, **kw):
+    def __init__(self, tmp_path, monkeypatch, n, rate_ms=0, filesize=10485760, **kw):
         self.warned: list[str] = []
         hold = HOLD_NONE if rate_ms else HOLD_WRITES
-        self.h, self.wal = with_binlog(tmp_path, hold=hold, warn=self.warned.append)
+        self.h, self.wal = with_binlog(tmp_path, filesize=filesize, hold=hold,
+                                       warn=self.warned.append)
         self.loop = asyncio.new_event_loop()
         rate = rate_ms * 1_000_000
         gate = Written if rate_ms else Synced
@@ -286,5 +287,38 @@ def test_f_ms_syncs_on_its_timer_and_counts_each_fsync_once(tmp_path, monkeypatc
         assert set(t.where) == {"thread"} and 2 <= t.calls <= took / 0.005 + 2
         h = hist_of(rig)
         assert h.count() == t.calls and sum(h.counts[SLOW_BITS:]) == 1
+    finally:
+        rig.close()
+
+
+
+def test_records_written_at_a_file_switch_are_not_taken_for_synced(tmp_path, monkeypatch):
+    """While the thread's fsync of two writers' puts runs (slow), a third
+    client puts, then a fourth puts enough to fill the binlog file: the
+    switch to the next file writes what is buffered, the third client's
+    record with it. Written is not synced: the third client's reply must
+    wait for the next fsync (the gate goes by synced; by written it would
+    go now)."""
+    rig = Rig(tmp_path, monkeypatch, 4, filesize=2048, slow={0})
+    try:
+        rig.put(0)
+        rig.put(1)
+        rig.srv.flush()
+        end = time.monotonic() + 5
+        while rig.trace.calls == 0:  # (the fsync starts on the thread, and sleeps)
+            assert time.monotonic() < end, "no fsync started"
+            rig.loop.run_until_complete(asyncio.sleep(0.0005))
+        assert rig.trace.where == ["thread"]
+        rig.put(2)
+        mine = rig.conns[2].hold
+        seq = rig.wal.cur.seq
+        for _ in range(30):
+            rig.put(3)
+        assert rig.wal.cur.seq > seq  # (a file switch wrote the buffer)
+        assert rig.wal.synced < mine <= rig.wal.written  # (the window this is about)
+        rig.srv.flush()
+        rig.settle()
+        assert rig.trace.errors == [] and rig.trace.replies == rig.sent
+        assert rig.wal.use and not rig.warned
     finally:
         rig.close()
