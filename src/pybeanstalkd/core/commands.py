@@ -135,7 +135,7 @@ def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
     given, s.in_tags = s.in_tags, None
     if e.max_memory is not None:
         e.inflight -= len(body) + JOB_OVERHEAD
-    if body[-2:] != b"\r\n":
+    if body[-1] != 10 or body[-2] != 13:  # (its CRLF, read in place: a slice is a copy)
         s.send(P.EXPECTED_CRLF)
         return
     staged: Tags | None = None
