@@ -50,9 +50,7 @@ class Keys:
         key go (dropped())."""
         ext = self.ext
         name = j.tube.name
-        keys = ext.keys.get(name)
-        if keys is None:
-            keys = ext.keys[name] = {}
+        keys = ext.tube_keys(name)
         held = keys.setdefault(idp, j)
         if held is j:
             ext.nkeys += 1
@@ -119,9 +117,7 @@ class Keys:
         brings: a put's claims its own)."""
         if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)
             ext = self.ext
-            keys = ext.keys.get(j.tube.name)
-            if keys is None:
-                keys = ext.keys[j.tube.name] = {}
+            keys = ext.tube_keys(j.tube.name)
             n = len(keys)
             keys[idp] = j
             ext.nkeys += len(keys) - n  # (a key set again is counted once)
@@ -154,7 +150,7 @@ class Keys:
                     if j.tags is not None:
                         j.tags = void_idp(j.tags)
             if not keys:
-                del ext.keys[name]
+                ext.forget_keys(name)
         q.store.note(Clear(ext.ext_id(), name, last))
         q.maybe_free_name(name)
 

@@ -173,6 +173,7 @@ class ExtState:
         # tube's maps go when they empty: a tube is kept while it has one,
         # and flush-tube drops a tube's at once)
         self.keys: dict[bytes, dict[bytes, Job]] = {}
+        self.keys_at_hand: AtHand[dict[bytes, Job]] = AtHand()  # (let go where a map goes)
         self.cools: dict[bytes, dict[bytes, Cooldown]] = {}
         self.nkeys = self.ncools = 0
         self.cool_ids: dict[int, Cooldown] = {}  # by binlog id (compaction finds them)
@@ -283,8 +284,26 @@ class ExtState:
         del keys[key]
         self.nkeys -= 1
         if not keys:
-            del self.keys[tube]
+            self.forget_keys(tube)
         return True
+
+    def tube_keys(self, tube: bytes) -> dict[bytes, Job]:
+        """tube's map of idp: keys, made if it has none (a put's claim, a
+        record's job). A producer's keyed puts go to one tube: its map is
+        kept at hand (a lookup by name less a put, 55 instructions)."""
+        hand = self.keys_at_hand
+        keys = hand.value
+        if keys is None or tube is not hand.name:
+            keys = self.keys.get(tube)
+            if keys is None:
+                keys = self.keys[tube] = {}
+            hand.name = tube
+            hand.value = keys
+        return keys
+
+    def forget_keys(self, tube: bytes) -> None:
+        """tube's map of idp: keys goes (its last key went)."""
+        self.keys_at_hand.forget(self.keys.pop(tube))
 
     def cooldown(self, tube: bytes, key: bytes) -> Cooldown | None:
         if not self.cools:
