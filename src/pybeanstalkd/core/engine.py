@@ -26,7 +26,6 @@ from .queue import NO_TAGS_POLICY, Queue
 from .slices import SLICE
 from .tick import tick
 from .putlines import PutLines
-from .puttags import Tags
 from .tags import ExtState
 from .replies import DELETE, RELEASE, TOUCH
 from .session import (  # noqa: F401 (Session, OUT_LIMIT: re-exported)
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 
 
     from .store import Store
-    from .putlines import PutHead, PutLine
+    from .putlines import PutLine
 
 # EngineState.hold: which commands' replies wait for the binlog (Session.hold).
 HOLD_NONE: Final = 0
@@ -453,6 +452,10 @@ class Engine(EngineState):
                         self.deletes.n += 1
                         reply = DELETE[self.q.delete(s, id_, now)]
             elif c == 112:  # p
+                # Each put the fast path parses is counted and run where it is
+                # parsed, as delete and touch are: a shared count-and-put step
+                # cost 28 instructions a put compiled and 541 pure (put64 over
+                # the pure build's budget; docs/performance/2026-11-30-put-step.md).
                 lines = self.lines
                 # (first the last keyed line's front, which no kept line has:
                 # a keyed line, new each put, is then not hashed whole for a
@@ -534,22 +537,18 @@ class Engine(EngineState):
                 # The commonest: a known plain put, then idp:KEY (no TTL).
                 # The key alone stands for its tags until the put's tags'
                 # stage (commands.py).
-                head = (pri, delay, ttr, size)
                 lines.keyed_front = front + idp
-                lines.keyed_head = head
-                self._put_known(s, head, now, key)
+                lines.keyed_head = (pri, delay, ttr, size)
+                self.puts.n += 1
+                commands.put(self, s, pri, delay, ttr, size, True, now, key)
                 return True
         hdr, keyed = lines.keyed(line, len(front))
         if hdr is None or keyed is None:
             return False
-        self._put_known(s, hdr, now, keyed)
-        return True
-
-    def _put_known(self, s: Session, head: PutHead, now: int, tags: Tags | bytes) -> None:
-        """A tagged put whose numbers came parsed (a head, not an optional
-        one: compiled, its numbers are passed on unboxed)."""
+        pri, delay, ttr, size = hdr
         self.puts.n += 1
-        commands.put(self, s, head[0], head[1], head[2], head[3], True, now, tags)
+        commands.put(self, s, pri, delay, ttr, size, True, now, keyed)
+        return True
 
     def _put_tagged(self, s: Session, args: list[bytes], now: int) -> bool:
         """A tagged put in its plain form (single spaces, plain numbers, the
