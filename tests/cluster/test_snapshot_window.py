@@ -368,3 +368,53 @@ def test_a_held_job_released_then_deleted_goes_out_held(pair, led):
         pass
     assert sorted(fq.jobs) == sorted(lq.jobs) == [1]
     assert state_of(fq) == state_of(lq)
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_held_job_kicked_after_the_listing_goes_out_held(pair, led):
+    """kick-job takes job 3, held when listed, out of its hold before its
+    part is read: its part has it held, as before the kick (a node that
+    leads before the batches came holds it, as the leader did at the
+    listing); with the batches, it is ready, as on the leader."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    _listed_with_a_held_job(p)
+    assert p.lh.send(p.c, b"kick-job 3\r\n") == b"KICKED\r\n"
+    assert not held(lq, 3) and 3 in lq.jobs
+    if led:
+        _gap(p)
+        assert held(fq, 3)
+        assert sorted(fq.ext.groups[b"g"].members) == [2]
+        return
+    while not p.step():
+        pass
+    assert fq.jobs[3].state == lq.jobs[3].state
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
+def test_a_held_job_reserved_by_id_while_its_group_releases_goes_out_held(pair):
+    """A group that completes with more held jobs than a slice releases
+    them a slice a step: one not released yet may be reserved by id
+    (reserve-job) meanwhile, which takes it out of its hold as a release
+    does; its part has it held, as when listed."""
+    from pybeanstalkd.core.slices import SLICE
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")
+    put(p, b"grp:g")
+    for _ in range(SLICE + 1):
+        put(p, b"aft:g")  # 3...: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    p.lh.auto = False  # the leader's background work: a slice a pass
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    last = 2 + SLICE + 1
+    if not held(lq, last):  # (the slices release from either end)
+        last = 3
+    assert held(lq, last)
+    assert p.lh.send(p.c, b"reserve-job %d\r\n" % last).startswith(b"RESERVED %d " % last)
+    _gap(p)
+    assert held(fq, last)
+

@@ -141,10 +141,11 @@ class Parts:
     and have the jobs put meanwhile only with the batches that follow the
     snapshot: had it to lead before they came, its groups could be
     complete where the leader's never were, and it would release jobs the
-    leader held. So a grp: member deleted, or a held job deleted or
-    released, after the listing and before its part is read has its record
-    kept as it is just before (Queue.changing), and its part carries that
-    record; the batches that follow bring the change. Until they are in,
+    leader held. So a grp: member deleted, or a held job deleted or taken
+    out of its hold (released, kicked, reserved by id), after the listing
+    and before its part is read has its record kept as it is just before
+    (Queue.changing), and its part carries that record; the batches that
+    follow bring the change. Until they are in,
     every group has the members it had when listed, and holds what it held
     then (or since: a delayed aft: job that came due while its group was
     open); a node that leads meanwhile acts, for these jobs, as if the
@@ -205,7 +206,7 @@ class Parts:
         self._unwatch()
 
     def _changing(self, j) -> None:
-        """Job j is about to be deleted, or released from its hold."""
+        """Job j is about to be deleted, or to leave its hold."""
         id_ = j.id
         if id_ >= self.next or id_ in self.sent or id_ in self.kept:
             return  # put after the listing, read into a part already, or kept
