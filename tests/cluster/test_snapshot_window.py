@@ -418,3 +418,60 @@ def test_a_held_job_reserved_by_id_while_its_group_releases_goes_out_held(pair):
     _gap(p)
     assert held(fq, last)
 
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_job_with_a_key_deleted_after_the_listing_goes_out_as_listed(pair, led):
+    """Job 2 holds idp: key k; its delete starts k's cooldown. Deleted
+    after the listing and before its part is read, it was in no part and
+    its cooldown in none (the cooldowns were listed when it was alive): a
+    node that leads before the batches came took a put with k for a new
+    job, where the leader answers that it is job 2's. Its part now has it
+    as before the delete; the batches bring the delete and the cooldown."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")
+    put(p, b"idp:k:3600")  # 2
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    if led:
+        _gap(p)
+        assert fq.ext.keys[b"a"][b"k"].id == 2
+        c = p.fh.conn()
+        p.fh.send(c, b"use a\r\n")
+        assert p.fh.send(c, b"put 0 0 60 1 idp:k\r\nb\r\n") == b"INSERTED 2 READY\r\n"
+        return
+    while not p.step():
+        pass
+    assert 2 not in fq.jobs and (b"a", b"k") in state_of(fq)[1]
+    assert state_of(fq) == state_of(lq)
+    c = p.fh.conn()
+    p.fh.send(c, b"use a\r\n")
+    assert p.fh.send(c, b"put 0 0 60 1 idp:k\r\nb\r\n") == b"INSERTED 2 DELETED\r\n"
+
+
+def test_the_parts_keep_a_keys_holder_only_until_its_part_is_read(pair):
+    """With no group, the parts watch the deletes for the jobs that hold
+    an idp: key with a TTL: one deleted after its part was read is not
+    kept, nor one whose key leaves no cooldown (no TTL); one deleted
+    before its part is read is kept until that part goes out."""
+    p = pair
+    lq = p.lh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"idp:k1:3600")
+    put(p, b"idp:k2")  # (no TTL: its delete lets k2 go at once)
+    put(p, b"idp:k3:3600")
+    put(p, b"")
+    parts = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    assert parts.watching and len(lq.changing) == 1
+    next(parts)  # job 1's part
+    assert p.lh.send(p.c, b"delete 1\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"delete 4\r\n") == b"DELETED\r\n"
+    assert not parts.kept
+    assert p.lh.send(p.c, b"delete 3\r\n") == b"DELETED\r\n"
+    assert list(parts.kept) == [3]
+    assert len(list(parts)) == 2 and not parts.kept  # (job 3, the last part empty)
+    assert not parts.sent and not lq.changing
