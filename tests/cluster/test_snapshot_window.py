@@ -368,3 +368,110 @@ def test_a_held_job_released_then_deleted_goes_out_held(pair, led):
         pass
     assert sorted(fq.jobs) == sorted(lq.jobs) == [1]
     assert state_of(fq) == state_of(lq)
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_held_job_kicked_after_the_listing_goes_out_held(pair, led):
+    """kick-job takes job 3, held when listed, out of its hold before its
+    part is read: its part has it held, as before the kick (a node that
+    leads before the batches came holds it, as the leader did at the
+    listing); with the batches, it is ready, as on the leader."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    _listed_with_a_held_job(p)
+    assert p.lh.send(p.c, b"kick-job 3\r\n") == b"KICKED\r\n"
+    assert not held(lq, 3) and 3 in lq.jobs
+    if led:
+        _gap(p)
+        assert held(fq, 3)
+        assert sorted(fq.ext.groups[b"g"].members) == [2]
+        return
+    while not p.step():
+        pass
+    assert fq.jobs[3].state == lq.jobs[3].state
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
+def test_a_held_job_reserved_by_id_while_its_group_releases_goes_out_held(pair):
+    """A group that completes with more held jobs than a slice releases
+    them a slice a step: one not released yet may be reserved by id
+    (reserve-job) meanwhile, which takes it out of its hold as a release
+    does; its part has it held, as when listed."""
+    from pybeanstalkd.core.slices import SLICE
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")
+    put(p, b"grp:g")
+    for _ in range(SLICE + 1):
+        put(p, b"aft:g")  # 3...: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    p.lh.auto = False  # the leader's background work: a slice a pass
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    last = 2 + SLICE + 1
+    if not held(lq, last):  # (the slices release from either end)
+        last = 3
+    assert held(lq, last)
+    assert p.lh.send(p.c, b"reserve-job %d\r\n" % last).startswith(b"RESERVED %d " % last)
+    _gap(p)
+    assert held(fq, last)
+
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_job_with_a_key_deleted_after_the_listing_goes_out_as_listed(pair, led):
+    """Job 2 holds idp: key k; its delete starts k's cooldown. Deleted
+    after the listing and before its part is read, it was in no part and
+    its cooldown in none (the cooldowns were listed when it was alive): a
+    node that leads before the batches came took a put with k for a new
+    job, where the leader answers that it is job 2's. Its part now has it
+    as before the delete; the batches bring the delete and the cooldown."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")
+    put(p, b"idp:k:3600")  # 2
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    if led:
+        _gap(p)
+        assert fq.ext.keys[b"a"][b"k"].id == 2
+        c = p.fh.conn()
+        p.fh.send(c, b"use a\r\n")
+        assert p.fh.send(c, b"put 0 0 60 1 idp:k\r\nb\r\n") == b"INSERTED 2 READY\r\n"
+        return
+    while not p.step():
+        pass
+    assert 2 not in fq.jobs and (b"a", b"k") in state_of(fq)[1]
+    assert state_of(fq) == state_of(lq)
+    c = p.fh.conn()
+    p.fh.send(c, b"use a\r\n")
+    assert p.fh.send(c, b"put 0 0 60 1 idp:k\r\nb\r\n") == b"INSERTED 2 DELETED\r\n"
+
+
+def test_the_parts_keep_a_keys_holder_only_until_its_part_is_read(pair):
+    """With no group, the parts watch the deletes for the jobs that hold
+    an idp: key with a TTL: one deleted after its part was read is not
+    kept, nor one whose key leaves no cooldown (no TTL); one deleted
+    before its part is read is kept until that part goes out."""
+    p = pair
+    lq = p.lh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"idp:k1:3600")
+    put(p, b"idp:k2")  # (no TTL: its delete lets k2 go at once)
+    put(p, b"idp:k3:3600")
+    put(p, b"")
+    parts = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    assert parts.watching and len(lq.changing) == 1
+    next(parts)  # job 1's part
+    assert p.lh.send(p.c, b"delete 1\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"delete 4\r\n") == b"DELETED\r\n"
+    assert not parts.kept
+    assert p.lh.send(p.c, b"delete 3\r\n") == b"DELETED\r\n"
+    assert list(parts.kept) == [3]
+    assert len(list(parts)) == 2 and not parts.kept  # (job 3, the last part empty)
+    assert not parts.sent and not lq.changing

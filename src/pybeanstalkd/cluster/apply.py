@@ -116,9 +116,9 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES) -> Parts:
     its jobs as they are when it is made, so the leader may go on between
     parts (what changes meanwhile is in the batches shipped after the
     snapshot, and applying a job's record again is harmless). But what
-    decides whether an aft: job is held goes out as listed (Parts): a node
-    that leads before those batches came holds the jobs the leader held
-    then.
+    decides whether an aft: job is held, and what holds an idp: key with
+    a TTL, goes out as listed (Parts): a node that leads before those
+    batches came holds the jobs, and the keys, the leader held then.
     Returns an iterator that always yields at least one part, the last
     possibly empty; close() it if it is not read to its end."""
     ids = [j.id for j in q.jobs.values() if j.state != BURIED]
@@ -135,20 +135,27 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES) -> Parts:
 
 class Parts:
     """A snapshot's parts (snapshot_parts), consistent with its listing
-    for the groups that hold aft: jobs. A part read after the listing has
-    each job as it is then, so without this a follower would lack a group's
-    member the leader deleted meanwhile (dropped at the snapshot's end),
+    for the groups that hold aft: jobs, and for the idp: keys whose
+    delete leaves a cooldown. A part read after the listing has each job
+    as it is then, so without this a follower would lack a group's member
+    the leader deleted meanwhile (dropped at the snapshot's end),
     and have the jobs put meanwhile only with the batches that follow the
     snapshot: had it to lead before they came, its groups could be
     complete where the leader's never were, and it would release jobs the
-    leader held. So a grp: member deleted, or a held job deleted or
-    released, after the listing and before its part is read has its record
-    kept as it is just before (Queue.changing), and its part carries that
-    record; the batches that follow bring the change. Until they are in,
-    every group has the members it had when listed, and holds what it held
-    then (or since: a delayed aft: job that came due while its group was
-    open); a node that leads meanwhile acts, for these jobs, as if the
-    leader had stopped at the listing.
+    leader held. So a grp: member deleted, or a held job deleted or taken
+    out of its hold (released, kicked, reserved by id), after the listing
+    and before its part is read has its record kept as it is just before
+    (Queue.changing), and its part carries that record; the batches that
+    follow bring the change. Until they are in, every group has the
+    members it had when listed, and holds what it held then (or since: a
+    delayed aft: job that came due while its group was open). So is a job
+    holding an idp: key with a TTL: deleted after the listing, it would be
+    in no part, and its key's cooldown, which its delete starts, in no
+    listing either (the cooldowns are listed with the jobs): a node that
+    leads before the batches came would take a put with that key for a
+    new job where the leader answers that it is a duplicate. A node that
+    leads meanwhile acts, for these jobs, as if the leader had stopped at
+    the listing.
 
     Nothing is looked at when listing: a job is known as listed by its id
     (below the next id then), and the ids of the tagged jobs read into a
@@ -160,11 +167,11 @@ class Parts:
         self.watching = False
         self.q, self.codec, self.wall_offset = q, codec, wall_offset
         self.next = q.ids.next  # a job with a lower id was listed
-        self.sent: set[int] = set()  # the grp: or aft: jobs read into a part
+        self.sent: set[int] = set()  # the jobs read into a part that _watched()
         self.kept: dict[int, bytes] = {}  # the records kept, of those not read yet
         self.error: OSError | None = None  # a record that could not be kept
         ext = q.ext
-        if ext is not None and ext.groups:  # (else no job is a member or held)
+        if ext is not None and (ext.groups or ext.nkeys):  # (else none is _watched())
             self.watching = True
             # (through a weak reference: a Parts dropped unclosed, its link
             # gone, stops watching as it is freed)
@@ -205,14 +212,14 @@ class Parts:
         self._unwatch()
 
     def _changing(self, j) -> None:
-        """Job j is about to be deleted, or released from its hold."""
+        """Job j is about to be deleted, or to leave its hold."""
         id_ = j.id
         if id_ >= self.next or id_ in self.sent or id_ in self.kept:
             return  # put after the listing, read into a part already, or kept
         if not (j.state == DELAYED and j.deadline == HELD):
             tags = j.tags
-            if tags is None or tags.grp is None:
-                return  # (neither held nor a member: its delete may show)
+            if tags is None or tags.grp is None and not _cools(tags):
+                return  # (neither held, a member, nor a key's: its delete may show)
         try:
             self.kept[id_] = self._record(j)
         except Exception as e:  # (never the leader's: this link fails instead)
@@ -249,10 +256,8 @@ class Parts:
                 if j is None:
                     continue  # deleted meanwhile
                 rec = self._record(j)
-                if watching:
-                    t = j.tags
-                    if t is not None and (t.grp is not None or t.aft is not None):
-                        sent.add(id_)
+                if watching and _watched(j.tags):
+                    sent.add(id_)
             out.append(rec)
             size += len(rec)
             if size >= part_bytes:
@@ -261,6 +266,19 @@ class Parts:
         if self.error is not None:
             raise self.error
         yield b"".join(out)
+
+
+def _cools(tags) -> bool:
+    """Does a job with these tags hold an idp: key its delete lets cool?
+    (Not one a flush-tube voided: it is no longer held.)"""
+    idp = tags.idp
+    return idp is not None and tags.ttl > 0 and idp[:1] != b":"
+
+
+def _watched(tags) -> bool:
+    """Might a job with these tags have its record kept (Parts._changing):
+    a grp: member, an aft: job (held, or not any more), a key's holder?"""
+    return tags is not None and (tags.grp is not None or tags.aft is not None or _cools(tags))
 
 
 class Restore:

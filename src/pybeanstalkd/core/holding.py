@@ -134,9 +134,7 @@ class Holding:
             id_, _ = waiting.popitem()
             j = jobs.get(id_)
             if j is not None and j.state == DELAYED and j.deadline == HELD:
-                for see in q.changing:
-                    see(j)
-                q.remove(j)
+                q.remove(j)  # (Queue.changing is told there)
                 q.place_ready(j, now, log=q.store.reserve_update(j))
 
     def _release_later(self, q: Queue, waiting: dict[int, None]) -> Generator[None, int, None]:

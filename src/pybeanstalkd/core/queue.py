@@ -238,10 +238,11 @@ class Queue:
         self.checks_tries = tags.checks_tries(max_tries)
         self.store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
-        # Called with each job about to be deleted or released from its
-        # hold (holding.py), before anything of it changes: a leader's
-        # snapshot going out in parts keeps the record of a job it listed
-        # and has not sent yet (cluster/apply.py).
+        # Called with each job about to be deleted, or to leave its hold
+        # (tagged.py's removing: a release, a kick-job, a reserve-job),
+        # before anything of it changes: a leader's snapshot going out in
+        # parts keeps the record of a job it listed and has not sent yet
+        # (cluster/apply.py).
         self.changing: list[Callable[[Job], None]] = []
         self.tube(DEFAULT_TUBE)  # (never freed)
 

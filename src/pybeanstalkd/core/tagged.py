@@ -155,6 +155,12 @@ class Tagged(TagPolicy):
         ext = self.ext
         state = j.state
         if state == DELAYED and j.deadline == HELD:
+            # Out of its hold, whatever takes it (a release, a kick-job, a
+            # reserve-job while its complete group's release goes in
+            # slices, a delete): a snapshot going out keeps its record as
+            # it is now (Queue.changing).
+            for see in q.changing:
+                see(j)
             j.state = INVALID
             ext.bump(ext.held, j.tube.name, -1)
             ext.nheld -= 1
