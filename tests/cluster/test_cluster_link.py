@@ -377,8 +377,10 @@ def test_neither_side_keeps_a_connection_that_does_not_complete_the_handshake(tm
         loop = asyncio.get_running_loop()
 
         async def closed_after(sent: bytes) -> float:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            # (timed from before the connect: the follower's limit runs from
+            # its accept, which may come well before open_connection returns)
             t0 = loop.time()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
             greeting = await reader.read(F.MAX_GREETING)
             assert F.parse_greeting(greeting)[0].name == "f"
             writer.write(sent)
