@@ -1,0 +1,428 @@
+"""Sequences in a follower's snapshot window (test_snapshot_window.py)
+aimed at Parts' promise: a follower that leads before the batches written
+while the parts went out came holds, for the jobs listed, what the leader
+held at the listing (each group's members, its held jobs, the idp: keys
+with a TTL, taken by their job or its cooldown); one that gets those
+batches has the leader's state; and what the parts keep is bounded by the
+jobs listed and goes with their part, or with the parts when closed."""
+# ruff: noqa: F811  (pair: test_replica_tags' fixture, taken by the tests' arguments)
+import gc
+
+import pytest
+
+from test_replica import same
+from test_replica_tags import held, pair, put, state_of  # noqa: F401  (pair: fixture)
+from test_snapshot_window import _gap
+from pybeanstalkd.cluster.apply import snapshot_parts
+
+
+def _listing(q):
+    """What Parts promises a follower that leads early, read off the
+    leader at the listing: each group's members, the held jobs, and the
+    idp: keys with a TTL that a job or a cooldown holds."""
+    ext = q.ext
+    members = {n: sorted(g.members) for n, g in ext.groups.items()}
+    held_ids = sorted(i for i in q.jobs if held(q, i))
+    keys = {(t, k) for t, m in ext.keys.items() for k, j in m.items()
+            if j.tags is not None and j.tags.ttl > 0}
+    keys |= {(t, k) for t, m in ext.cools.items() for k in m}
+    return members, held_ids, keys
+
+
+def _holds_the_listing(fq, listing):
+    """A follower that led early has what the leader had at the listing."""
+    members, held_ids, keys = listing
+    ext = fq.ext
+    for n, ids in members.items():
+        g = ext.groups.get(n)
+        assert g is not None and sorted(g.members) == ids, n
+    assert [i for i in held_ids if not held(fq, i)] == []
+    taken = {(t, k) for t, m in ext.keys.items() for k in m}
+    taken |= {(t, k) for t, m in ext.cools.items() for k in m}
+    assert keys - taken == set()
+
+
+def _finish(p):
+    while not p.step():
+        pass
+
+
+def _dup(p, h, key, tube=b"a"):
+    """A put with key on node h (the follower, once it leads): its reply."""
+    c = h.conn()
+    h.send(c, b"use %s\r\n" % tube)
+    return h.send(c, b"put 0 0 60 1 idp:%s\r\nb\r\n" % key)
+
+
+# -- flush-tube voids the keys it leaves ----------------------------------------
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_held_jobs_key_a_flush_voids_in_the_window_goes_out_as_listed(pair, led):
+    """Job 3, held, holds key k with a TTL at the listing. A flush-tube
+    after the listing leaves it (held jobs stay) and voids k (tuber's): a
+    part read after that had job 3 keyless, so a follower that led before
+    the flush's record came took a put with k for a new job, where the
+    leader, at the listing, answered that it was job 3's; and it still
+    had the keys of the ready jobs the same flush deleted (kept as
+    listed), and the tube's cooldowns (listed): half a flush."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use b\r\n")
+    put(p, b"grp:g")  # 1
+    p.send(b"use a\r\n")
+    put(p, b"")  # 2
+    put(p, b"aft:g idp:k:3600")  # 3: held, holds k
+    put(p, b"idp:r:3600")  # 4: ready, holds r
+    listing = _listing(lq)
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"flush-tube a\r\n") == b"FLUSHED 2\r\n"
+    assert held(lq, 3) and lq.jobs[3].tags.idp == b":"
+    if led:
+        _gap(p)
+        _holds_the_listing(fq, listing)
+        assert _dup(p, p.fh, b"k") == b"INSERTED 3 DELAYED\r\n"
+        return
+    _finish(p)
+    assert fq.jobs[3].tags.idp == b":"
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_reserved_key_holder_a_flush_deletes_goes_out_as_listed(pair, led):
+    """flush-tube deletes a reserved job too, whoever holds it (with no
+    cooldown): its part has it as before, its key taken."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"idp:k:3600")  # 2
+    assert p.send(b"reserve-job 2\r\n").startswith(b"RESERVED 2 ")
+    listing = _listing(lq)
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"flush-tube a\r\n") == b"FLUSHED 2\r\n"  # (1 and 2)
+    assert list(p.parts.kept) == [2]
+    if led:
+        _gap(p)
+        _holds_the_listing(fq, listing)
+        assert _dup(p, p.fh, b"k") == b"INSERTED 2 READY\r\n"
+        return
+    _finish(p)
+    assert 2 not in fq.jobs and not fq.ext.cools
+    assert state_of(fq) == state_of(lq)
+
+
+def test_a_flush_before_the_listing_leaves_no_key_to_keep(pair):
+    """A key voided before the listing is no key of the listing: the job
+    that had it is not kept at its delete (_cools), and a follower that
+    leads early does not have it either."""
+    p = pair
+    fq = p.fh.e.q
+    p.send(b"use b\r\n")
+    put(p, b"grp:g")  # 1
+    p.send(b"use a\r\n")
+    put(p, b"aft:g idp:k:3600")  # 2: held
+    assert p.send(b"flush-tube a\r\n") == b"FLUSHED 0\r\n"
+    p.send(b"kick-job 2\r\n")  # (ready now: neither held nor a key's)
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert not p.parts.kept
+    _gap(p)
+    assert 2 not in fq.jobs
+    assert _dup(p, p.fh, b"k") == b"INSERTED 3\r\n"
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_ready_key_holders_a_flush_deletes_go_out_as_listed(pair, led):
+    """flush-tube's deletes start no cooldown: a node with the batches has
+    neither the jobs nor their keys; one that leads early has both, as
+    listed, and the tube's cooldowns of the listing too."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    for i in range(5):
+        put(p, b"idp:k%d:3600" % i)  # 2..6
+    put(p, b"idp:c:3600")  # 7
+    p.send(b"delete 7\r\n")  # (c cools)
+    listing = _listing(lq)
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"flush-tube a\r\n") == b"FLUSHED 6\r\n"
+    assert sorted(p.parts.kept) == [2, 3, 4, 5, 6]
+    if led:
+        _gap(p)
+        _holds_the_listing(fq, listing)
+        assert _dup(p, p.fh, b"k4") == b"INSERTED 6 READY\r\n"
+        assert _dup(p, p.fh, b"c") == b"INSERTED 7 DELETED\r\n"
+        return
+    _finish(p)
+    assert not fq.jobs and not fq.ext.keys
+    assert state_of(fq) == state_of(lq)
+
+
+# -- what the parts keep ---------------------------------------------------------
+
+
+def test_a_record_kept_and_sent_is_not_kept_again(pair):
+    """Job 3 is held (aft:g) and group h's member: kick-job takes it out
+    of its hold after the listing (its record kept), its part carries
+    that record, and then it is deleted. A job read from `kept` into its
+    part was not counted as sent: its delete kept its record again, after
+    its part, where nothing would send it (held until the parts' end, its
+    body read back from disk for nothing, a failure there failing the
+    snapshot)."""
+    p = pair
+    lq = p.lh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"grp:g")  # 1
+    put(p, b"")  # 2
+    put(p, b"aft:g grp:h")  # 3: held, h's member
+    put(p, b"aft:g idp:k:3600")  # 4: held, holds k
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"kick-job 3\r\n") == b"KICKED\r\n"
+    assert p.lh.send(p.c, b"kick-job 4\r\n") == b"KICKED\r\n"
+    assert sorted(p.parts.kept) == [3, 4]
+    assert not p.step()  # job 2's
+    assert not p.step()  # job 3's (kept)
+    assert not p.step()  # job 4's (kept)
+    assert not p.parts.kept
+    assert p.lh.send(p.c, b"delete 3\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"delete 4\r\n") == b"DELETED\r\n"
+    assert not p.parts.kept
+    _finish(p)
+    assert state_of(p.fh.e.q) == state_of(lq)
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_only_a_jobs_first_change_in_the_window_is_kept(pair, led):
+    """Job 3, held when listed and holding key k, is kicked (kept held),
+    its group completed (job 2 deleted), then reserved, released with a
+    delay, kicked, reserved, buried and deleted (a key holder's delete,
+    kept too were it the first) before its part is read: its part has it
+    held, as the kick found it, and the others keep nothing more."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"grp:g")  # 2
+    put(p, b"aft:g idp:k:3600")  # 3: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    kept = None
+    for cmd, reply in [(b"kick-job 3", b"KICKED"), (b"reserve-job 3", b"NOT_FOUND"),
+                       (b"delete 2", b"DELETED"), (b"reserve-job 3", b"RESERVED 3 1"),
+                       (b"release 3 7 5", b"RELEASED"), (b"kick-job 3", b"KICKED"),
+                       (b"reserve-job 3", b"RESERVED 3 1"), (b"bury 3 9", b"BURIED"),
+                       (b"delete 3", b"DELETED")]:
+        assert p.lh.send(p.c, cmd + b"\r\n").startswith(reply)
+        if kept is None:
+            kept = p.parts.kept[3]
+        assert p.parts.kept[3] is kept
+    assert sorted(p.parts.kept) == [2, 3]
+    if led:
+        _gap(p)
+        assert held(fq, 3) and fq.jobs[3].pri == 0 and 2 in fq.jobs
+        assert _dup(p, p.fh, b"k") == b"INSERTED 3 DELAYED\r\n"
+        return
+    _finish(p)
+    assert sorted(fq.jobs) == [1] and (b"a", b"k") in state_of(fq)[1]
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
+def test_what_cannot_take_a_held_job_out_of_its_hold_keeps_nothing(pair):
+    """release, bury and touch need a reservation, which a held job never
+    has; a tube's kick takes delayed jobs from their heap, where no held
+    job is; pause-tube and a duplicate put lowering its priority leave it
+    held: none of them keeps its record."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"grp:g")  # 2
+    put(p, b"aft:g idp:k:3600", pri=50)  # 3: held
+    put(p, b"aft:g", pri=5)  # 4: held
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    for cmd, reply in [(b"release 3 0 0", b"NOT_FOUND"), (b"bury 3 0", b"NOT_FOUND"),
+                       (b"touch 3", b"NOT_FOUND"), (b"kick 10", b"KICKED 0"),
+                       (b"pause-tube a 1", b"PAUSED"), (b"reserve-job 3", b"NOT_FOUND"),
+                       (b"put 9 0 60 1 idp:k\r\nx", b"INSERTED 3 DELAYED 9")]:
+        assert p.lh.send(p.c, cmd + b"\r\n") == reply + b"\r\n"
+    assert held(lq, 3) and held(lq, 4) and lq.jobs[3].pri == 9
+    assert not p.parts.kept
+    p.advance(2)
+    _gap(p)
+    assert held(fq, 3) and held(fq, 4)
+    assert fq.ext.keys[b"a"][b"k"].id == 3
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_key_deleted_cooled_and_taken_again_in_the_window(pair, led):
+    """Job 2's key k (a TTL of 1 s) is deleted after the listing, its
+    cooldown ends, and job 3 takes k: a node that leads early has k as
+    listed (job 2's); one with the batches, job 3's, as the leader."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"idp:k:1")  # 2
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"put 0 0 60 1 idp:k\r\nx\r\n") == b"INSERTED 2 DELETED\r\n"
+    p.advance(2)
+    assert p.lh.send(p.c, b"put 0 0 60 1 idp:k\r\nx\r\n") == b"INSERTED 3\r\n"
+    if led:
+        _gap(p)
+        assert fq.ext.keys[b"a"][b"k"].id == 2 and 3 not in fq.jobs
+        return
+    _finish(p)
+    assert fq.ext.keys[b"a"][b"k"].id == 3
+    # (job 2's delete came after the parts, its cooldown past its end
+    # then: it goes at the follower's next tick, and k is job 3's anyway)
+    assert _dup(p, p.fh, b"k") == b"INSERTED 3 READY\r\n"
+    p.fh.advance(0)
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
+def test_keys_the_parts_do_not_keep(pair):
+    """A key with no TTL leaves no cooldown: its job deleted after the
+    listing is not kept (a node that leads early lacks it, and the key,
+    as the leader now does). Nor is a job put after the listing, with a
+    TTL or not: the listing had neither."""
+    p = pair
+    fq = p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"idp:plain")  # 2
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"put 0 0 60 1 idp:late:3600\r\nx\r\n") == b"INSERTED 3\r\n"
+    assert p.lh.send(p.c, b"put 0 0 60 1 grp:late\r\nx\r\n") == b"INSERTED 4\r\n"
+    for i in (2, 3, 4):
+        assert p.lh.send(p.c, b"delete %d\r\n" % i) == b"DELETED\r\n"
+    assert not p.parts.kept
+    _gap(p)
+    assert sorted(fq.jobs) == [1] and not fq.ext.keys and not fq.ext.cools
+    assert _dup(p, p.fh, b"late").split()[2:] == []  # (a new job)
+    assert _dup(p, p.fh, b"plain").split()[2:] == []
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_key_holding_member_whose_delete_completes_its_group(pair, led):
+    """Job 2 is group g's only member and holds k: its delete (kept)
+    starts k's cooldown and releases jobs 3 and 4 (kept as held): a node
+    that leads early has g open, both held, and k taken by job 2."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"grp:g idp:k:3600")  # 2
+    put(p, b"aft:g")  # 3
+    put(p, b"aft:g idp:j:3600")  # 4
+    listing = _listing(lq)
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert not held(lq, 3) and not held(lq, 4)
+    assert sorted(p.parts.kept) == [2, 3, 4]
+    if led:
+        _gap(p)
+        _holds_the_listing(fq, listing)
+        assert _dup(p, p.fh, b"k") == b"INSERTED 2 READY\r\n"
+        return
+    _finish(p)
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_delayed_aft_job_due_in_the_window_and_released(pair, led):
+    """Job 3, a delayed aft:g job at the listing, comes due while g is
+    open (held then), and g completes: its release keeps it held. A node
+    that leads early holds it (g has its member), as the leader would
+    have."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"grp:g")  # 2
+    assert p.send(b"put 0 5 60 1 aft:g\r\nx\r\n") == b"INSERTED 3\r\n"
+    p.begin_parts(1)
+    assert not p.step()  # job 1's part
+    p.advance(6)
+    assert held(lq, 3)
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert not held(lq, 3) and list(p.parts.kept) == [2, 3]
+    if led:
+        _gap(p)
+        assert held(fq, 3) and 2 in fq.jobs
+        return
+    _finish(p)
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
+def test_parts_closed_early_free_what_they_kept_and_stop_watching(pair):
+    """Two snapshots go out at once (two followers): each keeps its own;
+    one closed early frees its records and stops watching, the other
+    goes on; a job deleted after that is kept by the other only."""
+    p = pair
+    lq = p.lh.e.q
+    p.send(b"use a\r\n")
+    for _ in range(4):
+        put(p, b"grp:g")
+    one = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    two = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    assert len(lq.changing) == 2
+    next(one)
+    next(two)
+    next(two)
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert list(one.kept) == [2] and not two.kept
+    assert p.lh.send(p.c, b"delete 3\r\n") == b"DELETED\r\n"
+    assert list(one.kept) == [2, 3] and list(two.kept) == [3]
+    one.close()
+    assert not one.kept and not one.sent and len(lq.changing) == 1
+    with pytest.raises(StopIteration):
+        next(one)
+    assert p.lh.send(p.c, b"delete 4\r\n") == b"DELETED\r\n"
+    assert not one.kept and list(two.kept) == [3, 4]
+    ref = two.kept
+    del two
+    gc.collect()
+    assert not lq.changing and not ref or not lq.changing
+    assert p.lh.send(p.c, b"delete 1\r\n") == b"DELETED\r\n"
+
+
+def test_what_the_parts_keep_is_bounded_and_goes_with_its_part(pair):
+    """Every listed member deleted before its part: at most one record a
+    listed job, each freed as its part goes out; jobs put and deleted
+    after the listing add none."""
+    p = pair
+    lq = p.lh.e.q
+    n = 300
+    p.send(b"use a\r\n")
+    for _ in range(n):
+        put(p, b"grp:g idp:k%d:3600" % lq.ids.next)
+    parts = snapshot_parts(lq, p.lwal.wall_offset, 1)
+    assert next(parts)  # job 1's part
+    for i in range(2, n + 1):
+        p.lh.send(p.c, b"delete %d\r\n" % i)
+    for _ in range(50):
+        nid = lq.ids.next
+        p.lh.send(p.c, b"put 0 0 60 1 grp:g\r\nx\r\n")
+        p.lh.send(p.c, b"delete %d\r\n" % nid)
+    assert sorted(parts.kept) == list(range(2, n + 1))
+    for k in range(2, n + 1):
+        assert next(parts)
+        assert len(parts.kept) == n - k and k not in parts.kept
+    assert list(parts) == [b""] and not parts.kept and not lq.changing
