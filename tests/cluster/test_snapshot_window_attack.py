@@ -7,13 +7,15 @@ batches has the leader's state; and what the parts keep is bounded by the
 jobs listed and goes with their part, or with the parts when closed."""
 # ruff: noqa: F811  (pair: test_replica_tags' fixture, taken by the tests' arguments)
 import gc
+import random
 
 import pytest
 
-from test_replica import same
+from test_replica import buried_order, jobs, same
 from test_replica_tags import held, pair, put, state_of  # noqa: F401  (pair: fixture)
 from test_snapshot_window import _gap
 from pybeanstalkd.cluster.apply import snapshot_parts
+from pybeanstalkd.core.job import RESERVED
 
 
 def _listing(q):
@@ -21,17 +23,19 @@ def _listing(q):
     leader at the listing: each group's members, the held jobs, and the
     idp: keys with a TTL that a job or a cooldown holds."""
     ext = q.ext
-    members = {n: sorted(g.members) for n, g in ext.groups.items()}
+    members = {n: sorted(g.members) for n, g in ext.groups.items() if g.members.n}
     held_ids = sorted(i for i in q.jobs if held(q, i))
-    keys = {(t, k) for t, m in ext.keys.items() for k, j in m.items()
+    keys = {(t, k): None for t, m in ext.keys.items() for k, j in m.items()
             if j.tags is not None and j.tags.ttl > 0}
-    keys |= {(t, k) for t, m in ext.cools.items() for k in m}
-    return members, held_ids, keys
+    keys.update({(t, k): c.expires for t, m in ext.cools.items() for k, c in m.items()})
+    return members, held_ids, keys  # (keys: when a cooldown ends, None for a job's)
 
 
-def _holds_the_listing(fq, listing):
-    """A follower that led early has what the leader had at the listing."""
+def _holds_the_listing(fq, listing, now=None):
+    """A follower that led early has what the leader had at the listing
+    (but the cooldowns that ended since, at `now`)."""
     members, held_ids, keys = listing
+    keys = {key for key, end in keys.items() if now is None or end is None or end > now}
     ext = fq.ext
     for n, ids in members.items():
         g = ext.groups.get(n)
@@ -40,6 +44,19 @@ def _holds_the_listing(fq, listing):
     taken = {(t, k) for t, m in ext.keys.items() for k in m}
     taken |= {(t, k) for t, m in ext.cools.items() for k in m}
     assert keys - taken == set()
+
+
+def _same(p):
+    """same(), but for the jobs reserved on the leader: a reserve is not
+    logged (nor in the reference), so the follower has them as they were."""
+    lq, fq = p.lh.e.q, p.fh.e.q
+    lj, fj = jobs(lq), jobs(fq)
+    for j in lq.jobs.values():
+        if j.state == RESERVED and j.id in fj:
+            lj[j.id], fj[j.id] = lj[j.id][:3], fj[j.id][:3]
+    assert fj == lj
+    assert buried_order(fq) == buried_order(lq)
+    assert fq.ids.next == lq.ids.next
 
 
 def _finish(p):
@@ -426,3 +443,95 @@ def test_what_the_parts_keep_is_bounded_and_goes_with_its_part(pair):
         assert next(parts)
         assert len(parts.kept) == n - k and k not in parts.kept
     assert list(parts) == [b""] and not parts.kept and not lq.changing
+
+
+# -- random sequences in the window ---------------------------------------------
+
+TAGS = [b"", b"grp:g0", b"grp:g1", b"aft:g0", b"aft:g1", b"aft:g0 grp:g1", b"aft:g1 idp:k0:3600",
+        b"grp:g0 idp:k1:3600", b"idp:k2:3600", b"idp:k3", b"idp:k4:1", b"aft:g0 idp:k5:3600",
+        b"idp:k2:3600 grp:g1", b"aft:g1 grp:g0 idp:k6:3600"]
+
+
+def _random_put(p, rnd, tube):
+    tags = rnd.choice(TAGS)
+    delay = rnd.choice([0, 0, 0, 3])
+    tail = b" " + tags if tags else b""
+    p.lh.send(p.c, b"use %s\r\n" % tube)
+    p.lh.send(p.c, b"put %d %d 60 1%s\r\nx\r\n" % (rnd.randrange(5), delay, tail))
+
+
+def _random_change(p, rnd):
+    lq = p.lh.e.q
+    ids = sorted(lq.jobs) or [1]
+    i = rnd.choice(ids)
+    op = rnd.randrange(14)
+    if op < 3:
+        _random_put(p, rnd, rnd.choice([b"a", b"b"]))
+    elif op < 6:
+        p.lh.send(p.c, b"delete %d\r\n" % i)
+    elif op == 6:
+        p.lh.send(p.c, b"kick-job %d\r\n" % i)
+    elif op == 7:
+        p.lh.send(p.c, b"reserve-job %d\r\n" % i)
+    elif op == 8:
+        # (a release with no delay is not logged, as in the reference:
+        # its priority would not reach a follower)
+        p.lh.send(p.c, rnd.choice([b"release %d 1 1\r\n", b"release %d 1 2\r\n",
+                                   b"bury %d 3\r\n", b"touch %d\r\n"]) % i)
+    elif op == 9:
+        p.lh.send(p.c, b"kick %d\r\n" % rnd.randrange(1, 4))
+    elif op == 10:
+        p.lh.send(p.c, b"reserve-with-timeout 0\r\n")
+    elif op == 11:
+        p.advance(rnd.choice([1, 2, 4]))
+    elif op == 12:
+        if rnd.randrange(4) == 0:
+            p.lh.send(p.c, b"flush-tube %s\r\n" % rnd.choice([b"a", b"b"]))
+        else:
+            p.lh.send(p.c, b"pause-tube a %d\r\n" % rnd.randrange(2))
+    else:
+        p.lh.send(p.c, b"use a\r\nput 0 0 60 1 idp:k%d\r\nx\r\n" % rnd.randrange(7))
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+@pytest.mark.parametrize("seed", range(60))
+def test_random_changes_in_the_window(pair, seed, led):
+    """Random puts, deletes, kicks, reserves, releases, buries, flushes,
+    duplicate puts and clock steps, before the listing and between the
+    parts: what the parts keep stays below the jobs listed and not read
+    yet; a node that leads before the batches came has each group's
+    members of the listing, holds every job held then, and has each key
+    with a TTL taken then taken; one that gets them has the leader's
+    state."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    rnd = random.Random(seed)
+    p.send(b"watch b\r\n")
+    for _ in range(rnd.randrange(5, 25)):
+        _random_change(p, rnd)
+    p.sync()
+    listing = _listing(lq)
+    p.begin_parts(1)
+    listed = set(lq.jobs)
+    parts = p.parts
+    left = len(listed)  # (a part a job; then the last, empty one)
+    read = 0
+    for _ in range(rnd.randrange(10, 40)):
+        if left and rnd.randrange(3) == 0:
+            assert not p.step()
+            left -= 1
+            read += 1
+        else:
+            _random_change(p, rnd)
+        assert set(parts.kept) <= listed and len(parts.kept) <= len(listed) - read
+    if led:
+        _gap(p)
+        assert not parts.kept and not lq.changing
+        _holds_the_listing(fq, listing, p.fh.now)
+        return
+    _finish(p)
+    assert not parts.kept and not lq.changing
+    p.fh.advance(0)  # (cooldowns a late delete started past their end)
+    p.lh.advance(0)
+    assert state_of(fq) == state_of(lq)
+    _same(p)
