@@ -388,6 +388,39 @@ def test_a_delayed_aft_job_due_in_the_window_and_released(pair, led):
     same(p)
 
 
+@pytest.mark.parametrize("order", ["member-read", "a-held-job-read-too"])
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_group_completed_after_some_of_its_parts_were_read(pair, led, order):
+    """Group g's members 2 and 5 and held jobs 3 and 4: the parts up to
+    job 2 (or job 3) are read, then both members are deleted, releasing
+    3 and 4. A job whose part went out is not kept (the follower has it
+    as read); the others are: a node that leads early has both members
+    and both jobs held."""
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"grp:g")  # 2
+    put(p, b"aft:g")  # 3: held
+    put(p, b"aft:g idp:k:3600")  # 4: held
+    put(p, b"grp:g")  # 5
+    listing = _listing(lq)
+    p.begin_parts(1)
+    for _ in range(3 if order == "a-held-job-read-too" else 2):
+        assert not p.step()
+    assert p.lh.send(p.c, b"delete 5\r\n") == b"DELETED\r\n"
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert not held(lq, 3) and not held(lq, 4)
+    assert sorted(p.parts.kept) == ([4, 5] if order == "a-held-job-read-too" else [3, 4, 5])
+    if led:
+        _gap(p)
+        _holds_the_listing(fq, listing)
+        return
+    _finish(p)
+    assert state_of(fq) == state_of(lq)
+    same(p)
+
+
 def test_parts_closed_early_free_what_they_kept_and_stop_watching(pair):
     """Two snapshots go out at once (two followers): each keeps its own;
     one closed early frees its records and stops watching, the other
