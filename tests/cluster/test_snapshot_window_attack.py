@@ -566,5 +566,65 @@ def test_random_changes_in_the_window(pair, seed, led):
     assert not parts.kept and not lq.changing
     p.fh.advance(0)  # (cooldowns a late delete started past their end)
     p.lh.advance(0)
+    p.fh.idle()
+    assert state_of(fq) == state_of(lq)
+    _same(p)
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+@pytest.mark.parametrize("seed", range(8))
+def test_random_changes_while_a_big_group_releases_in_slices(pair, seed, led):
+    """Group g holds more jobs than two slices (some holding keys): its
+    last member's delete releases them a slice a step of the leader's
+    background work, and meanwhile jobs are reserved by id, kicked,
+    deleted, flushed, and parts read. A node that leads early holds
+    every one as listed; one that gets the batches has the leader's
+    state."""
+    from pybeanstalkd.core.slices import SLICE
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    rnd = random.Random(seed)
+    p.send(b"use a\r\n")
+    put(p, b"grp:g")  # 1
+    n = 2 * SLICE + 5
+    for i in range(n):
+        put(p, b"aft:g idp:k%d:3600" % i if i % 3 == 0 else b"aft:g")
+    put(p, b"grp:h idp:m:3600")
+    listing = _listing(lq)
+    assert len(listing[1]) == n
+    p.begin_parts(1)
+    listed = len(lq.jobs)
+    p.lh.auto = False  # (the leader's background work: a slice a step)
+    reads = 0
+    for k in range(60):
+        op = rnd.randrange(8)
+        i = rnd.randrange(1, n + 3)
+        if k == 5:
+            p.lh.send(p.c, b"delete 1\r\n")
+        elif op == 0 and reads < listed:
+            assert not p.step()
+            reads += 1
+        elif op == 1:
+            p.lh.step()
+        elif op == 2:
+            p.lh.send(p.c, b"reserve-job %d\r\n" % i)
+        elif op == 3:
+            p.lh.send(p.c, b"kick-job %d\r\n" % i)
+        elif op == 4:
+            p.lh.send(p.c, b"delete %d\r\n" % i)
+        elif op == 5 and rnd.randrange(10) == 0:
+            p.lh.send(p.c, b"flush-tube a\r\n")
+        else:
+            p.lh.send(p.c, b"put 0 0 60 1 idp:k%d\r\nx\r\n" % rnd.randrange(n))
+        assert len(p.parts.kept) <= listed - reads
+    p.lh.auto = True
+    p.lh.idle()
+    if led:
+        _gap(p)
+        _holds_the_listing(fq, listing)
+        return
+    _finish(p)
+    p.fh.advance(0)
+    p.fh.idle()  # (the follower's releases go in slices too)
     assert state_of(fq) == state_of(lq)
     _same(p)
