@@ -57,6 +57,7 @@ def _same(p):
     assert fj == lj
     assert buried_order(fq) == buried_order(lq)
     assert fq.ids.next == lq.ids.next
+    assert (fq.ext.nkeys, fq.ext.nheld) == (lq.ext.nkeys, lq.ext.nheld)
 
 
 def _finish(p):
@@ -104,7 +105,7 @@ def test_a_held_jobs_key_a_flush_voids_in_the_window_goes_out_as_listed(pair, le
     _finish(p)
     assert fq.jobs[3].tags.idp == b":"
     assert state_of(fq) == state_of(lq)
-    same(p)
+    _same(p)
 
 
 @pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
@@ -419,6 +420,46 @@ def test_a_group_completed_after_some_of_its_parts_were_read(pair, led, order):
     _finish(p)
     assert state_of(fq) == state_of(lq)
     same(p)
+
+
+@pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
+def test_a_listing_made_while_a_complete_group_releases(pair, led):
+    """Listed while its complete group's release goes in slices (the
+    group's entry gone, no other group or key), a held job is not kept
+    when the release or a reserve-job takes it out of its hold: the
+    parts watch nothing. No node holds it past that: the leader was
+    releasing it at the listing, and a follower that leads early
+    releases what it has held (its group complete there too)."""
+    from pybeanstalkd.core.slices import SLICE
+    p = pair
+    lq, fq = p.lh.e.q, p.fh.e.q
+    p.send(b"use a\r\n")
+    put(p, b"")  # 1
+    put(p, b"grp:g")  # 2
+    n = 2 * SLICE + 1
+    for _ in range(n):
+        put(p, b"aft:g")  # 3...
+    p.lh.auto = False
+    assert p.lh.send(p.c, b"delete 2\r\n") == b"DELETED\r\n"
+    assert not lq.ext.groups and not lq.ext.nkeys
+    still = [i for i in range(3, 3 + n) if held(lq, i)]
+    assert len(still) == n
+    p.begin_parts(1)
+    assert not p.parts.watching and not lq.changing
+    assert not p.step()  # job 1's part
+    p.lh.step()  # a slice
+    assert p.lh.send(p.c, b"reserve-job %d\r\n" % still[n // 2]).startswith(b"RESERVED")
+    p.lh.auto = True
+    p.lh.idle()
+    assert not lq.ext.nheld
+    if led:
+        _gap(p)
+        assert not fq.ext.nheld and not fq.ext.groups
+        return
+    _finish(p)
+    p.fh.idle()
+    assert state_of(fq) == state_of(lq)
+    _same(p)
 
 
 def test_parts_closed_early_free_what_they_kept_and_stop_watching(pair):
