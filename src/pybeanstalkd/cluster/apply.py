@@ -153,7 +153,9 @@ class Parts:
     in no part, and its key's cooldown, which its delete starts, in no
     listing either (the cooldowns are listed with the jobs): a node that
     leads before the batches came would take a put with that key for a
-    new job where the leader answers that it is a duplicate. A node that
+    new job where the leader answers that it is a duplicate; and so is
+    a held job whose key a flush-tube voids after the listing (its part,
+    read after that, would have it keyless). A node that
     leads meanwhile acts, for these jobs, as if the leader had stopped at
     the listing.
 
@@ -167,7 +169,7 @@ class Parts:
         self.watching = False
         self.q, self.codec, self.wall_offset = q, codec, wall_offset
         self.next = q.ids.next  # a job with a lower id was listed
-        self.sent: set[int] = set()  # the jobs read into a part that _watched()
+        self.sent: set[int] = set()  # the jobs read into a part that _watched(), or kept
         self.kept: dict[int, bytes] = {}  # the records kept, of those not read yet
         self.error: OSError | None = None  # a record that could not be kept
         ext = q.ext
@@ -212,7 +214,8 @@ class Parts:
         self._unwatch()
 
     def _changing(self, j) -> None:
-        """Job j is about to be deleted, or to leave its hold."""
+        """Job j is about to be deleted, to leave its hold, or to lose its
+        idp: key (a flush-tube voids the keys of the jobs it leaves)."""
         id_ = j.id
         if id_ >= self.next or id_ in self.sent or id_ in self.kept:
             return  # put after the listing, read into a part already, or kept
@@ -251,7 +254,11 @@ class Parts:
             if self.error is not None:
                 raise self.error
             rec = kept.pop(id_, None)
-            if rec is None:
+            if rec is not None:
+                # (a job a kick or a release kept lives on: a later delete
+                # must not keep it again, after its part)
+                sent.add(id_)
+            else:
                 j = jobs.get(id_)
                 if j is None:
                     continue  # deleted meanwhile

@@ -145,6 +145,10 @@ class Keys:
         if keys:
             for key, j in list(keys.items()):  # (after a flush: held jobs' only)
                 if j.id < last:
+                    # A snapshot going out keeps the record of a job it
+                    # listed as it is before its key goes (Queue.changing).
+                    for see in q.changing:
+                        see(j)
                     del keys[key]
                     ext.nkeys -= 1
                     if j.tags is not None:

@@ -238,8 +238,9 @@ class Queue:
         self.checks_tries = tags.checks_tries(max_tries)
         self.store = NullStore() if store is None else store
         self.loading: dict[Tube, int] | None = None  # jobs per tube during recovery
-        # Called with each job about to be deleted, or to leave its hold
-        # (tagged.py's removing: a release, a kick-job, a reserve-job),
+        # Called with each job about to be deleted, to leave its hold
+        # (tagged.py's removing: a release, a kick-job, a reserve-job), or
+        # to lose its idp: key (a flush-tube's end: keys.py's flushed),
         # before anything of it changes: a leader's snapshot going out in
         # parts keeps the record of a job it listed and has not sent yet
         # (cluster/apply.py).
