@@ -39,20 +39,57 @@ def require_etcd() -> str:
     pytest.skip("etcd is not installed")
 
 
+# The processes a cluster test started (its nodes, its etcd members), each
+# as (name, process, log file): a wait of theirs that times out shows what
+# each said last, and which ones exited (tests/cluster/conftest.py empties
+# it before each test).
+WATCHED: list[tuple[str, subprocess.Popen, str]] = []
+
+
+def watch(name: str, proc: subprocess.Popen, log: str) -> None:
+    WATCHED.append((name, proc, str(log)))
+
+
+def tail(path: str, lines: int = 30) -> str:
+    """The last lines of a log file."""
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as e:
+        return f"(no log: {e})"
+
+
+def watched_tails(lines: int = 30) -> str:
+    """Each watched process's state (running, or its exit status) and the
+    last lines of its log (one log may hold several processes': a node
+    started again)."""
+    out = []
+    for log in dict.fromkeys(path for _, _, path in WATCHED):
+        procs = ", ".join(f"{name} (pid {proc.pid}): "
+                          + ("running" if proc.poll() is None else f"exited {proc.returncode}")
+                          for name, proc, path in WATCHED if path == log)
+        out.append(f"--- {procs}; the end of {log}:\n" + tail(log, lines))
+    return "\n".join(out)
+
+
 @contextmanager
 def etcd_server(data_dir: str):
     """A one-member etcd on free loopback ports (no fsync: tests only);
-    yields (host, client port), once it answers /health."""
+    yields (host, client port), once it answers /health. Its log is kept
+    beside data_dir (data_dir.log)."""
     import urllib.request
 
     client, peer = free_port(), free_port()
     c_url, p_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
-    proc = subprocess.Popen(
-        [require_etcd(), "--name", "n1", "--data-dir", data_dir, "--unsafe-no-fsync",
-         "--listen-client-urls", c_url, "--advertise-client-urls", c_url,
-         "--listen-peer-urls", p_url, "--initial-advertise-peer-urls", p_url,
-         "--initial-cluster", f"n1={p_url}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = data_dir + ".log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [require_etcd(), "--name", "n1", "--data-dir", data_dir, "--unsafe-no-fsync",
+             "--listen-client-urls", c_url, "--advertise-client-urls", c_url,
+             "--listen-peer-urls", p_url, "--initial-advertise-peer-urls", p_url,
+             "--initial-cluster", f"n1={p_url}"],
+            stdout=out, stderr=out)
+    watch("etcd", proc, log)
     try:
         end = time.monotonic() + 20
         while True:
@@ -63,7 +100,7 @@ def etcd_server(data_dir: str):
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError("etcd did not start")
+                raise RuntimeError(f"etcd did not start; the end of its log:\n{tail(log)}")
             time.sleep(0.05)
         yield "127.0.0.1", client
     finally:
@@ -92,12 +129,16 @@ class EtcdCluster:
 
     def start(self, i: int):
         c, p = f"http://127.0.0.1:{self.client[i]}", f"http://127.0.0.1:{self.peer[i]}"
-        self.procs[i] = subprocess.Popen(
-            [require_etcd(), "--name", f"e{i}", "--data-dir", os.path.join(self.dir, f"e{i}"),
-             "--unsafe-no-fsync", "--listen-client-urls", c, "--advertise-client-urls", c,
-             "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
-             "--initial-cluster", self.initial, "--initial-cluster-state", "new"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.makedirs(self.dir, exist_ok=True)
+        log = os.path.join(self.dir, f"e{i}.log")  # (kept: a failed wait shows its end)
+        with open(log, "ab") as out:
+            self.procs[i] = subprocess.Popen(
+                [require_etcd(), "--name", f"e{i}", "--data-dir", os.path.join(self.dir, f"e{i}"),
+                 "--unsafe-no-fsync", "--listen-client-urls", c, "--advertise-client-urls", c,
+                 "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
+                 "--initial-cluster", self.initial, "--initial-cluster-state", "new"],
+                stdout=out, stderr=out)
+        watch(f"etcd e{i}", self.procs[i], log)
 
     def wait_healthy(self, i: int, timeout: float = 30):
         import urllib.request
@@ -112,7 +153,8 @@ class EtcdCluster:
             except OSError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"etcd member {i} is not healthy")
+        raise RuntimeError(f"etcd member {i} is not healthy; the end of its log:\n"
+                           + tail(os.path.join(self.dir, f"e{i}.log")))
 
     def kill(self, i: int):
         self.procs[i].kill()
