@@ -1,6 +1,7 @@
 """Spawning servers (ours and the reference) and talking raw bytes to them."""
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import resource
@@ -227,18 +228,61 @@ _LISTEN_PORTS = range(max(1024, min(20000, _ephemeral_low() - 4096)), _ephemeral
 # worker of a parallel run)
 _DRAWS = random.SystemRandom()
 
+# A port free_port() hands out stays free until its server binds it: a
+# node binds its peer port only after its start and its first etcd calls,
+# seconds later on a loaded machine. Meanwhile another process (the other
+# worker of a parallel run, another job's tests) could draw the same port
+# and bind it first: the node then exits on "address already in use" and
+# its test times out waiting for it to lead. So each port handed out is
+# held for HOLD_S, for every process that draws through free_port() on
+# this machine, in a file they all lock while they draw.
+HOLD_S = 60.0
+_HELD = os.path.join(tempfile.gettempdir(), "pybeanstalkd-test-ports")
 
-def free_port() -> int:
-    """A port no socket uses on 127.0.0.1 now, outside the ephemeral range."""
+
+def _hold(port: int, hold_s: float = HOLD_S) -> bool:
+    """Hold port for hold_s, unless a process holds it already. (Without
+    the file, say another user's, only the bind checks a port.)"""
+    try:
+        f = open(_HELD, "a+")
+    except OSError:
+        return True
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # (released as f closes)
+        f.seek(0)
+        now = time.time()
+        held = {}
+        for line in f:
+            try:
+                p, until = line.split()
+                if float(until) > now:
+                    held[int(p)] = float(until)
+            except ValueError:
+                continue
+        if port in held:
+            return False
+        held[port] = now + hold_s
+        f.seek(0)
+        f.truncate()
+        f.write("".join(f"{p} {until:.3f}\n" for p, until in held.items()))
+        return True
+
+
+def free_port(ports: range | None = None) -> int:
+    """A port no socket uses on 127.0.0.1 now, outside the ephemeral range
+    (or from ports), and that no test process has been handed in the last
+    HOLD_S."""
+    ports = ports or _LISTEN_PORTS
     for _ in range(1000):
-        port = _DRAWS.choice(_LISTEN_PORTS)
+        port = _DRAWS.choice(ports)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _hold(port):
             return port
-    raise RuntimeError(f"no free port in {_LISTEN_PORTS}")
+    raise RuntimeError(f"no free port in {ports}")
 
 
 class Server:
