@@ -1,6 +1,7 @@
 """Spawning servers (ours and the reference) and talking raw bytes to them."""
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import resource
@@ -39,20 +40,57 @@ def require_etcd() -> str:
     pytest.skip("etcd is not installed")
 
 
+# The processes a cluster test started (its nodes, its etcd members), each
+# as (name, process, log file): a wait of theirs that times out shows what
+# each said last, and which ones exited (tests/cluster/conftest.py empties
+# it before each test).
+WATCHED: list[tuple[str, subprocess.Popen, str]] = []
+
+
+def watch(name: str, proc: subprocess.Popen, log: str) -> None:
+    WATCHED.append((name, proc, str(log)))
+
+
+def tail(path: str, lines: int = 30) -> str:
+    """The last lines of a log file."""
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as e:
+        return f"(no log: {e})"
+
+
+def watched_tails(lines: int = 30) -> str:
+    """Each watched process's state (running, or its exit status) and the
+    last lines of its log (one log may hold several processes': a node
+    started again)."""
+    out = []
+    for log in dict.fromkeys(path for _, _, path in WATCHED):
+        procs = ", ".join(f"{name} (pid {proc.pid}): "
+                          + ("running" if proc.poll() is None else f"exited {proc.returncode}")
+                          for name, proc, path in WATCHED if path == log)
+        out.append(f"--- {procs}; the end of {log}:\n" + tail(log, lines))
+    return "\n".join(out)
+
+
 @contextmanager
 def etcd_server(data_dir: str):
     """A one-member etcd on free loopback ports (no fsync: tests only);
-    yields (host, client port), once it answers /health."""
+    yields (host, client port), once it answers /health. Its log is kept
+    beside data_dir (data_dir.log)."""
     import urllib.request
 
     client, peer = free_port(), free_port()
     c_url, p_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
-    proc = subprocess.Popen(
-        [require_etcd(), "--name", "n1", "--data-dir", data_dir, "--unsafe-no-fsync",
-         "--listen-client-urls", c_url, "--advertise-client-urls", c_url,
-         "--listen-peer-urls", p_url, "--initial-advertise-peer-urls", p_url,
-         "--initial-cluster", f"n1={p_url}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = data_dir + ".log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [require_etcd(), "--name", "n1", "--data-dir", data_dir, "--unsafe-no-fsync",
+             "--listen-client-urls", c_url, "--advertise-client-urls", c_url,
+             "--listen-peer-urls", p_url, "--initial-advertise-peer-urls", p_url,
+             "--initial-cluster", f"n1={p_url}"],
+            stdout=out, stderr=out)
+    watch("etcd", proc, log)
     try:
         end = time.monotonic() + 20
         while True:
@@ -63,7 +101,7 @@ def etcd_server(data_dir: str):
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError("etcd did not start")
+                raise RuntimeError(f"etcd did not start; the end of its log:\n{tail(log)}")
             time.sleep(0.05)
         yield "127.0.0.1", client
     finally:
@@ -92,12 +130,16 @@ class EtcdCluster:
 
     def start(self, i: int):
         c, p = f"http://127.0.0.1:{self.client[i]}", f"http://127.0.0.1:{self.peer[i]}"
-        self.procs[i] = subprocess.Popen(
-            [require_etcd(), "--name", f"e{i}", "--data-dir", os.path.join(self.dir, f"e{i}"),
-             "--unsafe-no-fsync", "--listen-client-urls", c, "--advertise-client-urls", c,
-             "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
-             "--initial-cluster", self.initial, "--initial-cluster-state", "new"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.makedirs(self.dir, exist_ok=True)
+        log = os.path.join(self.dir, f"e{i}.log")  # (kept: a failed wait shows its end)
+        with open(log, "ab") as out:
+            self.procs[i] = subprocess.Popen(
+                [require_etcd(), "--name", f"e{i}", "--data-dir", os.path.join(self.dir, f"e{i}"),
+                 "--unsafe-no-fsync", "--listen-client-urls", c, "--advertise-client-urls", c,
+                 "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
+                 "--initial-cluster", self.initial, "--initial-cluster-state", "new"],
+                stdout=out, stderr=out)
+        watch(f"etcd e{i}", self.procs[i], log)
 
     def wait_healthy(self, i: int, timeout: float = 30):
         import urllib.request
@@ -112,7 +154,8 @@ class EtcdCluster:
             except OSError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"etcd member {i} is not healthy")
+        raise RuntimeError(f"etcd member {i} is not healthy; the end of its log:\n"
+                           + tail(os.path.join(self.dir, f"e{i}.log")))
 
     def kill(self, i: int):
         self.procs[i].kill()
@@ -185,18 +228,61 @@ _LISTEN_PORTS = range(max(1024, min(20000, _ephemeral_low() - 4096)), _ephemeral
 # worker of a parallel run)
 _DRAWS = random.SystemRandom()
 
+# A port free_port() hands out stays free until its server binds it: a
+# node binds its peer port only after its start and its first etcd calls,
+# seconds later on a loaded machine. Meanwhile another process (the other
+# worker of a parallel run, another job's tests) could draw the same port
+# and bind it first: the node then exits on "address already in use" and
+# its test times out waiting for it to lead. So each port handed out is
+# held for HOLD_S, for every process that draws through free_port() on
+# this machine, in a file they all lock while they draw.
+HOLD_S = 60.0
+_HELD = os.path.join(tempfile.gettempdir(), "pybeanstalkd-test-ports")
 
-def free_port() -> int:
-    """A port no socket uses on 127.0.0.1 now, outside the ephemeral range."""
+
+def _hold(port: int, hold_s: float = HOLD_S) -> bool:
+    """Hold port for hold_s, unless a process holds it already. (Without
+    the file, say another user's, only the bind checks a port.)"""
+    try:
+        f = open(_HELD, "a+")
+    except OSError:
+        return True
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # (released as f closes)
+        f.seek(0)
+        now = time.time()
+        held = {}
+        for line in f:
+            try:
+                p, until = line.split()
+                if float(until) > now:
+                    held[int(p)] = float(until)
+            except ValueError:
+                continue
+        if port in held:
+            return False
+        held[port] = now + hold_s
+        f.seek(0)
+        f.truncate()
+        f.write("".join(f"{p} {until:.3f}\n" for p, until in held.items()))
+        return True
+
+
+def free_port(ports: range | None = None) -> int:
+    """A port no socket uses on 127.0.0.1 now, outside the ephemeral range
+    (or from ports), and that no test process has been handed in the last
+    HOLD_S."""
+    ports = ports or _LISTEN_PORTS
     for _ in range(1000):
-        port = _DRAWS.choice(_LISTEN_PORTS)
+        port = _DRAWS.choice(ports)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _hold(port):
             return port
-    raise RuntimeError(f"no free port in {_LISTEN_PORTS}")
+    raise RuntimeError(f"no free port in {ports}")
 
 
 class Server:

@@ -3,6 +3,7 @@ follows; kill -9 of the leader loses no acknowledged put, the follower
 takes over within seconds, and its job ids go on from where no leader has
 been."""
 import asyncio
+import inspect
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import urllib.request
 import pytest
 
 from history import History
-from support import Client, Server, etcd_server, free_port, ours_argv
+from support import Client, Server, etcd_server, free_port, ours_argv, watch, watched_tails
 
 pytest.importorskip("aetcd")
 from pybeanstalkd.cluster.coord import Coordinator  # noqa: E402
@@ -40,6 +41,7 @@ def start(tmp_path, etcd, name, cluster="c1", sync="-f0", extra=()):
     s.peer = peer
     s.log = tmp_path / f"{name}.log"
     keep_log(s.proc, s.log)
+    watch(name, s.proc, s.log)
     s.http = http
     return s
 
@@ -95,14 +97,27 @@ def ask(srv, line: bytes, timeout=2.0):
 def wait_for(cond, timeout=60.0, step=0.05):
     """cond()'s first true value. (A busy machine, or tests run side by
     side, can make three nodes and etcd take many seconds to come up: the
-    wait ends as soon as cond holds, so it may be long.)"""
+    wait ends as soon as cond holds, so it may be long.) If it times out,
+    the failure says what it waited for, which of the test's nodes and
+    etcd members have exited, and the end of each one's log: a wait that
+    fails once in many runs explains itself."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         got = cond()
         if got:
             return got
         time.sleep(step)
-    raise AssertionError("timed out")
+    time.sleep(0.2)  # (keep_log's threads write what the nodes said last)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {waited_for(cond)}\n"
+                         + watched_tails())
+
+
+def waited_for(cond) -> str:
+    """The line of source a wait's condition is on, else its repr."""
+    try:
+        return inspect.getsource(cond).strip()
+    except (OSError, TypeError):
+        return repr(cond)
 
 
 def jobs_on(srv, ids) -> dict:
@@ -349,3 +364,21 @@ def test_bodies_on_disk_survive_a_snapshot_and_a_failover(tmp_path, etcd):
         for node in (a, b):
             if node is not None:
                 node.stop()
+
+
+def test_a_wait_that_times_out_says_what_it_waited_for_and_what_the_nodes_said(tmp_path, etcd):
+    a = start(tmp_path, etcd, "a", "tails")
+    try:
+        wait_for(lambda: "a leads" in a.log.read_text())
+        a.proc.kill()
+        a.proc.wait()
+        with pytest.raises(AssertionError) as e:
+            wait_for(lambda: ask(a, b"list-tube-used\r\n"), timeout=0.5)  # never: it is gone
+    finally:
+        a.stop()
+    said = str(e.value)
+    assert said.startswith("timed out after 0.5 s waiting for wait_for(lambda: ask(a, "), said
+    assert "--- a (pid %d): exited -9; the end of %s:\n" % (a.proc.pid, a.log) in said, said
+    assert "cluster tails: a leads, epoch " in said
+    assert "--- etcd (pid " in said and ": running; the end of %s.log:\n" % (tmp_path / "etcd") in said
+    assert "ready to serve client requests" in said, said  # (etcd's own line)
