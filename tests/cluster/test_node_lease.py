@@ -132,3 +132,39 @@ def test_a_link_that_fails_any_way_is_said_and_tried_again():
         return n.connecting
     assert asyncio.run(main()) == {}
     assert failed == [("b", ValueError)]
+
+
+@pytest.mark.parametrize("fails", ["isr", "ids"])
+def test_etcd_unreachable_as_a_node_takes_the_lead_steps_it_down(fails):
+    # Its campaign won, a node reads the ISR and takes its first block of
+    # ids before it serves; etcd failing there ended its work with an
+    # error (exit 1), where etcd failing a moment later steps it down (75).
+    from aetcd.exceptions import ClientError
+
+    class Coord:
+        ttl = 3
+
+        async def isr(self):
+            if fails == "isr":
+                raise ClientError("deadline exceeded")
+            return 7, ["a", "b"]
+
+    class Ids:
+        async def refill(self):
+            raise ClientError("deadline exceeded")
+
+    closed = []
+
+    async def main():
+        n = Node.__new__(Node)  # (only what lead() uses up to its duties)
+        n.coord, n.ids = Coord(), Ids()
+        n.peer_srv = SimpleNamespace(close=lambda: closed.append("peer"))
+        n.follower = SimpleNamespace(conns=set(), settle=lambda: None)
+        n.log = lambda m: None
+        n.cluster, n.name, n.role = SimpleNamespace(name="c"), "a", "follower"
+        n.stop = asyncio.get_running_loop().create_future()
+        await asyncio.wait_for(n.lead(7, time.monotonic_ns()), 5)
+        return n.stop.result(), n.role, getattr(n, "rep", None)
+
+    code, role, rep = asyncio.run(main())
+    assert (code, role, rep, closed) == (EXIT_DEPOSED, "follower", None, ["peer"])

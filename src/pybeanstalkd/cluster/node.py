@@ -295,11 +295,17 @@ class Node:
         self.follower.settle()  # (a snapshot's end, or what follows it, comes no more)
         self.epoch, self.role, self.leader, self.leader_epoch = epoch, "leader", self.name, epoch
         self.lease_until = asked + self.coord.ttl * 1_000_000_000
-        got = await self.coord.isr()
-        self.isr = got[1] if got else [self.name]
-        self.ackers = list(self.isr)
-        if not await self._take_ids():
-            return  # deposed: no replicator, no clients
+        try:
+            got = await self.coord.isr()
+            self.isr = got[1] if got else [self.name]
+            self.ackers = list(self.isr)
+            if not await self._take_ids():
+                return  # deposed: no replicator, no clients
+        except UNREACHABLE as e:
+            # (its peer port closed, the node cannot follow again in place:
+            # it steps down, as when a duty below meets etcd unreachable)
+            self._deposed(f"etcd, before leading: {e!r}")
+            return
         # -f0: one batch per group commit (the Syncer ships it as its fsync
         # starts: the gate's sync_starting), one group in flight. -f MS: one
         # batch a pass; a reply needs the write here, not the fsync MS later.
