@@ -10,11 +10,18 @@ seeded random generator:
 At the end the faults stop, the cluster settles, and the history checker
 compares what the clients were told with what the leader holds.
 
-    PYTHONPATH=tests .venv/bin/python tests/cluster/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]] [--tls]
+    PYTHONPATH=tests .venv/bin/python tests/cluster/chaos_run.py SEED [SECONDS [-f0 | -f50 ...]] [--tls] [--idp]
 
 With --tls every node has --tls-cert, --tls-key and --tls-client-ca (certificates
 made for the run): the replication links are TLS with certificates checked both
 ways, and the clients speak TLS through HAProxy.
+
+With --idp the nodes run with --extensions and every put carries an idp:
+key of its own (with a TTL of an hour); a put whose reply did not come is
+sent again, with the same key, until one does, as a client relying on the
+key would. At the end each acknowledged key is put once more on the
+leader: it must be a duplicate naming the id first acknowledged for it
+(its job, or the job's cooldown once deleted), never a new job.
 """
 import random
 import signal
@@ -29,7 +36,7 @@ import pathlib
 # script; PYTHONPATH=tests gives `history` and `support`, as pytest's
 # `pythonpath` setting does)
 from history import History
-from support import EtcdCluster
+from support import Client, EtcdCluster
 from test_cluster_e2e import ask, jobs_on, start, wait_for
 from test_cluster_haproxy import Front, Looping, Producer, Proxy
 
@@ -54,6 +61,56 @@ class Consumer(Looping):
         if c.cmd(b"delete %d\r\n" % i) == b"DELETED\r\n":
             self.h.delete_acked(i)
             self.deleted += 1
+
+
+class KeyedProducer(Producer):
+    """Puts with idp:KEY, the key its body; a put left unanswered by a
+    break is sent again with the same key on the next connection."""
+
+    def __init__(self, port, h):
+        super().__init__(port, h)
+        self.pending: bytes | None = None
+        self.keys: dict[bytes, int] = {}  # key -> the id first acknowledged for it
+        self.repeated = 0  # puts answered as duplicates (a retry that found its job)
+
+    def step(self, c):
+        if self.pending is None:
+            self.n += 1
+            self.pending = b"k%06d" % self.n
+            self.h.put_sent(self.pending)
+        body = self.pending
+        r = c.cmd(b"put 0 0 60 %d idp:%s:3600\r\n%s\r\n" % (len(body), body, body))
+        if not r.startswith(b"INSERTED "):
+            raise AssertionError(r)
+        self.pending = None
+        words = r.split()
+        i = int(words[1])
+        if len(words) > 2:
+            self.repeated += 1
+        first = self.keys.setdefault(body, i)
+        if first != i:
+            self.h.problems.append(f"key {body!r}: acknowledged as job {first}, then as {i}")
+        if len(words) == 2 or words[2] != b"DELETED":
+            self.h.put_acked(i, body)
+        self.acks.append((time.monotonic(), i))
+
+
+def keys_kept(leader, keys: dict[bytes, int]) -> list[str]:
+    """Each acknowledged key put again on the leader: a duplicate naming
+    its first id, or a problem."""
+    out = []
+    items = list(keys.items())
+    with leader.connect(timeout=30) as sock:
+        c = Client(sock)
+        for n in range(0, len(items), 500):
+            batch = items[n:n + 500]
+            c.send(b"".join(b"put 0 0 60 %d idp:%s:3600\r\n%s\r\n" % (len(k), k, k)
+                            for k, _ in batch))
+            for k, i in batch:
+                words = c.reply().split()
+                if len(words) < 3 or words[:2] != [b"INSERTED", b"%d" % i]:
+                    out.append(f"key {k!r}: acknowledged as job {i}, put again: {words}")
+    return out
 
 
 def use_tls(tmp):
@@ -83,10 +140,12 @@ def use_tls(tmp):
     return tls_args(d, mtls=True), node
 
 
-def main(seed: int, seconds: float, sync: str = "-f0", tls: bool = False) -> int:
+def main(seed: int, seconds: float, sync: str = "-f0", tls: bool = False, idp: bool = False) -> int:
     rng = random.Random(seed)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     extra, tls_node = use_tls(tmp) if tls else ([], lambda srv: srv)
+    if idp:
+        extra = [*extra, "--extensions"]
     etcd = EtcdCluster(str(tmp / "etcd"))
     endpoints = ",".join("%s:%d" % e for e in etcd.endpoints)
     names = ["a", "b", "c"]
@@ -102,7 +161,7 @@ def main(seed: int, seconds: float, sync: str = "-f0", tls: bool = False) -> int
     reproxy()
     wait_for(lambda: ask(Front(front), b"list-tube-used\r\n"), timeout=30)
     h = History()
-    prod, cons = Producer(front, h), Consumer(front, h)
+    prod, cons = (KeyedProducer if idp else Producer)(front, h), Consumer(front, h)
     prod.start()
     cons.start()
     dead_nodes: dict[str, float] = {}
@@ -173,11 +232,17 @@ def main(seed: int, seconds: float, sync: str = "-f0", tls: bool = False) -> int
     cons.join(15)
     jobs = jobs_on(leader, sorted(set(h.acked) | h.deleted))
     problems = h.check(jobs)
-    print(f"seed {seed}, {seconds:.0f} s, {sync}{' --tls' if tls else ''}, {len(faults)} faults:")
+    if idp:
+        problems += keys_kept(leader, prod.keys)
+    print(f"seed {seed}, {seconds:.0f} s, {sync}{' --tls' if tls else ''}{' --idp' if idp else ''}, "
+          f"{len(faults)} faults:")
     for f in faults:
         print("  " + f)
     print(f"puts acknowledged {len(h.acked)}, deletes acknowledged {len(h.deleted)}, "
           f"jobs on the leader at the end {len(jobs)}; problems: {len(problems)}")
+    if idp:
+        print(f"keys acknowledged {len(prod.keys)}, of which {prod.repeated} by a put sent again "
+              f"that found its job; each put again at the end")
     for p in problems[:20]:
         print("  " + p)
     proxy.stop()
@@ -189,6 +254,7 @@ def main(seed: int, seconds: float, sync: str = "-f0", tls: bool = False) -> int
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--tls"]
+    args = [a for a in sys.argv[1:] if a not in ("--tls", "--idp")]
     sys.exit(main(int(args[0]), float(args[1]) if len(args) > 1 else 90,
-                  args[2] if len(args) > 2 else "-f0", tls="--tls" in sys.argv))
+                  args[2] if len(args) > 2 else "-f0", tls="--tls" in sys.argv,
+                  idp="--idp" in sys.argv))
