@@ -66,6 +66,14 @@ def _finish(p):
         pass
 
 
+def _caught_up(p):
+    """The parts and the batches after them read: the follower holds what
+    the leader holds."""
+    _finish(p)
+    assert state_of(p.fh.e.q) == state_of(p.lh.e.q)
+    same(p)
+
+
 def _dup(p, h, key, tube=b"a"):
     """A put with key on node h (the follower, once it leads): its reply."""
     c = h.conn()
@@ -358,9 +366,7 @@ def test_a_key_holding_member_whose_delete_completes_its_group(pair, led):
         _holds_the_listing(fq, listing)
         assert _dup(p, p.fh, b"k") == b"INSERTED 2 READY\r\n"
         return
-    _finish(p)
-    assert state_of(fq) == state_of(lq)
-    same(p)
+    _caught_up(p)
 
 
 @pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
@@ -385,9 +391,7 @@ def test_a_delayed_aft_job_due_in_the_window_and_released(pair, led):
         _gap(p)
         assert held(fq, 3) and 2 in fq.jobs
         return
-    _finish(p)
-    assert state_of(fq) == state_of(lq)
-    same(p)
+    _caught_up(p)
 
 
 @pytest.mark.parametrize("order", ["member-read", "a-held-job-read-too"])
@@ -418,9 +422,7 @@ def test_a_group_completed_after_some_of_its_parts_were_read(pair, led, order):
         _gap(p)
         _holds_the_listing(fq, listing)
         return
-    _finish(p)
-    assert state_of(fq) == state_of(lq)
-    same(p)
+    _caught_up(p)
 
 
 @pytest.mark.parametrize("led", [False, True], ids=["batches-come", "leads-first"])
