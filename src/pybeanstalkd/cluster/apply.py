@@ -14,6 +14,7 @@ from ..binlog.apply import apply
 from ..binlog.codec import TaggedCodec
 from ..core import replica
 from ..core.job import BURIED, DELAYED, READY
+from ..core.puttags import is_void
 from ..core.tagged import policy
 from ..core.tags import HELD
 
@@ -279,7 +280,7 @@ def _cools(tags) -> bool:
     """Does a job with these tags hold an idp: key its delete lets cool?
     (Not one a flush-tube voided: it is no longer held.)"""
     idp = tags.idp
-    return idp is not None and tags.ttl > 0 and idp[:1] != b":"
+    return idp is not None and tags.ttl > 0 and not is_void(idp)
 
 
 def _watched(tags) -> bool:

@@ -16,7 +16,7 @@ from .cooling import Cooldowns
 from .heaps import SHIFT
 from .job import READY, STATE_NAMES
 from .protocol import NS
-from .puttags import void_idp
+from .puttags import is_void, void_idp
 from .queue import URGENT_PRI
 from .tags import Clear
 
@@ -115,7 +115,7 @@ class Keys:
     def keep(self, j: Job, idp: bytes | None) -> None:
         """A job's idp: key, if it has one, held for it (a job a record
         brings: a put's claims its own)."""
-        if idp is not None and idp[0] != 58:  # (58, ':': void_idp's)
+        if idp is not None and not is_void(idp):
             ext = self.ext
             keys = ext.tube_keys(j.tube.name)
             n = len(keys)
@@ -170,8 +170,8 @@ class Keys:
         ext = self.ext
         j = q.jobs.get(id_)
         old = ext.pending.get(id_) if j is None else j.tags
-        void = (old is not None and old.idp is not None and old.idp[:1] == b":"
-                and tags.idp is not None and tags.idp[:1] != b":" and tags.idp[1:] == old.idp[1:])
+        void = (old is not None and old.idp is not None and is_void(old.idp)
+                and tags.idp is not None and not is_void(tags.idp) and tags.idp[1:] == old.idp[1:])
         if void:
             tags = void_idp(tags)
         if j is None:

@@ -72,6 +72,11 @@ class Tags:
 NO_TAGS: Final = Tags()
 
 
+def is_void(idp: bytes) -> bool:
+    """Is idp: key idp one a flush-tube cleared (void_idp)?"""
+    return idp[:1] == b":"
+
+
 def void_idp(tags: Tags) -> Tags:
     """tags whose idp: key a flush-tube cleared: ':' in place of its first
     byte, a key no put can name. The binlog's record of the tags keeps its

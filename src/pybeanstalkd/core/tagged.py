@@ -31,7 +31,7 @@ from .holding import Holding
 from .job import BURIED, DELAYED, INVALID, JOB_OVERHEAD, M32, READY, Job
 from .keys import Keys
 from .members import Members
-from .puttags import NO_TAGS, Tags
+from .puttags import NO_TAGS, Tags, is_void
 from .queue import NOT_WORKED, TagPolicy
 from .reservedids import ReservedIds
 from .tags import COOL_OVERHEAD, EXT_ID, HELD, TAGS_OVERHEAD, ExtState, held
@@ -78,7 +78,7 @@ class Tagged(TagPolicy):
     def job_extra(self, q: Queue, j: Job) -> list[tuple[bytes, object]]:
         """tuber's stats-job fields, then the tries (with a limit)."""
         tags = j.tags or NO_TAGS
-        idp = tags.idp if tags.idp is None or tags.idp[:1] != b":" else None  # (void_idp)
+        idp = tags.idp if tags.idp is None or not is_void(tags.idp) else None
         out: list[tuple[bytes, object]] = [
             (b"idempotency-key", idp or b""),
             (b"idempotency-ttl", tags.ttl),
