@@ -61,6 +61,7 @@ COMPILED = [
     "core/tags.py",
     "core/tick.py",
     "core/timers.py",
+    "core/tubes.py",
     "core/weighted.py",
     "binlog/apply.py",
     "binlog/bodies.py",

@@ -29,7 +29,7 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
     eq(q.reserved_ct, len(reserved), "reserved_ct")
     eq(q.buried_ct, len(buried), "buried_ct")
     eq(ext.nheld, len(held), "nheld")
-    for t in q.tubes.values():
+    for t in q.tubes.named.values():
         eq(t.nready, sum(1 for j in ready if j.tube is t), f"{t.name} nready")
         eq(t.ndelayed, sum(1 for j in delayed if j.tube is t), f"{t.name} ndelayed")
         eq(t.nreserved, sum(1 for j in reserved if j.tube is t), f"{t.name} nreserved")
@@ -42,11 +42,11 @@ def check(h, conns, where):  # noqa: C901 (one recount of everything)
             f"{t.name} blocked",
         )
     for j in jobs.values():
-        if j.tube.name not in q.tubes or q.tubes[j.tube.name] is not j.tube:
+        if j.tube.name not in q.tubes.named or q.tubes.named[j.tube.name] is not j.tube:
             errs.append(f"job {j.id} tube {j.tube.name} not alive")
     eq(q.urgent_ct, sum(1 for j in ready if j.pri < 1024), "urgent_ct")
     # parked
-    for t in q.tubes.values():  # every hidden job is in its tube's heap of them
+    for t in q.tubes.named.values():  # every hidden job is in its tube's heap of them
         hid = {i for i in ext.parked_ids if i in jobs and jobs[i].tube is t}
         stale = ext.hidden.get(t)
         heap = {k & ((1 << 64) - 1) for k in ([] if stale is None else stale.entries)}

@@ -240,14 +240,14 @@ def test_what_reads_a_body_outside_the_protocol(tmp_path):
     assert api.job(q.jobs[1], h.now, (), q.store)["preview"]["text"] == "first"
     records = b"".join(snapshot_parts(q, wal.wall_offset))
     assert b"first\r\n" in records and b"second\r\n" in records
-    gen = admin.move(h.e, q.tubes[b"default"], b"other", READY, 10, h.now)
+    gen = admin.move(h.e, q.tubes.named[b"default"], b"other", READY, 10, h.now)
     try:
         while True:
             next(gen)
     except StopIteration as e:
         assert e.value == (2, admin.DONE)
     wal.flush()
-    t = q.tubes[b"other"]
+    t = q.tubes.named[b"other"]
     assert [q.store.body(q.jobs[i]) for i in sorted(q.jobs)] == [b"first\r\n", b"second\r\n"]
     assert all(j.tube is t for j in q.jobs.values())
 

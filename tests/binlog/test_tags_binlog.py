@@ -278,7 +278,7 @@ def _append_ready_job(h, wal, id_):
 
     from pybeanstalkd.core.job import READY, Job
 
-    j = Job(id_, h.e.q.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
+    j = Job(id_, h.e.q.tubes.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
     j.state = READY
     h.e.q.store.flush()
     at = wal.used(wal.cur)

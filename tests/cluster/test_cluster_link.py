@@ -135,8 +135,8 @@ def test_a_big_snapshot_goes_in_parts_while_the_leader_goes_on(tmp_path):
         assert frames.count(F.PART) > 10 and frames.count(F.SNAPSHOT) == 1
         assert frames.index(F.SNAPSHOT) < frames.index(F.MAGIC)  # batches after the snapshot
         assert jobs(fh.e.q) == jobs(lh.e.q)
-        for t in lh.e.q.tubes.values():
-            assert list(fh.e.q.tubes[t.name].buried) == list(t.buried)
+        for t in lh.e.q.tubes.named.values():
+            assert list(fh.e.q.tubes.named[t.name].buried) == list(t.buried)
         srv.close()
         link.writer.close()
     run(main())

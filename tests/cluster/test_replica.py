@@ -120,7 +120,7 @@ def jobs(q, exact=True):
 
 
 def buried_order(q):
-    return {t.name: list(t.buried) for t in q.tubes.values() if t.buried}
+    return {t.name: list(t.buried) for t in q.tubes.named.values() if t.buried}
 
 
 def same(p: Pair):
@@ -265,7 +265,7 @@ def test_a_snapshot_replaces_what_a_follower_had(tmp_path):
     p.lwal.tap(p.batches.append)
     p.resnap()  # ...and catches up
     same(p)
-    assert list(p.fh.e.q.tubes[b"default"].buried) == [1, 3]
+    assert list(p.fh.e.q.tubes.named[b"default"].buried) == [1, 3]
     p.send(b"kick 1\r\n")
     same(p)
 
@@ -335,7 +335,7 @@ def test_a_leaders_job_record_with_an_id_of_the_tags_records_is_refused(tmp_path
     from pybeanstalkd.core.job import Job
 
     h, wal = with_binlog(tmp_path, extensions=True)
-    forged = Job(id_, h.e.q.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
+    forged = Job(id_, h.e.q.tubes.tube(b"default"), 0, 0, 60 * 10**9, b"b\r\n", h.now)
     forged.state = READY
     with pytest.raises(ApplyError, match="an id of the extensions' records"):
         apply_records(h.e.q, F.encode(forged, True, wal.wall_offset), wal.wall_offset,
@@ -371,5 +371,5 @@ def test_jobs_buried_while_a_snapshot_goes_out_keep_the_leaders_bury_order(tmp_p
     assert p.lh.send(p.c, b"bury 2 0\r\n") == b"BURIED\r\n"
     while not p.step():
         pass
-    assert list(p.lh.e.q.tubes[b"a"].buried) == [3, 2]
+    assert list(p.lh.e.q.tubes.named[b"a"].buried) == [3, 2]
     same(p)

@@ -266,7 +266,7 @@ def test_a_buried_job_whose_priority_a_duplicate_lowers_keeps_its_place(pair):
         assert p.send(b"bury %d 5\r\n" % id_) == b"BURIED\r\n"
     assert put(p, b"idp:k", pri=1) == b"INSERTED 1 BURIED 1\r\n"
     lq, fq = p.lh.e.q, p.fh.e.q
-    assert list(fq.tubes[b"a"].buried) == list(lq.tubes[b"a"].buried) == [1, 2]
+    assert list(fq.tubes.named[b"a"].buried) == list(lq.tubes.named[b"a"].buried) == [1, 2]
     assert fq.jobs[1].pri == 1
     p.send(b"kick 1\r\n")
     assert fq.jobs[1].state == lq.jobs[1].state == 1 and fq.jobs[2].state == 3

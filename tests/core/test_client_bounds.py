@@ -118,7 +118,7 @@ def test_a_tubes_duplicate_counter_goes_with_the_tube():
         h.send(s, b"use default\r\n")
 
     assert grown_per_cycle(h, cycle, 2000) < 64
-    assert not h.e.q.ext.dedup and list(h.e.q.tubes) == [b"default"]
+    assert not h.e.q.ext.dedup and list(h.e.q.tubes.named) == [b"default"]
 
 
 def test_the_put_line_caches_hold_a_few_mib_at_most():
@@ -157,7 +157,7 @@ def test_peek_reserved_is_answered_at_once_however_many_reservations():
     h.send(w, b"watch other\r\nwatch mine\r\n")
     for _ in range(21):
         h.send(w, b"reserve-batch 1000\r\n")
-    assert h.e.q.tubes[b"mine"].nreserved == 3 and h.e.q.reserved_ct == 20_003
+    assert h.e.q.tubes.named[b"mine"].nreserved == 3 and h.e.q.reserved_ct == 20_003
     assert h.send(s, b"peek-reserved\r\n") == b"FOUND %d 1\r\nx\r\n" % mine[0]
     h.send(w, b"delete %d\r\n" % mine[0])
     assert h.send(s, b"peek-reserved\r\n") == b"FOUND %d 1\r\nx\r\n" % mine[1]
@@ -185,7 +185,7 @@ def test_pauses_of_tubes_since_freed_are_let_go():
     for _ in range(3000):  # a tube paused again and again
         h.send(s, b"pause-tube default 4294967295\r\n")
     assert len(h.e.q.timers.pause_heap) < 100
-    assert h.e.q.tubes[b"default"].unpause_at > h.now
+    assert h.e.q.tubes.named[b"default"].unpause_at > h.now
 
 
 def test_reserves_that_stopped_waiting_do_not_keep_their_connections():
@@ -267,14 +267,14 @@ def test_every_name_a_client_chose_goes_with_the_last_job():
         h.advance(10)
         h.close(c)
         q, ext = h.e.q, h.e.q.ext
-        assert list(q.tubes) == [b"default"], seed
+        assert list(q.tubes.named) == [b"default"], seed
         # (its attributes by name: dir() lists a native class's fields too)
         left = {k: v for k in dir(ext) if not k.startswith("__")
                 and isinstance(v := getattr(ext, k), (dict, set, list)) and v}
         left.get("dedup", {}).pop(b"default", None)  # (a tube never freed keeps its counter)
         left = {k: v for k, v in left.items() if v}
         assert not left, (seed, left)
-        assert not q.timers.wait_heap and len(q.timers.pause_heap) <= 64 and len(q.index) <= 64, seed
+        assert not q.timers.wait_heap and len(q.timers.pause_heap) <= 64 and len(q.tubes.index) <= 64, seed
 
 
 def test_the_kept_reserve_with_timeout_lines_are_bounded():

@@ -91,7 +91,7 @@ def test_wait_counts_from_put_to_reserve():
     put(h, s)
     h.advance(2)
     reserve(h, s)
-    t = h.e.q.tubes[b"default"]
+    t = h.e.q.tubes.named[b"default"]
     assert counted(t.wait_hist) == [bl(2)]
     assert t.wait_hist.total == 2 * NS
 
@@ -103,7 +103,7 @@ def test_wait_counts_from_the_end_of_a_delay():
     h.advance(5)
     h.advance(0.02)
     reserve(h, s)
-    assert h.e.q.tubes[b"default"].wait_hist.total == round(0.02 * NS)
+    assert h.e.q.tubes.named[b"default"].wait_hist.total == round(0.02 * NS)
 
 
 @pytest.mark.parametrize("back", ["release", "timeout", "kick", "close"])
@@ -129,7 +129,7 @@ def test_wait_counts_from_the_last_return_to_ready(back):
         since = h.now
     h.advance(0.3)
     reserve(h, s)
-    t = h.e.q.tubes[b"default"]
+    t = h.e.q.tubes.named[b"default"]
     assert counted(t.wait_hist) == [0, (h.now - since).bit_length()]  # the first waited 0
     assert t.wait_hist.total == h.now - since
 
@@ -141,9 +141,9 @@ def test_reserve_job_counts_a_wait_only_from_ready():
     b = put(h, s, delay=100)
     h.advance(1)
     assert h.send(s, b"reserve-job %d\r\n" % b).startswith(b"RESERVED")
-    assert counted(h.e.q.tubes[b"default"].wait_hist) == []
+    assert counted(h.e.q.tubes.named[b"default"].wait_hist) == []
     assert h.send(s, b"reserve-job %d\r\n" % a).startswith(b"RESERVED")
-    assert counted(h.e.q.tubes[b"default"].wait_hist) == [bl(1)]
+    assert counted(h.e.q.tubes.named[b"default"].wait_hist) == [bl(1)]
 
 
 def test_work_counts_reserve_to_delete_release_bury():
@@ -154,7 +154,7 @@ def test_work_counts_reserve_to_delete_release_bury():
         assert reserve(h, s) == ids[i]
         h.advance(secs)
         h.send(s, cmd % ids[i] + b"\r\n")
-    w = h.e.q.tubes[b"default"].work_hist
+    w = h.e.q.tubes.named[b"default"].work_hist
     assert counted(w[WORK_DELETE]) == [bl(0.2)]
     assert counted(w[WORK_RELEASE]) == [bl(3)]
     assert counted(w[WORK_BURY]) == [bl(40)]
@@ -170,7 +170,7 @@ def test_work_counts_from_the_last_touch():
     h.send(s, b"touch %d\r\n" % jid)
     h.advance(2)
     h.send(s, b"delete %d\r\n" % jid)
-    assert h.e.q.tubes[b"default"].work_hist[WORK_DELETE].total == 2 * NS
+    assert h.e.q.tubes.named[b"default"].work_hist[WORK_DELETE].total == 2 * NS
 
 
 def test_tube_timeouts_and_buries():
@@ -187,8 +187,8 @@ def test_tube_timeouts_and_buries():
     for _ in range(2):
         h.send(s, b"bury %d 0\r\n" % reserve(h, s))
     q = h.e.q
-    assert (q.tubes[b"a"].timeouts, q.tubes[b"b"].timeouts) == (3, 1)
-    assert q.tubes[b"a"].buries + q.tubes[b"b"].buries == 2
+    assert (q.tubes.named[b"a"].timeouts, q.tubes.named[b"b"].timeouts) == (3, 1)
+    assert q.tubes.named[b"a"].buries + q.tubes.named[b"b"].buries == 2
     assert q.timeouts_ct == 4
 
 
@@ -212,7 +212,7 @@ def test_ready_in_serve_order_matches_reserve_order():
         else:
             h.send(s, b"delete %d\r\n" % jid)
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     listed = list(admin.in_order(q, t, READY))
     assert listed == ready_model(q, t)
     assert [reserve(h, s) for _ in range(len(listed))] == [j.id for j in listed]
@@ -229,7 +229,7 @@ def test_delayed_buried_reserved_in_serve_order():
     h.send(w, b"bury %d 0\r\n" % ids[2])
     h.send(w, b"bury %d 0\r\n" % ids[0])
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     assert [j.id for j in admin.in_order(q, t, DELAYED)] == [2, 4, 3, 1]
     assert [j.id for j in admin.in_order(q, t, BURIED)] == [ids[2], ids[0]]
     assert [j.id for j in admin.in_order(q, t, RESERVED)] == [ids[1]]
@@ -252,7 +252,7 @@ def test_pages_deep_and_shallow_agree_with_the_full_order(state):
         while h.step():
             pass
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     full = list(admin.in_order(q, t, state))
     assert len(full) == n
     for offset, limit in ((0, 50), (10, 20), (SLICE, 2 * SLICE), (n - 5, 50), (n + 3, 10), (700, 0)):
@@ -269,7 +269,7 @@ def test_a_deep_page_leaves_out_jobs_that_left_meanwhile():
     for _ in range(2 * SLICE):
         h.send(s, b"put 0 0 60 1\r\nx\r\n")
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     gen = admin.page(q, t, READY, 0, 2 * SLICE)
     next(gen)
     gone = reserve(h, s)  # between slices
@@ -305,7 +305,7 @@ def test_admin_delete_and_kick_job_count_no_command():
 def test_admin_pause_is_not_a_pause_tube_command():
     h = Harness()
     s = h.conn()
-    t = h.e.q.tubes[b"default"]
+    t = h.e.q.tubes.named[b"default"]
     admin.pause(h.e.q, t, 10, h.now)
     out = h.send(s, b"stats-tube default\r\n")
     assert b"cmd-pause-tube: 0\n" in out and b"pause: 10\n" in out
@@ -321,7 +321,7 @@ def test_flush_runs_in_slices_with_other_clients_served_between():
     h.send(s, b"put 0 0 60 1\r\ny\r\n")
     h.take(s)
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     gen = admin.flush(q, t, READY, h.now)
     assert not q.slices.spawn(gen)  # one slice done, the rest queued as background work
     assert t.nready == n + 1 - SLICE
@@ -343,7 +343,7 @@ def test_flush_stops_at_what_the_tube_held():
     s = h.conn()
     h.send(s, b"put 0 0 60 1\r\nx\r\n" * (SLICE + 5))
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     gen = admin.flush(q, t, READY, h.now)
     next(gen)
     h.send(s, b"put 0 0 60 1\r\nx\r\n" * 10)  # between slices
@@ -363,11 +363,11 @@ def test_move_puts_copies_with_new_ids_and_deletes_the_originals(state):
             h.send(s, b"bury %d 7\r\n" % reserve(h, s))
     h.advance(10)
     q = h.e.q
-    order = [j.id for j in admin.in_order(q, q.tubes[b"default"], state)]
-    ((moved, outcome), _) = run(admin.move(h.e, q.tubes[b"default"], b"dest", state, 2, h.now), h)
+    order = [j.id for j in admin.in_order(q, q.tubes.named[b"default"], state)]
+    ((moved, outcome), _) = run(admin.move(h.e, q.tubes.named[b"default"], b"dest", state, 2, h.now), h)
     assert moved == 2 and outcome is Outcome.DONE
     assert all(i not in q.jobs for i in order[:2]) and order[2] in q.jobs
-    dest = q.tubes[b"dest"]
+    dest = q.tubes.named[b"dest"]
     new = sorted(j for j in q.jobs if q.jobs[j].tube is dest)
     assert new == [max(ids) + 1, max(ids) + 2]
     for _old_id, new_id in zip(order, new):
@@ -377,7 +377,7 @@ def test_move_puts_copies_with_new_ids_and_deletes_the_originals(state):
         if state == DELAYED:
             assert j.deadline - h.now == 30 * NS  # the delay left
     assert dest.total_jobs == 2
-    assert q.tubes[b"default"].cmd_delete == 0
+    assert q.tubes.named[b"default"].cmd_delete == 0
 
 
 def test_move_into_a_tube_with_a_waiting_worker_hands_it_over():
@@ -387,7 +387,7 @@ def test_move_into_a_tube_with_a_waiting_worker_hands_it_over():
     h.send(w, b"watch dest\r\nignore default\r\n")
     assert h.send(w, b"reserve\r\n") == b""
     q = h.e.q
-    run(admin.move(h.e, q.tubes[b"default"], b"dest", READY, 10, h.now), h)
+    run(admin.move(h.e, q.tubes.named[b"default"], b"dest", READY, 10, h.now), h)
     h.e.settle(h.now)
     assert h.take(w) == b"RESERVED %d 1\r\nx\r\n" % (jid + 1)
 
@@ -406,7 +406,7 @@ def test_put_checks_size_draining_and_the_memory_cap():
     e.draining = True
     ids = e.q.ids.next
     assert admin.put(e, b"u", b"x", 0, 0, 0, h.now) == (Outcome.DRAINING, 0)
-    assert b"u" not in e.q.tubes  # nothing was made
+    assert b"u" not in e.q.tubes.named  # nothing was made
     assert e.q.ids.next == ids  # and no id used up (the whole body was there)
 
 
@@ -420,9 +420,9 @@ def test_a_move_passes_neither_the_cap_nor_draining():
     e = h.e
     e.max_memory = e.q.memory_used()
     e.draining = True
-    (moved, outcome), _ = run(admin.move(e, e.q.tubes[b"default"], b"dest", READY, 10, h.now), h)
+    (moved, outcome), _ = run(admin.move(e, e.q.tubes.named[b"default"], b"dest", READY, 10, h.now), h)
     assert (moved, outcome) == (3, Outcome.DONE)
-    assert e.q.tubes[b"dest"].nready == 3 and e.q.memory_used() == e.max_memory
+    assert e.q.tubes.named[b"dest"].nready == 3 and e.q.memory_used() == e.max_memory
 
 
 def test_put_with_a_delay():
@@ -444,7 +444,7 @@ def test_flush_deletes_what_was_there_and_leaves_what_came_meanwhile():
     back = 2 * SLICE  # reserved at the start: a stale entry of it stays in the tube's run
     assert h.send(w, b"reserve-job %d\r\n" % back).startswith(b"RESERVED")
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     before = {j.id for j in admin.in_order(q, t, READY)}
     gen = admin.flush(q, t, READY, h.now)
     next(gen)
@@ -470,7 +470,7 @@ def test_flush_of_delayed_or_buried_leaves_what_came_meanwhile(state):
         h.take(s)
         late = reserve(h, s)
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     if state == DELAYED:  # one reserved at the start: its stale delayed entry stays
         back = n  # (past the first slice)
         assert h.send(s, b"reserve-job %d\r\n" % back).startswith(b"RESERVED")
@@ -500,7 +500,7 @@ def test_flush_deletes_ready_jobs_hidden_by_a_concurrency_key():
     assert reserve(h, w) == plain  # the other two are hidden now
     assert h.send(w, b"reserve-with-timeout 0\r\n") == b"TIMED_OUT\r\n"
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     assert len(q.tags.hidden(t)) == 2 and t.nready == 2
     h.advance(0.001)
     (value, outcome), _ = run(admin.flush(q, t, READY, h.now), h)
@@ -532,7 +532,7 @@ def test_a_big_flush_deletes_at_most_a_slice_a_step(state):
                 pass
     h.take(s)
     q = h.e.q
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     assert admin.count(t, state) == n
     h.advance(0.001)  # (a clock moves on: the puts' times were the frozen one plus a ns each)
     gen = admin.flush(q, t, state, h.now)

@@ -345,7 +345,7 @@ def test_stale_heap_entries_are_compacted(h):
         assert h.send(c, b"reserve-job 1\r\n").startswith(b"RESERVED 1 ")
         assert h.send(c, b"release 1 0 100\r\n") == b"RELEASED\r\n"
     q = h.e.q
-    assert len(q.tubes[b"default"].delayed.entries) <= 2 + 64 + 1
+    assert len(q.tubes.named[b"default"].delayed.entries) <= 2 + 64 + 1
     assert len(q.timers.delay_heap.entries) <= 2 + 1024 + 1
     assert len(q.timers.ttr_heap) <= 1024 + 1
 
@@ -444,7 +444,7 @@ def test_wide_watch_reserve_matches_a_full_scan(h, seed):
             h.advance(0.001)
         else:
             expect = None
-            for t in q.tubes.values():
+            for t in q.tubes.named.values():
                 if t.name in names[:30] and t.unpause_at <= h.now:
                     j = q.ready_top(t)
                     if j is not None and (expect is None or (j.pri, j.id) < (expect.pri, expect.id)):

@@ -226,7 +226,7 @@ def test_weighted_fair_divides_by_the_processing_time(h):
             jid = int(h.send(w, b"reserve-with-timeout 0\r\n").split()[1])
             h.advance(seconds)
             assert h.send(w, b"delete %d\r\n" % jid) == b"DELETED\r\n"
-    slow, fast = h.e.q.tubes[b"slow"], h.e.q.tubes[b"fast"]
+    slow, fast = h.e.q.tubes.named[b"slow"], h.e.q.tubes.named[b"fast"]
     assert (slow.ewma_n, fast.ewma_n) == (10, 10)
     assert abs(slow.ewma / 1e9 - 10) < 0.01 and abs(fast.ewma / 1e9 - 0.1) < 0.01
     for _ in range(5):
@@ -335,7 +335,7 @@ def test_a_flushed_reservation_is_no_work_sample(h):
     h.send(w, b"watch t\r\n")
     h.send(w, b"reserve\r\n")
     assert h.send(p, b"flush-tube t\r\n") == b"FLUSHED 1\r\n"
-    assert h.e.q.tubes[b"t"].ewma_n == 0 and h.e.q.tubes[b"t"].work_hist is None
+    assert h.e.q.tubes.named[b"t"].ewma_n == 0 and h.e.q.tubes.named[b"t"].work_hist is None
 
 
 def test_a_reserve_batch_watching_many_tubes_is_cut_to_one_reads_budget(h):

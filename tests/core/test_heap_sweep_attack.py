@@ -16,7 +16,7 @@ TUBES = [b"default", b"t2"]
 def live_entries_kept(h):
     q = h.e.q
     errs = []
-    for t in q.tubes.values():
+    for t in q.tubes.named.values():
         ready = set(t.ready.entries)
         run = set(t.run.entries()) if t.run is not None else set()
         dl = set(t.delayed.entries)

@@ -21,7 +21,7 @@ def test_the_nth_release_buries_the_job():
         assert h.send(s, b"release %d 7 0\r\n" % jid) == b"RELEASED\r\n"
     assert reserve(h, s) == jid
     assert h.send(s, b"release %d 9 0\r\n" % jid) == b"BURIED\r\n"  # the third try
-    assert h.e.q.tubes[b"default"].tries_used_up == 1
+    assert h.e.q.tubes.named[b"default"].tries_used_up == 1
     assert h.send(s, b"bury %d 9\r\n" % jid) == b"NOT_FOUND\r\n"  # (buried already)
     st = h.send(s, b"stats-job %d\r\n" % jid)
     assert b"state: buried\n" in st and b"pri: 9\n" in st
@@ -46,7 +46,7 @@ def test_ttr_expiries_count_as_tries():
     st = h.send(s, b"stats-job %d\r\n" % jid)
     assert b"state: buried\n" in st and b"timeouts: 2\n" in st and b"tries: 2\n" in st
     assert b"current-jobs-buried: 1\n" in h.send(s, b"stats\r\n")
-    assert h.e.q.tubes[b"default"].tries_used_up == 1  # (/metrics: ..._tries_used_up_total)
+    assert h.e.q.tubes.named[b"default"].tries_used_up == 1  # (/metrics: ..._tries_used_up_total)
 
 
 def test_without_the_flag_nothing_changes():

@@ -159,7 +159,7 @@ def test_jobs_recovered_from_the_binlog_count_toward_the_cap():
     from pybeanstalkd.core.queue import Queue
 
     q = Queue(0)
-    t = q.tube(b"t")
+    t = q.tubes.tube(b"t")
     jobs = [Job(i, t, 0, 0, NS, b"x" * 10 + b"\r\n", 0) for i in (1, 2, 3)]
     load(q, jobs, 0, 0)
     q.ids.next = 4  # as recovery sets it

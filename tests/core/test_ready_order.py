@@ -110,7 +110,7 @@ def test_reserve_order_and_counters_match_a_model(seed):
         got = [int(st[k]) for k in ("reserves", "timeouts", "releases", "buries", "kicks")]
         assert got == c[:5], jid
     # every stale entry is bounded by the live ones
-    t = h.e.q.tubes[b"default"]
+    t = h.e.q.tubes.named[b"default"]
     assert len(t.ready.entries) + (0 if t.run is None else t.run.n) <= 2 * t.nready + 64
 
 
@@ -148,7 +148,7 @@ def test_deleting_ready_jobs_keeps_the_run_small():
     for i in range(1, 1000):
         h.send(c, b"delete %d\r\n" % i)
     h.send(c, b"put 5 0 60 1\r\nx\r\n")
-    t = h.e.q.tubes[b"default"]
+    t = h.e.q.tubes.named[b"default"]
     assert t.run.n <= 2 * t.nready + 64
     assert h.send(c, b"reserve-with-timeout 0\r\n").split()[1] == b"1000"
 

@@ -368,7 +368,7 @@ def test_sweeps_keep_ready_and_delayed_order_under_random_work():
             i = rnd.choice(sorted(alive))
             h.send(a, b"kick-job %d\r\n" % i)
         assert_heap(q.timers.delay_heap.entries)
-        assert_heap(q.tubes[b"default"].delayed.entries)
+        assert_heap(q.tubes.named[b"default"].delayed.entries)
     assert len(q.timers.delay_heap.entries) <= 2 * q.delayed_ct + 1024
     h.now += 100 * NS
     while h.e.next_due() is not None and h.e.next_due() <= h.now:
@@ -392,7 +392,7 @@ def test_a_stale_run_is_drained_to_the_heap_in_order(h):
     assert q.slices.work
     steps = drain(h)
     assert steps >= 2
-    t = q.tubes[b"default"]
+    t = q.tubes.named[b"default"]
     assert t.run.n <= t.nready + 33 and len(t.ready.entries) + t.run.n <= 2 * t.nready + 64
     got = [reserve_id(h, a) for _ in range(n // 4 + 1)]
     assert got == [i for i in range(4, n + 1, 4)] + [n + 1]
@@ -448,9 +448,9 @@ def test_deletes_by_id_start_the_sweeps(h):
     assert q.slices.work
     drain(h)
     assert len(q.timers.delay_heap.entries) <= 1024 + 2
-    assert len(q.tubes[b"default"].delayed.entries) <= 64 + 2
-    run = q.tubes[b"default"].run
-    assert not q.tubes[b"default"].ready.entries and run.n == q.tubes[b"default"].nready  # none moved
+    assert len(q.tubes.named[b"default"].delayed.entries) <= 64 + 2
+    run = q.tubes.named[b"default"].run
+    assert not q.tubes.named[b"default"].ready.entries and run.n == q.tubes.named[b"default"].nready  # none moved
     assert h.send(a, b"peek-delayed\r\n") == b"FOUND %d 1\r\nx\r\n" % n
     assert reserve_id(h, a) == n + 3 * n // 4
 
@@ -548,7 +548,7 @@ def test_a_run_emptied_while_its_stale_entries_are_dropped():
     h.take(a)
     for _ in range(3):
         h.step()
-    t = h.e.q.tubes[b"default"]
+    t = h.e.q.tubes.named[b"default"]
     assert t.run.draining and t.run.n > t.nready
     out = h.send(b, b"reserve-with-timeout 0\r\n" * (t.nready + 1))
     assert out.count(b"RESERVED ") == 100 and out.endswith(b"TIMED_OUT\r\n")

@@ -624,7 +624,7 @@ def test_peek_ready_looks_at_one_heap_however_many_keys_hide_jobs():
     assert sum(1 for k in h.e.q.ext.cons.values() if k.parked) == 300
     # the best hidden job, by pri then id: k0's first (pri 1000)
     assert h.send(s, b"peek-ready\r\n") == b"FOUND 1 1\r\na\r\n"
-    hidden = h.e.q.ext.hidden[h.e.q.tubes[b"default"]]
+    hidden = h.e.q.ext.hidden[h.e.q.tubes.named[b"default"]]
     assert len(hidden.entries) <= 2 * 300 + 64
     assert h.send(s, b"flush-tube default\r\n") == b"FLUSHED 600\r\n"
     assert not h.e.q.ext.hidden and not h.e.q.ext.parked_ids
@@ -666,7 +666,7 @@ def test_a_job_hidden_when_its_tubes_hidden_heap_is_swept_is_still_found(h):
     for _ in range(300):  # hidden, then deleted: stale entries in the tube's heap
         jid = int(put(h, p, b"con:k").split()[1])
         assert reserve(h, x) == b"TIMED_OUT\r\n"
-        t = h.e.q.tubes[b"default"]
+        t = h.e.q.tubes.named[b"default"]
         assert jid in {e & ((1 << 64) - 1) for e in h.e.q.ext.hidden[t].entries}
         assert h.send(p, b"delete %d\r\n" % jid) == b"DELETED\r\n"
     jid = int(put(h, p, b"con:k").split()[1])

@@ -16,7 +16,7 @@ def test_a_delete_stamped_before_its_reservation_is_still_a_work_sample():
     h.send(p, b"use default\r\nput 0 0 60 1\r\nx\r\n")  # the put: 1 ns on, its body 2
     assert h.take(w) == b"RESERVED 1 1\r\nx\r\n"
     assert h.send(w, b"delete 1\r\n") == b"DELETED\r\n"
-    t = h.e.q.tubes[b"default"]
+    t = h.e.q.tubes.named[b"default"]
     assert t.ewma_n == 1 and t.ewma == -2
 
 

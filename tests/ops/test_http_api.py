@@ -501,7 +501,7 @@ async def test_flush_of_many_jobs_while_another_client_works(w, client, monkeypa
     n = 20 * SLICE
     w.send(s, b"use big\r\n" + b"put 0 0 60 1\r\nx\r\n" * n)
     w.send(other, b"use small\r\n")
-    big = w.engine.q.tubes[b"big"]
+    big = w.engine.q.tubes.named[b"big"]
     d, served, seen = await served_during(
         w, other, lambda: big.nready, post(client, "/api/v1/tubes/big/flush", {"state": "ready"}))
     assert d == {"flushed": n}

@@ -289,7 +289,7 @@ async def test_a_flush_of_the_whole_tube_runs_in_slices(w, client, monkeypatch):
     w.send(s, b"use big\r\n" + b"put 0 0 60 1\r\nx\r\n" * n)
     w.send(worker, b"watch big\r\n" + b"reserve-with-timeout 0\r\n" * SLICE)
     w.send(other, b"use small\r\n")
-    big = w.engine.q.tubes[b"big"]
+    big = w.engine.q.tubes.named[b"big"]
     assert (big.nready, big.nreserved) == (n - SLICE, SLICE)
     d, served, seen = await served_during(w, other, lambda: big.nready + big.nreserved,
                                           post(client, "/api/v1/tubes/big/flush", {"state": "tube"}))
@@ -343,7 +343,7 @@ def test_without_extensions_nothing_reads_ext(loop):
     """q.ext is None: the tube JSON and the scrape are as before."""
     w = World(loop)
     assert w.engine.q.ext is None
-    t = w.engine.q.tubes[b"default"]
+    t = w.engine.q.tubes.named[b"default"]
     now = monotonic_ns()
     assert api.tube_json(t, now, w.engine.q.ext) == api.tube(t, now)
     assert not set(TUBE_KEYS) & set(api.tubes(w.engine.q, now)["tubes"][0])

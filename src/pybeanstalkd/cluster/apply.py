@@ -123,7 +123,7 @@ def snapshot_parts(q, wall_offset: int, part_bytes: int = PART_BYTES) -> Parts:
     Returns an iterator that always yields at least one part, the last
     possibly empty; close() it if it is not read to its end."""
     ids = [j.id for j in q.jobs.values() if j.state != BURIED]
-    ids += [j.id for t in q.tubes.values() for j in t.buried.values()]
+    ids += [j.id for t in q.tubes.named.values() for j in t.buried.values()]
     codec = None
     notes: list[bytes] = []
     if q.ext is not None:  # the put tags: cooldowns first, tags before each job

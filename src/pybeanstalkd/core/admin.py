@@ -312,7 +312,7 @@ def move(e: EngineState, t: Tube, to: bytes, state: int, bound: int,
     def act(j: Job, now: int) -> Outcome:
         if q.ids.used_up():
             return IDS_USED_UP
-        dest = q.tube(to)  # looked up each time: it may be freed between slices
+        dest = q.tubes.tube(to)  # looked up each time: it may be freed between slices
         delay = max(j.deadline - now, 0) if state == DELAYED else 0
         body = q.store.body(j)  # (--bodies-on-disk: read back)
         if body is None:
@@ -336,7 +336,7 @@ def put(e: EngineState, name: bytes, body: bytes, pri: int, delay: int, ttr: int
     if outcome is not DONE:
         return outcome, 0
     q = e.q
-    t = q.tube(name)
+    t = q.tubes.tube(name)
     j = q.new_job(t, pri, delay, ttr, now)
     outcome = commands.store_put(e, j, body + b"\r\n", now)
     if outcome is not DONE:

@@ -281,7 +281,7 @@ def c_stats_tube(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 
 
 def c_list_tubes(e: EngineState, s: Session, cmd: Command, now: int) -> None:
-    s.send(P.yaml_list(t.name for t in e.q.tube_list))
+    s.send(P.yaml_list(t.name for t in e.q.tubes.made))
 
 
 def c_list_tube_used(e: EngineState, s: Session, cmd: Command, now: int) -> None:

@@ -116,7 +116,7 @@ def unpark(ext: ExtState, q: Queue, key: ConKey) -> None:
             unpark_id(ext, j)
             heappush(t.ready.entries, entry)
             if t.ikey is None or entry < t.ikey:
-                q.index_push(t, entry)
+                q.tubes.index_push(t, entry)
             n -= 1
         if not heap:
             del tubes[t]

@@ -237,7 +237,7 @@ class Tube:
         # so that ending it always runs the matcher for its waiters.
         self.unpause_at = 0
         self.alive = True
-        self.ikey: int | None = None  # key of this tube's entry in Queue.index, if it has one
+        self.ikey: int | None = None  # key of this tube's entry in Tubes.index, if it has one
         self.seq = 0
         # For the metrics (hist.py): ready -> reserved, and reserved -> delete,
         # release, bury (a tuple indexed by WORK_DELETE...), made at first use

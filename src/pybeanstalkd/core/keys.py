@@ -105,7 +105,7 @@ class Keys:
                 j.deadline = j.deadline or j.created or 1
                 heappush(t.ready.entries, key)
                 if t.ikey is None or key < t.ikey:
-                    q.index_push(t, key)
+                    q.tubes.index_push(t, key)
             if old >= URGENT_PRI > pri:
                 t.urgent += 1
                 q.urgent_ct += 1

@@ -54,7 +54,7 @@ def load(q: Queue, jobs: Iterable[Job], now: int, wall_offset: int) -> None:
         heapify(ready)
         heapify(t.delayed.entries)
         if ready:
-            q.index_push(t, ready[0])
+            q.tubes.index_push(t, ready[0])
         q.ready_ct += t.nready
         q.urgent_ct += t.urgent
         q.delayed_ct += t.ndelayed

@@ -3,8 +3,9 @@ and buried, and the commands on jobs. Pure: every call is given `now`, and
 every answer is an outcome (outcome.py), never reply bytes.
 
 It owns its parts, each with its own state: the job table and which heap
-entries are live (jobmap.py), the ids (jobids.py), the timers' heaps
-(timers.py), the background slices (slices.py) and the put tags' policy
+entries are live (jobmap.py), the ids (jobids.py), the tubes and the index
+of those with ready jobs (tubes.py), the timers' heaps (timers.py), the
+background slices (slices.py) and the put tags' policy
 (TagPolicy below: none, or tagged.py's with --extensions). What it does
 for connections and their reserves are functions of it (reserving.py). A
 job itself, its tube and a connection's fields: job.py.
@@ -27,7 +28,7 @@ reserved.
 """
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Final
 
 from .job import (
@@ -48,13 +49,14 @@ from .protocol import NS
 from .jobids import JobIds
 from .jobmap import THIN, JobMap
 from .held import SIZE as HELD_SIZE, open_block, thinned
-from .job import DEFAULT_TUBE, Conn, SwapList, Tube
+from .job import DEFAULT_TUBE, Conn, Tube
 from .hist import Hist
 from .heaps import (  # noqa: F401 (SMALL_HEAP: the tests' name for it)
     CONN_SLACK, MASK, SHIFT, SMALL_HEAP, TUBE_SLACK, StaleHeap)
 from .run import Run
 from .slices import SLICE, Slices
 from .timers import Timers
+from .tubes import Tubes
 from .store import NullStore, Store
 from .protocol import U64_MAX
 from .tags import HELD_MIN
@@ -200,8 +202,8 @@ NO_TAGS_POLICY: Final[TagPolicy] = TagPolicy()
 
 
 class Queue:
-    __slots__ = ("ids", "jobs", "tubes", "tube_list", "max_tries", "timers", "slices",
-                 "gone", "index", "seq", "ready_ct", "urgent_ct", "reserved_ct",
+    __slots__ = ("ids", "jobs", "tubes", "max_tries", "timers", "slices",
+                 "gone", "ready_ct", "urgent_ct", "reserved_ct",
                  "delayed_ct", "buried_ct", "waiting_ct", "timeouts_ct", "total_jobs",
                  "body_bytes", "tags", "steps", "checks_tries", "store", "loading", "changing")
 
@@ -213,8 +215,7 @@ class Queue:
         tags' policy (tagged.py's with --extensions)."""
         self.ids = JobIds(tags.last_id())
         self.jobs = JobMap(self.ids)
-        self.tubes: dict[bytes, Tube] = {}
-        self.tube_list = SwapList()
+        self.tubes = Tubes()
         self.max_tries = max_tries
         self.timers = Timers()
         self.slices = Slices()
@@ -222,10 +223,6 @@ class Queue:
         # that return them end (reserving.py); those still open that hold
         # some are in timers.ttr_heap.
         self.gone: dict[Conn, None] = {}
-        # Tubes with ready jobs, by a lower bound of their best job's key:
-        # (key, seq, tube). An entry is current while key == tube.ikey.
-        self.index: list[tuple[int, int, Tube]] = []
-        self.seq = 0  # tubes in the order made (the index's tie-break)
         self.ready_ct = self.urgent_ct = self.reserved_ct = 0
         self.delayed_ct = self.buried_ct = self.waiting_ct = 0
         self.timeouts_ct = self.total_jobs = 0
@@ -245,7 +242,7 @@ class Queue:
         # parts keeps the record of a job it listed and has not sent yet
         # (cluster/apply.py).
         self.changing: list[Callable[[Job], None]] = []
-        self.tube(DEFAULT_TUBE)  # (never freed)
+        self.tubes.tube(DEFAULT_TUBE)  # (never freed)
 
     @property
     def ext(self) -> ExtState | None:
@@ -254,23 +251,12 @@ class Queue:
 
     # -- tubes -------------------------------------------------------------
 
-    def tube(self, name: bytes) -> Tube:
-        t = self.tubes.get(name)
-        if t is None:
-            t = self.tubes[name] = Tube(name)
-            self.seq += 1
-            t.seq = self.seq
-            self.tube_list.append(t)
-        return t
-
     def maybe_free(self, t: Tube) -> None:
         if (t.using or t.watching or t.nready or t.ndelayed or t.nreserved
                 or t.buried or t.name == DEFAULT_TUBE or (self.loading and self.loading.get(t))
                 or self.tags.keeps(t.name)):
             return
-        del self.tubes[t.name]
-        self.tube_list.remove(t)
-        t.alive = False
+        self.tubes.drop(t)
         if t.pause:
             self.timers.tidy_pauses(len(self.tubes))
         self.tags.freed(t.name)
@@ -340,7 +326,7 @@ class Queue:
             j.deadline = now
             heappush(t.ready.entries, key)
         if t.ikey is None or key < t.ikey:
-            self.index_push(t, key)
+            self.tubes.index_push(t, key)
         t.nready += 1
         self.ready_ct += 1
         if j.pri < URGENT_PRI:
@@ -587,14 +573,6 @@ class Queue:
         t.matching = False
         if t.alive and t.unpause_at <= now:
             self.match(t, now)  # queues another slice if needed
-
-    def index_push(self, t: Tube, key: int) -> None:
-        t.ikey = key
-        heappush(self.index, (key, t.seq, t))
-        if len(self.index) > 2 * len(self.tubes) + TUBE_SLACK:
-            live = [e for e in self.index if e[2].alive and e[0] == e[2].ikey]
-            heapify(live)
-            self.index = live
 
     def unwait(self, c: Conn) -> None:
         c.waiting = False

@@ -124,7 +124,7 @@ def _new(q: Queue, id_: int, name: bytes, pri: int, delay: int, ttr: int, body: 
          created: int) -> Job | None:
     """The job of a record this follower lacks, its binlog space reserved;
     None if there is no room."""
-    t = q.tube(name)
+    t = q.tubes.tube(name)
     j = Job(id_, t, pri, delay, ttr, body, created)
     q.ids.seen(id_)
     q.tags.attach(j)

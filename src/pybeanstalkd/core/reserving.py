@@ -31,7 +31,7 @@ WIDE_WATCH: Final = 16  # a reserve watching more tubes than this walks the tube
 
 
 def attach(q: Queue, c: Conn) -> None:
-    default = q.tubes[DEFAULT_TUBE]
+    default = q.tubes.named[DEFAULT_TUBE]
     c.use = default
     default.using += 1
     c.watch.append(default)
@@ -39,7 +39,7 @@ def attach(q: Queue, c: Conn) -> None:
 
 
 def use(q: Queue, c: Conn, name: bytes) -> None:
-    t = q.tube(name)  # create first, then release: list order depends on it
+    t = q.tubes.tube(name)  # create first, then release: list order depends on it
     old, c.use = c.use, t
     t.using += 1
     old.using -= 1
@@ -47,7 +47,7 @@ def use(q: Queue, c: Conn, name: bytes) -> None:
 
 
 def watch(q: Queue, c: Conn, name: bytes) -> int:
-    t = q.tube(name)
+    t = q.tubes.tube(name)
     if t not in c.watch:
         c.watch.append(t)
         t.watching += 1
@@ -174,7 +174,7 @@ def _return_reserved(q: Queue, c: Conn, now: int,
 def _best_ready_wide(q: Queue, c: Conn, now: int) -> Job | None:
     """The best ready job among c's many watched tubes, walking the index
     in key order: O(log T) when c watches the tubes that have jobs."""
-    index, watch, aside, best = q.index, c.watch, [], None
+    index, watch, aside, best = q.tubes.index, c.watch, [], None
     while index:
         key, _, t = entry = heappop(index)
         if not t.alive or key != t.ikey:

@@ -71,7 +71,7 @@ TUBES_SLICE = 1000  # tubes listed between two passes of the loop
 
 
 def tubes(q, now: int) -> dict:
-    return {"tubes": [tube_json(t, now, q.ext) for t in sorted(q.tubes.values(), key=lambda t: t.name)]}
+    return {"tubes": [tube_json(t, now, q.ext) for t in sorted(q.tubes.named.values(), key=lambda t: t.name)]}
 
 
 # -- the put tags' state (--extensions) ---------------------------------------

@@ -352,7 +352,7 @@ class Http:
     async def _tubes(self) -> dict:
         # Many tubes are listed a slice at a time, other events served in between.
         now = self.now()
-        names = sorted(self.engine.q.tubes)
+        names = sorted(self.engine.q.tubes.named)
         out = []
         for i in range(0, len(names), api.TUBES_SLICE):
             tubes = self.engine.q.tubes

@@ -135,7 +135,7 @@ class Scrape:
         self.clock()  # (also brings the engine's now, for uptime, up to date)
         yield [GaugeMetricFamily("beanstalkd_up", "1: the server answers (as the exporter's).", value=1),
                *self._server(e, q)]
-        tubes = sorted(q.tubes.values(), key=lambda t: t.name)
+        tubes = sorted(q.tubes.named.values(), key=lambda t: t.name)
         part, lines, first = [], 0, True
         per_tube = len(TUBE) + 2 + (len(EXT_TUBE) if q.ext is not None else 0)
         for t in tubes:
