@@ -6,9 +6,14 @@ its live queue through the queue's own operations, which write its own
 binlog) read the same records and give them the same meaning:
 
 * a full record of a job not held: the job, new (Applier.put);
-* a record of a job held: its new fields, and with a full record its
-  body and file (Applier.update); state INVALID: the job is deleted
+* a record of a job held: its new fields (core/replica.py's refresh:
+  priority, counts, delay and ttr), and with a full record its body and
+  file (Applier.update); state INVALID: the job is deleted
   (Applier.delete);
+* either way, the job is placed by its record's state: buried, delayed
+  if its deadline is to come, else ready (a reserved one too: no client
+  holds it after a restart, nor on a follower), by recovery's bulk load
+  (core/loading.py) or one at a time (core/replica.py);
 * a short record of a job not held: nothing (its job was deleted or
   moved on: its full record was in a file since let go, or before the
   follower's snapshot);

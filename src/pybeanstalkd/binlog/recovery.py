@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from . import format as F
 from .apply import apply
 from .ext import Reader, Recovered
-from ..core import loading
-from ..core.job import TIMES, Job, OnDisk
+from ..core import loading, replica
+from ..core.job import Job, OnDisk
 from ..core.tags import EXT_ID
 from .file import File
 from .files import SHORT, Wal
@@ -216,11 +216,9 @@ class Loader:
         j.file = f
         if self.reader is not None:
             self.reader.take(j)
-        state = r.state
-        if state == F.BURIED:
-            j.state, j.deadline = state, F.bury_pos(r, f.seq)
-        else:
-            j.state, j.deadline = (F.READY if state == F.RESERVED else state), r.deadline
+        # (the record's state, reserved too: loading.load places the jobs)
+        state = j.state = r.state
+        j.deadline = F.bury_pos(r, f.seq) if state == F.BURIED else r.deadline
         self.wal.alive += _FIXED + len(name) + len(body)
         f.add_id(id_)
         f.refs += 1
@@ -240,11 +238,10 @@ class Loader:
             self.warn(f"{f.path}:{off}: was {len(j.body)}, now {len(body)}")
             self.delete(j)
             return False
-        j.pri, j.times, j.created = r.pri, TIMES.pair(r.delay, r.ttr), r.created - self.wall_offset
+        replica.refresh(j, r.pri, r.delay, r.ttr, r.counts)
+        j.created = r.created - self.wall_offset
         j.deadline = r.deadline  # wall clock until the queue loads it
-        j.counts = r.counts
-        state = r.state
-        j.state = F.READY if state == F.RESERVED else state
+        state = j.state = r.state
         if state == F.BURIED:
             j.deadline = F.bury_pos(r, f.seq)
         if body is not None:

@@ -15,7 +15,6 @@ from ..binlog.codec import TaggedCodec
 from ..core import replica
 from ..core.job import BURIED, DELAYED, READY
 from ..core.puttags import is_void
-from ..core.tagged import policy
 from ..core.tags import HELD
 
 _HEAD = F.FULL_HEAD.pack(F.VERSION)
@@ -49,7 +48,8 @@ def apply_records(q, records: bytes, wall_offset: int, now: int, max_job_size: i
 class Follower:
     """The follower's queue as the leader's records are applied to it
     (binlog/apply.py's Applier), through the queue's own operations
-    (core/replica.py). data: the frame's records, after a version."""
+    (core/replica.py; for records of ours, its tags' policy's hooks).
+    data: the frame's records, after a version."""
 
     def __init__(self, q, data: bytes, wall_offset: int, now: int, seen: set | None,
                  snapshot: bool = False) -> None:
@@ -93,10 +93,10 @@ class Follower:
         return r.deadline - self.wall_offset if r.deadline else 0
 
     def tags(self, id_: int, tags, size: int) -> None:
-        policy(self.q).keys.record(self.q, id_, tags)  # (the job's full record follows)
+        self.q.tags.recorded(self.q, id_, tags)  # (the job's full record follows)
 
     def cool(self, orig: int, end: int, tube: bytes, key: bytes) -> None:
-        policy(self.q).keys.cooling.apply(self.q, tube, key, orig, end - self.wall_offset)
+        self.q.tags.cooled(self.q, tube, key, orig, end - self.wall_offset)
 
     def clear(self, last: int, tube: bytes) -> None:
         self.q.tags.flushed(self.q, tube, last)

@@ -183,6 +183,13 @@ class TagPolicy:
     def flushed(self, q: Queue, name: bytes, last: int) -> None:
         """A flush-tube of tube `name` ended (`last`: the next id when it began)."""
 
+    def recorded(self, q: Queue, id_: int, tags: Tags) -> None:
+        """Job id_'s tags record, on a follower (its full record follows)."""
+
+    def cooled(self, q: Queue, tube: bytes, key: bytes, orig: int, expires: int) -> None:
+        """A cooldown's record, on a follower: key of tube cools until
+        expires (job orig was deleted)."""
+
     def restoring(self, q: Queue) -> None:
         """A follower's snapshot starts coming in (core/replica.py): until
         settled(), its view of the leader lags."""

@@ -35,13 +35,20 @@ def update(q: Queue, j: Job, pri: int, delay: int, ttr: int, deadline: int, coun
         # Buried and left so (a duplicate put lowered its priority, or
         # compaction copied it): it keeps its place in the bury order, as
         # on the leader, where only a bury from another state moves a job.
-        j.pri, j.counts, j.times = pri, counts, TIMES.pair(delay, ttr)
+        refresh(j, pri, delay, ttr, counts)
         q.store.write(j)
         return True
     q.remove(j)
-    j.pri, j.counts, j.times = pri, counts, TIMES.pair(delay, ttr)
+    refresh(j, pri, delay, ttr, counts)
     _place(q, j, state, deadline, now)
     return True
+
+
+def refresh(j: Job, pri: int, delay: int, ttr: int, counts: int) -> None:
+    """The fields a later record of job j gives it, here and at recovery
+    (binlog/recovery.py). j is where they order nothing: out of its
+    state, buried, or not loaded yet."""
+    j.pri, j.counts, j.times = pri, counts, TIMES.pair(delay, ttr)
 
 
 def delete(q: Queue, j: Job, now: int) -> None:

@@ -212,6 +212,12 @@ class Tagged(TagPolicy):
     def flushed(self, q: Queue, name: bytes, last: int) -> None:
         self.keys.flushed(q, name, last)
 
+    def recorded(self, q: Queue, id_: int, tags: Tags) -> None:
+        self.keys.record(q, id_, tags)
+
+    def cooled(self, q: Queue, tube: bytes, key: bytes, orig: int, expires: int) -> None:
+        self.keys.cooling.apply(q, tube, key, orig, expires)
+
     # -- a follower's snapshot (core/replica.py) ------------------------------
 
     def restoring(self, q: Queue) -> None:
