@@ -13,7 +13,7 @@ from pybeanstalkd.binlog.files import Wal
 from pybeanstalkd.binlog.recovery import recover
 from pybeanstalkd.cluster.apply import Restore, apply_records, snapshot_parts
 from pybeanstalkd.core import replica
-from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED, OnDisk
+from pybeanstalkd.core.job import BURIED, DELAYED, READY, RESERVED, OnDisk, counters
 from support import Client, Server, require_reference
 
 quiet = lambda m: None  # noqa: E731
@@ -153,6 +153,13 @@ def test_each_journaled_change_reaches_the_follower(tmp_path):
     assert p.send(b"kick-job 1\r\n") == b"KICKED\r\n"
     assert p.send(b"delete 2\r\n") == b"DELETED\r\n"
     same(p)
+    # A later record brings the job's counts, delay and ttr too (stats-job's
+    # reserves, releases, buries, kicks, delay), not only its state
+    for id_, want in ((1, (1, 0, 0, 1, 1)), (3, (1, 0, 1, 0, 0))):
+        lj, fj = p.lh.e.q.jobs[id_], p.fh.e.q.jobs[id_]
+        assert counters(fj) == counters(lj) == want, id_
+        assert (fj.times.delay, fj.times.ttr) == (lj.times.delay, lj.times.ttr), id_
+    assert p.fh.e.q.jobs[3].times.delay == 5 * 10**9
     p.advance(6)  # job 3 comes due on both clocks
     same(p)
     assert p.fh.e.q.jobs[3].state == READY
