@@ -54,10 +54,10 @@ def put(e: EngineState, s: Session, pri: int, delay: int, ttr: int, size: int, c
     # it (engine.py): the puts of one read, and of every read in that
     # time, share one int (32 bytes a job less).
     # The id from the queue's ids (jobids.py: the one place they are
-    # handed out), or with tags none yet (0). A ttr under a second is a
-    # second, as the reference's.
+    # handed out), or with tags none yet (0). (Job makes a ttr under a
+    # second a second.)
     id_ = e.q.ids.take() if tags is None else 0
-    s.in_job = Job(id_, s.use, pri, delay, ttr if ttr > NS else NS, b"", e.stamp)
+    s.in_job = Job(id_, s.use, pri, delay, ttr, b"", e.stamp)
     s.in_tags = tags
     s.state = BODY
     s.need = size + 2

@@ -177,7 +177,11 @@ class Job:
         self.id = id_
         self.tube = tube
         self.pri = pri
-        self.times = TIMES.pair(delay, ttr)  # ns: the last put or release delay, and ttr
+        # ns: the last put or release delay, and ttr. A ttr under a second
+        # is a second, as the reference's (here, where every job is made:
+        # a put's, a move-job's; those read back from a binlog or a leader
+        # were made so).
+        self.times = TIMES.pair(delay, ttr if ttr > NS else NS)
         # bytes, with the trailing CRLF. With --bodies-on-disk, an OnDisk
         # once the binlog holds it (binlog/bodies.py). len() is the body's
         # size either way; what needs the bytes asks the store (Store.body).
