@@ -38,7 +38,7 @@ from .tagged import policy
 from .puttags import parse_tags, rust_uint
 from .tags import HELD
 
-from .weighted import FIFO, WEIGHTED, WEIGHTED_FAIR, Weighted
+from .weighted import FIFO, FIFO_POLICY, WEIGHTED, WEIGHTED_FAIR, Weighted
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -189,8 +189,9 @@ def c_watch_weight(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     _, name, weight = cmd
     e.counts.add("watch")
     n = reserving.watch(e.q, s, name)
-    if weight != 1 or s.weighted is not None:
-        weighted(e, s).weigh(name, weight)
+    # (a weight of 1 is one forgotten: the shared fifo policy has none to
+    # forget, and needs no session's own)
+    (s.weighted if weight == 1 else weighted(e, s)).weigh(name, weight)
     s.send(b"WATCHING %d\r\n" % n)
 
 
@@ -200,8 +201,9 @@ def c_reserve_mode(e: EngineState, s: Session, cmd: Command, now: int) -> None:
 
 
 def weighted(e: EngineState, s: Session) -> Weighted:
-    """s's reserve policy, made when it first names a mode or a weight."""
-    if s.weighted is None:
+    """s's own reserve policy, made in place of the shared fifo one when
+    it first names a mode or a weight."""
+    if s.weighted is FIFO_POLICY:
         s.weighted = Weighted(policy(e.q).ext.rand)
     return s.weighted
 

@@ -23,6 +23,7 @@ from mypy_extensions import mypyc_attr
 from .heaps import TUBE_SLACK, StaleHeap
 from .hist import Hist
 from .protocol import NS
+from .weighted import FIFO_POLICY
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -324,9 +325,9 @@ class Conn:
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
         self.producer = self.worker = False
         self.gone = False  # closed; its reservations are being returned in slices
-        # --extensions: its reserve-mode and its tubes' weights, once it
-        # gave either (None: reserves as the reference's)
-        self.weighted: Weighted | None = None
+        # --extensions: its reserve-mode and its tubes' weights; until it
+        # gives either, the shared fifo one (reserves as the reference's)
+        self.weighted: Weighted = FIFO_POLICY
 
     def reserved(self, job: Job) -> None:
         """A reserve of this connection's got `job` (at once, or after waiting)."""
