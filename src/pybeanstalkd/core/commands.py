@@ -11,7 +11,7 @@ from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, 
 from .protocol import NS, name_ok
 from .session import BITBUCKET, BODY, BUSY
 from .stats import job_stats, server_stats, tube_stats
-from .tagged import policy
+from .tagged import Tagged, policy
 from .puttags import Tags
 
 if TYPE_CHECKING:
@@ -140,8 +140,14 @@ def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
         return
     staged: Tags | None = None
     tags: Tags | None = None
+    p: Tagged | None = None
     if given is not None:
-        staged = _tags_stage(e, s, j, given, now)
+        # Tags come only with --extensions, whose queue has the Tagged
+        # policy: asked once here (a check of its type), for the stage
+        # and for a put dropped after it. (Passing it down from the
+        # engine instead would put a parameter on every put's body.)
+        p = policy(e.q)
+        staged = _tags_stage(e, s, p, j, given, now)
         if staged is None:
             return
         if not isinstance(given, bytes):
@@ -155,12 +161,12 @@ def finish_put(e: EngineState, s: Session, body: bytes, now: int) -> None:
     if outcome is DONE:
         s.send(b"INSERTED %d\r\n" % j.id)
         return
-    if staged is not None:
-        policy(e.q).keys.dropped(e.q, j, staged)
+    if p is not None and staged is not None:
+        p.keys.dropped(e.q, j, staged)
     s.send(R.PUT[outcome])
 
 
-def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
+def _tags_stage(e: EngineState, s: Session, p: Tagged, j: Job, given: Tags | bytes,
                 now: int) -> Tags | None:
     """A tagged put's tags, before its id (in tuber's order): None if it
     was answered here (DRAINING; a duplicate, which uses no id; no ids
@@ -173,7 +179,6 @@ def _tags_stage(e: EngineState, s: Session, j: Job, given: Tags | bytes,
         s.send(P.DRAINING)
         return None
     q = e.q
-    p = policy(q)
     if tags.idp is not None:
         dup = p.keys.claim(q, j, tags.idp, now)
         if dup is not None:

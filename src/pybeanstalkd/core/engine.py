@@ -68,12 +68,13 @@ class Engine(EngineState):
             raise ValueError("the put tags' state is --extensions' own")
         if extensions and tag_state is None:
             tag_state = ExtState(max_tries)
-        tags = NO_TAGS_POLICY if tag_state is None else Tagged(tag_state)
-        q = Queue(now, store, max_tries, tags)
+        tags = None if tag_state is None else Tagged(tag_state)
+        q = Queue(now, store, max_tries, NO_TAGS_POLICY if tags is None else tags)
         if store is None:
             q.store.filesize = filesize  # shown by stats even without -b
-        # what each command line is: its parser, handler and counter
-        table = CommandTable(extensions)
+        # what each command line is: its parser, handler and counter (the
+        # extensions' bound to the tags' policy)
+        table = CommandTable(tags)
         counts = Calls([c.name for c in table.specs], table.shown)
         super().__init__(q, now, counts, max_job_size, verbose, log, host, hold, max_memory, auth,
                          bodies_on_disk)
