@@ -412,10 +412,10 @@ class Engine(EngineState):
         function of commands.py its table handler calls.
 
         What they save (cmd-cost.py, against self.fast False): about
-        12,460 instructions a put compiled (22,075 -> 9,613; put64 the
-        same), 16,820 pure (57,763 -> 40,938); and a reserve and its
-        delete about 4,030 each compiled (rd 13,566 -> 9,540), 6,830
-        pure (44,852 -> 38,017)."""
+        12,460 instructions a put compiled (22,054 -> 9,591; put64 the
+        same), 16,870 pure (57,800 -> 40,930); and a reserve and its
+        delete about 4,040 each compiled (rd 13,571 -> 9,527; rd64
+        4,033), 6,900 pure (44,879 -> 37,979)."""
         if self.fast and line:
             c = line[0]
             if c == 114:  # r
