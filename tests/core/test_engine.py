@@ -403,6 +403,20 @@ def test_a_peer_gone_after_its_timed_out_runs_none_of_its_later_commands(h):
     assert (stats["cmd-use"], stats["cmd-put"], stats["total-jobs"]) == ("0", "0", "0")
 
 
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("line", [b"reserve", b"reserve-with-timeout 60"])
+def test_a_reserve_after_half_close_times_out_at_once(h, fast, line):
+    # Each path to a reserve (the fast path, the command table) hangs up a
+    # reserve the peer can no longer wait for.
+    h.e.fast = fast
+    c = h.conn()
+    assert h.send(c, b"reserve\r\n" + line + b"\r\nuse x\r\n") == b""
+    h.e.eof(c, h.now)
+    assert h.take(c) == b"TIMED_OUT\r\n"
+    assert _after_hangup(h, c) == [b"TIMED_OUT\r\n", b"USING x\r\n"]
+    assert c.closing and not c.waiting
+
+
 def test_half_close_with_an_unfinished_command_closes(h):
     c = h.conn()
     assert h.send(c, b"reserve\r\nput 0 0 60 10\r\nabc") == b""

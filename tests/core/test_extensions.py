@@ -5,6 +5,7 @@ import pytest
 
 from fakeclock import Harness
 from pybeanstalkd.core.slices import SLICE
+from pybeanstalkd.core.weighted import FIFO, FIFO_POLICY
 
 EXT_LINES = [b"reserve-batch 2", b"delete-batch 1 2", b"flush-tube default", b"drain",
              b"undrain", b"reserve-batch", b"delete-batch", b"flush-tube"]
@@ -182,7 +183,8 @@ def test_watch_with_a_weight(h):
     assert h.send(s, b"ignore foo\r\n") == b"WATCHING 1\r\n"
     assert not s.weighted.weights
     assert b"cmd-watch: 5\n" in h.send(s, b"stats\r\n")
-    assert h.conn().weighted is None  # (one that never named a weight or a mode)
+    assert h.conn().weighted is FIFO_POLICY  # (one that never named a weight or a mode)
+    assert FIFO_POLICY.mode == FIFO and not FIFO_POLICY.weights
 
 
 def test_reserve_mode_replies(h):
@@ -193,6 +195,8 @@ def test_reserve_mode_replies(h):
                  b"reserve-mode "):
         assert h.send(s, line + b"\r\n") == b"BAD_FORMAT\r\n", line
     assert h.send(s, b"reserve-mode\r\n") == b"UNKNOWN_COMMAND\r\n"
+    assert h.send(h.conn(), b"reserve-mode weighted\r\n") == b"USING weighted\r\n"
+    assert FIFO_POLICY.mode == FIFO  # (each session changed its own)
 
 
 def drawn(h, s, n):

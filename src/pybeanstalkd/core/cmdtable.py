@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .session import EngineState
     from .protocol import Command
     from .session import Session
+    from .tagged import Tagged
 
     # (op, line, where the arguments start) -> (op, *args); None: the line
     # is not this command's after all (a tagged put's parser, given the
@@ -86,19 +87,22 @@ COMMANDS = (
     Spec(b"quit", "quit", P.anything, C.c_quit, False),
 )
 
-# tuber's (extensions.py): counted, never shown, as tuber shows none of them
-EXTENSION_COMMANDS = (
-    Spec(b"put ", "put-tagged", put_tagged_args, X.c_put_tagged, False),
-    Spec(b"reserve-batch ", "reserve-batch", batch_size, X.c_reserve_batch, False),
-    Spec(b"delete-batch ", "delete-batch", job_ids, X.c_delete_batch, False),
-    Spec(b"flush-tube ", "flush-tube", P.tube_name, X.c_flush_tube, False),
-    Spec(b"drain", "drain", P.no_args, X.c_drain, False),
-    Spec(b"undrain", "undrain", P.no_args, X.c_undrain, False),
-    Spec(b"watch ", "watch-weight", weighted_tube, X.c_watch_weight, False),
-    Spec(b"reserve-mode ", "reserve-mode", reserve_mode, X.c_reserve_mode, False),
-    Spec(b"stats-group ", "stats-group", P.tube_name, X.c_stats_group, False),
-    Spec(b"peek-reserved", "peek-reserved", P.no_args, X.c_peek_reserved, False),
-)
+def extension_commands(tags: Tagged) -> tuple[Spec, ...]:
+    """tuber's (extensions.py), those that ask the tags' policy bound to
+    the engine's: counted, never shown, as tuber shows none of them."""
+    x = X.TagCommands(tags)
+    return (
+        Spec(b"put ", "put-tagged", put_tagged_args, X.c_put_tagged, False),
+        Spec(b"reserve-batch ", "reserve-batch", batch_size, X.c_reserve_batch, False),
+        Spec(b"delete-batch ", "delete-batch", job_ids, X.c_delete_batch, False),
+        Spec(b"flush-tube ", "flush-tube", P.tube_name, X.c_flush_tube, False),
+        Spec(b"drain", "drain", P.no_args, X.c_drain, False),
+        Spec(b"undrain", "undrain", P.no_args, X.c_undrain, False),
+        Spec(b"watch ", "watch-weight", weighted_tube, x.c_watch_weight, False),
+        Spec(b"reserve-mode ", "reserve-mode", reserve_mode, x.c_reserve_mode, False),
+        Spec(b"stats-group ", "stats-group", P.tube_name, x.c_stats_group, False),
+        Spec(b"peek-reserved", "peek-reserved", P.no_args, x.c_peek_reserved, False),
+    )
 
 # The cmd-* keys of `stats`, in order.
 CMD_KEYS = tuple(c.name for c in COMMANDS if c.shown)
@@ -106,10 +110,11 @@ CMD_KEYS = tuple(c.name for c in COMMANDS if c.shown)
 
 class CommandTable:
     """The commands one server answers: the reference's, and with
-    --extensions tuber's ahead of them."""
+    --extensions (tags: its tags' policy) tuber's ahead of them."""
 
-    def __init__(self, extensions: bool = False) -> None:
-        self.specs = COMMANDS + (EXTENSION_COMMANDS if extensions else ())
+    def __init__(self, tags: Tagged | None = None) -> None:
+        ext = () if tags is None else extension_commands(tags)
+        self.specs = COMMANDS + ext
         self.shown = CMD_KEYS
         # The reference's matching: a "word " prefix or a whole line first
         # (a dict lookup), then every prefix, the longest first.
@@ -117,7 +122,6 @@ class CommandTable:
         self.lines = {c.prefix: c for c in COMMANDS if c.prefix[-1:] != b" "}
         self.longest_first = sorted(COMMANDS, key=lambda c: -len(c.prefix))
         # tuber's matching, ahead of it
-        ext = EXTENSION_COMMANDS if extensions else ()
         self.ext_words = {c.prefix[:-1]: c for c in ext if c.prefix[-1:] == b" "}
         self.ext_lines = {c.prefix: c for c in ext if c.prefix[-1:] != b" "}
         # Lines looked up here: those Engine.command's fast paths left to

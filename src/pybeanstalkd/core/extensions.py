@@ -34,11 +34,10 @@ from .protocol import U32_MAX, U64_MAX, Bad, name_ok, seconds, yaml_reply
 from .session import BUSY, CALL_UNITS, OUT_LIMIT, WIDE, wide_budget
 from .slices import SLICE
 from .stats import Quoted, yaml
-from .tagged import policy
 from .puttags import parse_tags, rust_uint
 from .tags import HELD
 
-from .weighted import FIFO, WEIGHTED, WEIGHTED_FAIR, Weighted
+from .weighted import FIFO, FIFO_POLICY, WEIGHTED, WEIGHTED_FAIR, Weighted
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from .queue import Queue
     from .session import Session
     from .job import Tube
+    from .tagged import Tagged
 
 MAX_BATCH: Final = 1000  # ids a delete-batch, jobs a reserve-batch may name
 MAX_WEIGHT: Final = 9999  # a watched tube's weight (tuber's MAX_TUBE_WEIGHT)
@@ -183,29 +183,6 @@ def c_flush_tube(e: EngineState, s: Session, cmd: Command, now: int) -> None:
         s.state = BUSY
 
 
-def c_watch_weight(e: EngineState, s: Session, cmd: Command, now: int) -> None:
-    """watch, with a weight (1 if none is given: a watch again sets it
-    back to 1, as in tuber); counted as a watch."""
-    _, name, weight = cmd
-    e.counts.add("watch")
-    n = reserving.watch(e.q, s, name)
-    if weight != 1 or s.weighted is not None:
-        weighted(e, s).weigh(name, weight)
-    s.send(b"WATCHING %d\r\n" % n)
-
-
-def c_reserve_mode(e: EngineState, s: Session, cmd: Command, now: int) -> None:
-    weighted(e, s).mode = cmd[1]
-    s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
-
-
-def weighted(e: EngineState, s: Session) -> Weighted:
-    """s's reserve policy, made when it first names a mode or a weight."""
-    if s.weighted is None:
-        s.weighted = Weighted(policy(e.q).ext.rand)
-    return s.weighted
-
-
 def c_put_tagged(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     """A put with tags: its job gets an id once its body is in and it
     is no duplicate (commands.finish_put's tags' stage), as in tuber."""
@@ -214,52 +191,83 @@ def c_put_tagged(e: EngineState, s: Session, cmd: Command, now: int) -> None:
     commands.put(e, s, pri, delay, ttr, size, True, now, tags)
 
 
-def c_stats_group(e: EngineState, s: Session, cmd: Command, now: int) -> None:
-    """tuber's stats-group (counted as a stats): a group's members by
-    state (held ones are delayed), and the aft: jobs it holds. The
-    members are counted in slices."""
-    e.counts.add("stats")
-    name = cmd[1]
-    g = policy(e.q).ext.groups.get(name)
-    if g is None:
-        s.send(P.NOT_FOUND)
-        return
-    counts = [0, 0, 0, 0, 0]  # by state: invalid, ready, reserved, buried, delayed
-    waiting = len(g.waiting)
+class TagCommands:
+    """The extension commands that ask the tags' policy, which --extensions
+    made (engine.py): the command table holds the methods of the one
+    bound to it, so they reach it typed, with no check of its type."""
 
-    def count() -> Generator[None, int, int]:
-        jobs = e.q.jobs
-        members = g.members
-        first = True
-        for k in sorted(members.blocks):  # (a block's ids copied as it is reached)
-            ids = members.ids(k)
-            for i in range(0, len(ids), SLICE):
-                if not first:
-                    yield
-                first = False
-                for id_ in ids[i:i + SLICE]:
-                    j = jobs.get(id_)
-                    if j is not None:
-                        counts[j.state] += 1
-        return 0
+    __slots__ = ("tags",)
 
-    def answer(_: int) -> bytes:
-        return yaml_reply(yaml([
-            (b"name", Quoted(name)), (b"ready", counts[1]), (b"reserved", counts[2]),
-            (b"delayed", counts[4]), (b"buried", counts[3]), (b"waiting-jobs", waiting)]))
+    def __init__(self, tags: Tagged) -> None:
+        self.tags = tags
 
-    if not e.q.slices.spawn(e.in_slices(s, count(), answer)):
-        s.state = BUSY
+    def c_watch_weight(self, e: EngineState, s: Session, cmd: Command, now: int) -> None:
+        """watch, with a weight (1 if none is given: a watch again sets it
+        back to 1, as in tuber); counted as a watch."""
+        _, name, weight = cmd
+        e.counts.add("watch")
+        n = reserving.watch(e.q, s, name)
+        # (a weight of 1 is one forgotten: the shared fifo policy has none to
+        # forget, and needs no session's own)
+        (s.weighted if weight == 1 else self.weighted(s)).weigh(name, weight)
+        s.send(b"WATCHING %d\r\n" % n)
 
+    def c_reserve_mode(self, e: EngineState, s: Session, cmd: Command, now: int) -> None:
+        self.weighted(s).mode = cmd[1]
+        s.send(b"USING %s\r\n" % MODE_NAMES[cmd[1]])
 
-def c_peek_reserved(e: EngineState, s: Session, cmd: Command, now: int) -> None:
-    """tuber's peek-reserved: the reserved job of the used tube with
-    the lowest id (whoever holds it), from the tube's index of them."""
-    j = policy(e.q).reserved_ids.lowest(e.q, s.use)
-    if j is None:
-        s.send(P.NOT_FOUND)
-        return
-    s.send_job(b"FOUND", j)  # (--bodies-on-disk: maybe read back)
+    def weighted(self, s: Session) -> Weighted:
+        """s's own reserve policy, made in place of the shared fifo one when
+        it first names a mode or a weight."""
+        if s.weighted is FIFO_POLICY:
+            s.weighted = Weighted(self.tags.ext.rand)
+        return s.weighted
+
+    def c_stats_group(self, e: EngineState, s: Session, cmd: Command, now: int) -> None:
+        """tuber's stats-group (counted as a stats): a group's members by
+        state (held ones are delayed), and the aft: jobs it holds. The
+        members are counted in slices."""
+        e.counts.add("stats")
+        name = cmd[1]
+        g = self.tags.ext.groups.get(name)
+        if g is None:
+            s.send(P.NOT_FOUND)
+            return
+        counts = [0, 0, 0, 0, 0]  # by state: invalid, ready, reserved, buried, delayed
+        waiting = len(g.waiting)
+
+        def count() -> Generator[None, int, int]:
+            jobs = e.q.jobs
+            members = g.members
+            first = True
+            for k in sorted(members.blocks):  # (a block's ids copied as it is reached)
+                ids = members.ids(k)
+                for i in range(0, len(ids), SLICE):
+                    if not first:
+                        yield
+                    first = False
+                    for id_ in ids[i:i + SLICE]:
+                        j = jobs.get(id_)
+                        if j is not None:
+                            counts[j.state] += 1
+            return 0
+
+        def answer(_: int) -> bytes:
+            return yaml_reply(yaml([
+                (b"name", Quoted(name)), (b"ready", counts[1]), (b"reserved", counts[2]),
+                (b"delayed", counts[4]), (b"buried", counts[3]), (b"waiting-jobs", waiting)]))
+
+        if not e.q.slices.spawn(e.in_slices(s, count(), answer)):
+            s.state = BUSY
+
+    def c_peek_reserved(self, e: EngineState, s: Session, cmd: Command, now: int) -> None:
+        """tuber's peek-reserved: the reserved job of the used tube with
+        the lowest id (whoever holds it), from the tube's index of them."""
+        j = self.tags.reserved_ids.lowest(e.q, s.use)
+        if j is None:
+            s.send(P.NOT_FOUND)
+            return
+        s.send_job(b"FOUND", j)  # (--bodies-on-disk: maybe read back)
 
 
 def c_drain(e: EngineState, s: Session, cmd: Command, now: int) -> None:

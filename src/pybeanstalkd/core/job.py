@@ -23,6 +23,7 @@ from mypy_extensions import mypyc_attr
 from .heaps import TUBE_SLACK, StaleHeap
 from .hist import Hist
 from .protocol import NS
+from .weighted import FIFO_POLICY
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -177,7 +178,11 @@ class Job:
         self.id = id_
         self.tube = tube
         self.pri = pri
-        self.times = TIMES.pair(delay, ttr)  # ns: the last put or release delay, and ttr
+        # ns: the last put or release delay, and ttr. A ttr under a second
+        # is a second, as the reference's (here, where every job is made:
+        # a put's, a move-job's; those read back from a binlog or a leader
+        # were made so).
+        self.times = TIMES.pair(delay, ttr if ttr > NS else NS)
         # bytes, with the trailing CRLF. With --bodies-on-disk, an OnDisk
         # once the binlog holds it (binlog/bodies.py). len() is the body's
         # size either way; what needs the bytes asks the store (Store.body).
@@ -320,9 +325,9 @@ class Conn:
         self.wait_key: tuple[int, int, Conn] | None = None  # its wait_heap entry
         self.producer = self.worker = False
         self.gone = False  # closed; its reservations are being returned in slices
-        # --extensions: its reserve-mode and its tubes' weights, once it
-        # gave either (None: reserves as the reference's)
-        self.weighted: Weighted | None = None
+        # --extensions: its reserve-mode and its tubes' weights; until it
+        # gives either, the shared fifo one (reserves as the reference's)
+        self.weighted: Weighted = FIFO_POLICY
 
     def reserved(self, job: Job) -> None:
         """A reserve of this connection's got `job` (at once, or after waiting)."""

@@ -45,7 +45,6 @@ from .job import (
     bump,
 )
 from .outcome import DONE, NOT_FOUND, NOT_LOGGED, Outcome
-from .protocol import NS
 from .jobids import JobIds
 from .jobmap import THIN, JobMap
 from .held import SIZE as HELD_SIZE, open_block, thinned
@@ -292,9 +291,8 @@ class Queue:
     # -- job state changes -------------------------------------------------
 
     def new_job(self, t: Tube, pri: int, delay: int, ttr: int, now: int) -> Job:
-        """Allocate a job id (put uses one up even if the job is then dropped).
-        A ttr under a second is a second, as the reference's."""
-        return Job(self.ids.take(), t, pri, delay, ttr if ttr > NS else NS, b"", now)
+        """Allocate a job id (put uses one up even if the job is then dropped)."""
+        return Job(self.ids.take(), t, pri, delay, ttr, b"", now)
 
     def insert(self, j: Job, now: int, log: bool = True, tags: Tags | None = None) -> None:
         """A put's job, body received and binlog space reserved. log=False:

@@ -61,8 +61,7 @@ def ignore(q: Queue, c: Conn, name: bytes) -> int | None:
         if len(c.watch) < 2:
             return None
         c.watch.remove(t)
-        if c.weighted is not None:
-            c.weighted.forget(t.name)
+        c.weighted.forget(t.name)
         t.watching -= 1
         q.maybe_free(t)
     return len(c.watch)
@@ -271,8 +270,9 @@ def _ready_for(q: Queue, c: Conn, now: int) -> Job | None:
     if len(watch) == 1:
         t = watch[0]
         return q.ready_top(t) if t.nready and not t.waiting and t.unpause_at <= now else None
-    if c.weighted is not None and c.weighted.mode:
-        return _weighted(q, c, c.weighted, now)
+    policy = c.weighted
+    if policy.mode:
+        return _weighted(q, c, policy, now)
     j = _best_ready(q, c, now)
     if j is not None and j.tube.waiting:
         j = _best_ready_unclaimed(q, c, now)

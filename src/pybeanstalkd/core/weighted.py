@@ -1,8 +1,8 @@
 """--extensions: how one connection's reserves choose among the tubes it
 watches (tuber's reserve-mode), and the weights it gave them (`watch TUBE
-W`). A connection that never used either has none (Conn.weighted is None)
-and reserves as the reference does: the best priority among its tubes,
-then the oldest job."""
+W`). A connection that never used either has the shared FIFO_POLICY and
+reserves as the reference does: the best priority among its tubes, then
+the oldest job."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
@@ -64,6 +64,16 @@ class Weighted:
                 return i
             r -= w
         return len(tubes) - 1  # (should rounding leave r past the last)
+
+
+def _never_drawn() -> float:
+    return 0.0  # (fifo draws nothing)
+
+
+# The reserve policy of every connection that never named a mode or a
+# weight: fifo, each tube's weight 1. Shared, so never changed: the
+# extensions give a connection its own Weighted first (extensions.py).
+FIFO_POLICY: Final = Weighted(_never_drawn)
 
 
 class XorShift:
