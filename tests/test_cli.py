@@ -170,6 +170,20 @@ def test_opt_f_after_F_wins():
     assert opts.syncrate_ms == 0
 
 
+def test_settings_are_frozen_and_derive_fsync_each_write_once():
+    """A value is set once, by __init__; -f0 (wantsync, 0 ms) is
+    fsync_each_write, which as_dict() leaves out: it is not a field given."""
+    opts = parse_args(["-f0"])
+    assert opts.fsync_each_write is True and parse_args([]).fsync_each_write is False
+    assert Settings(**opts.as_dict()) == opts and "fsync_each_write" not in opts.as_dict()
+    for name in ("port", "fsync_each_write"):
+        with pytest.raises(AttributeError):
+            setattr(opts, name, "1")
+        with pytest.raises(AttributeError):
+            delattr(opts, name)
+    assert opts.port == "11300"
+
+
 def test_optu():
     assert parse_args(["-ukr"]).user == "kr"
 

@@ -249,7 +249,7 @@ def test_every_room_exists_and_has_a_docstring():
     ("pybeanstalkd.binlog.files", "from ..cluster.frame import Reader\n"),
     ("pybeanstalkd.cluster.link", "from ..server.tls import failure_reason\n"),
     ("pybeanstalkd.cluster.node", "def f():\n    from ..server import transport\n"),
-    ("pybeanstalkd.server.loop", "from ..cli import Options\n"),
+    ("pybeanstalkd.server.loop", "from ..cli import main\n"),
     ("pybeanstalkd.server.gate", "from pybeanstalkd import cli\n"),
     ("pybeanstalkd.settings", "from .server.runtime import Runtime\n"),
     ("pybeanstalkd.tls", "from .server.auth import TokenFile\n"),

@@ -1,6 +1,7 @@
 """The server's settings: what its flags say, resolved once by cli.py and
-passed to what needs them, never changed afterwards (each attribute is
-Final: mypy refuses an assignment outside __init__). Values only: the files
+passed to what needs them, never changed afterwards: each attribute is
+Final, so mypy refuses an assignment outside __init__, and one made at run
+time raises (_Values.__setattr__). Values only: the files
 they name (the TLS certificates, the token file) are loaded into
 server/runtime.py's Runtime, with the sockets made at start-up.
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Final
+    from typing import Any, ClassVar, Final
 
 JOB_DATA_SIZE_LIMIT_DEFAULT = 65535
 JOB_DATA_SIZE_LIMIT_MAX = 1073741824
@@ -27,7 +28,21 @@ BODY_RAM_MIN_DEFAULT = 1024
 
 
 class _Values:
-    """Equality, repr and a dict of the values, for plain classes of settings."""
+    """Equality, repr and a dict of the values, for plain classes of
+    settings, and their freezing: each value is set once, by __init__."""
+
+    # The values computed once from the others by __init__, not given to
+    # it: left out of as_dict(), which gives what __init__ takes.
+    derived: ClassVar[tuple[str, ...]] = ()
+
+    if not TYPE_CHECKING:  # (hidden from mypy, which would then allow any name)
+        def __setattr__(self, name, value):
+            if name in self.__dict__:
+                raise AttributeError(f"{type(self).__name__}.{name} is set once, by __init__")
+            object.__setattr__(self, name, value)
+
+        def __delattr__(self, name):
+            raise AttributeError(f"{type(self).__name__}.{name} is set once, by __init__")
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and vars(other) == vars(self)
@@ -39,7 +54,8 @@ class _Values:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        """The values __init__ takes, by name."""
+        return {k: v for k, v in vars(self).items() if k not in self.derived}
 
 
 class ClusterSettings(_Values):
@@ -58,6 +74,8 @@ class ClusterSettings(_Values):
 
 class Settings(_Values):
     """Every flag's value; Settings() is what no flag gives."""
+
+    derived = ("fsync_each_write",)
 
     def __init__(
         self, *,
@@ -125,12 +143,9 @@ class Settings(_Values):
         self.max_tries: Final = max_tries
         self.bodies_on_disk: Final = bodies_on_disk
         self.body_ram_min: Final = body_ram_min
-
-    @property
-    def fsync_each_write(self) -> bool:
-        """-f0, "always fsync": a write is fsynced before its reply goes out
-        (and, in a cluster, before this node acks it)."""
-        return self.wantsync and self.syncrate_ms == 0
+        # -f0, "always fsync": a write is fsynced before its reply goes out
+        # (and, in a cluster, before this node acks it).
+        self.fsync_each_write: Final = wantsync and syncrate_ms == 0
 
     def cluster_settings(self) -> ClusterSettings:
         """What a cluster node needs (with --cluster: cli.py checked that

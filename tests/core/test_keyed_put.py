@@ -107,7 +107,7 @@ def test_alike_on_both_paths(case, known):
 
 
 def test_no_room_uses_the_id_and_keeps_no_key():
-    """The binlog has no room: NO_ROOM (as finish_tagged answers), the id
+    """The binlog has no room: NO_ROOM (as store_put answers), the id
     stays used, and the key is free for the next put."""
     fast, slow, cf, cs = _pair()
     _both(fast, slow, cf, cs, b"put 0 0 60 1 idp:a\r\nx\r\n")

@@ -1,6 +1,6 @@
 """The put tags as a policy the queue owns (queue.py's TagPolicy, tagged.py's
-Tagged): each step a tag changes does what the queue with tags did before
-the policy (ExtQueue, a subclass of the queue), in the same order."""
+Tagged): the steps where a tag changes what the queue does, and their
+order between the queue's and the policy's sides."""
 from fakeclock import Harness
 
 

@@ -12,7 +12,8 @@ and this module does not import it.
 `BodyPolicy`, the null policy, keeps every body in RAM (a plain binlog): its
 hooks do nothing, and its `moves` is False, so that the Wal skips the hooks
 of the write path and pays an attribute load where a body could leave RAM
-(a call from the Wal, interpreted, costs ten times more).
+(calling them, with -b -F: 37 instructions a put and 26 a reserve and its
+delete compiled, 1,004 and 570 pure).
 
 `DiskBodies` (--bodies-on-disk) leaves bodies in the binlog: a job keeps
 where its body is instead of its bytes. Every body is in a binlog file
@@ -74,11 +75,9 @@ class BodyPolicy:
     def __init__(self) -> None:
         # Does this policy move bodies out of RAM? If not, the Wal calls
         # none of the hooks of the write path (crc, written, flushed,
-        # dropped, fetch): from the Wal, interpreted, a call that does
-        # nothing costs about 450 instructions and the load of this about
-        # 40, and a put or a delete makes a few such steps. (An instance
-        # attribute: in CPython 3.11 a class attribute read through an
-        # instance takes the slow path.)
+        # dropped, fetch): see the module's docstring for what the calls
+        # cost. (An instance attribute: in CPython 3.11 a class attribute
+        # read through an instance takes the slow path.)
         self.moves = False
 
     # Bodies of this many bytes or more (CRLF included) are left in the

@@ -139,7 +139,7 @@ class Wal(Store):
         self.find: Callable[[int], Job | Cooldown | None] = lambda id_: None
         # --cluster: called with each batch of records written (tap())
         self.tapped: Callable[[bytes], object] | None = None
-        self.zero_ahead = zero_ahead  # -f0 (Options.fsync_each_write): see ZERO_AHEAD
+        self.zero_ahead = zero_ahead  # -f0 (Settings.fsync_each_write): see ZERO_AHEAD
         # What a full record is written as, and the records of ours
         # (codec.py): a plain binlog's, or --extensions' with the tags
         self.codec = PlainCodec() if codec is None else codec

@@ -126,8 +126,9 @@ class Times:
 
 
 # The shared pairs: TIMES.pair(delay, ttr) is a job's `times`. (Asked
-# directly, not through a function of the module: interpreted, that
-# function was a frame more each put, about 200 instructions.)
+# directly, not through a function of the module, for the pure build's
+# budget: that function cost 356 instructions a put pure, none measurable
+# compiled.)
 TIMES: Final = Times()
 
 
@@ -236,8 +237,9 @@ class Tube:
         self.total_jobs = self.cmd_delete = self.cmd_pause = 0
         self.pause = 0  # ns; 0 when not paused
         # When its pause ends, 0 when not paused: it is paused while
-        # unpause_at > now, read as it is (no function: interpreted, that
-        # was a frame more each reserve, about 200 instructions). The
+        # unpause_at > now, read as it is (no method, for the pure build's
+        # budget: one cost 386 instructions a reserve pure, none measurable
+        # compiled). The
         # pause timer, not that check, ends a pause (setting both to 0),
         # so that ending it always runs the matcher for its waiters.
         self.unpause_at = 0
@@ -428,8 +430,8 @@ class Deadlines:
     def soon(self, now: int) -> bool:
         """Is its soonest reservation within its last second
         (SAFETY_MARGIN)? (Its first read here, not through first(): a
-        pipelined reserve asks each time, and interpreted that was a
-        frame more, about 200 instructions.)"""
+        pipelined reserve asks each time, and that call cost 460
+        instructions a reserve pure, none measurable compiled.)"""
         return self.n > 0 and now >= self.jobs[self.base].deadline - SAFETY_MARGIN
 
     def entries(self) -> list[Job]:

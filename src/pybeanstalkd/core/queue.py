@@ -86,8 +86,8 @@ class TagPolicy:
     The hooks of a reserve and a delete (parks, reserved, returned,
     deleted: four a worker's job) the queue asks through `Queue.steps`,
     the policy or None for the null one, so that without tags it makes
-    no call there (interpreted, each was a frame doing nothing, about
-    400 instructions)."""
+    no call there: the calls cost 50 instructions a reserve and its
+    delete compiled, 1,848 pure (past the pure build's budget)."""
 
     def state(self) -> ExtState | None:  # the tags' state (Queue.ext)
         return None
@@ -441,7 +441,7 @@ class Queue:
         # Its wait counted in the tube's histogram, made at its first
         # reservation (a server may hold many tubes that never serve a
         # job). (Here, the one place a wait is counted: a Tube method for
-        # it was a frame more each reserve, interpreted.)
+        # it cost 20 instructions a reserve compiled, 416 pure.)
         wait_hist = t.wait_hist
         if wait_hist is None:
             wait_hist = t.wait_hist = Hist()

@@ -8,8 +8,8 @@ own, 32 bytes more a job. Entries leave from the front (the head moves
 on; the array is cut once the head has passed half of it) and go stale
 where they are (queue.py says which are live). `n` counts the entries
 (the ids past the head): the queue reads it on each put and reserve, and
-a class with __len__ would be read through a call of it, a Python frame
-interpreted."""
+a class with __len__ would be read through a call of it: 41 instructions a
+put and 12 a reserve and its delete compiled, 2,494 and 832 pure."""
 from __future__ import annotations
 
 from array import array
@@ -28,8 +28,8 @@ class Run:
         # The first entry's id (while n), and the id last appended: kept
         # apart, as reading ids makes an int (114 instructions compiled; a
         # reserve reads the first twice: to find it and to take it). Read
-        # as attributes: interpreted, a method that gave `front` was a
-        # frame more each reserve, about 200 instructions.
+        # as attributes: a method that gave `front` cost 30 instructions a
+        # reserve compiled, 334 pure.
         self.front = 0
         self.last = 0
         self.pri = pri  # the priority of every job in it
@@ -48,9 +48,9 @@ class Run:
 
     def take(self, id_: int) -> bool:
         """Drop the first entry if it is id_'s (True). (The dropping is
-        here, not in popleft(): a reserve takes its job this way, and
-        interpreted a call of popleft() from here was a frame more each
-        reserve, about 200 instructions.)"""
+        here, not in popleft(): a reserve takes its job this way, and a
+        call of popleft() from here cost 14 instructions a reserve
+        compiled, 408 pure.)"""
         if not self.n or self.front != id_:
             return False
         head = self.head + 1

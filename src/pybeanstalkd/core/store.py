@@ -37,10 +37,11 @@ class Store:
         # Does it keep records? Only the null store does not: a put's and
         # a delete's paths (commands.store_put, Queue.place_ready and
         # delete) ask this, not its methods, which would do nothing
-        # (interpreted, a frame each, about 300 instructions: two a put,
-        # one a delete). An instance's, not its class's: interpreted, a
-        # class's attribute read through an instance is not specialized,
-        # about 200 instructions a read.
+        # (two calls a put, one a delete: 16 instructions a put compiled,
+        # 697 pure, which would leave the pure put 43 under its budget; a
+        # delete, 6 compiled, 316 pure). An instance's, not its class's:
+        # interpreted, a class's attribute read through an instance is not
+        # specialized, about 200 instructions a read.
         self.keeps = True
 
     # (read only: the binlog gives its bodies' policy's, binlog/bodies.py)

@@ -118,7 +118,8 @@ class Immediate:
         replies are written to its transport (then it is closed if the
         session quit). The other gates send what they let go through
         this too. (Written here, not by a function this calls for each
-        session: interpreted, that was a frame more each reply.)"""
+        session: that cost 16 instructions a put and 25 an rd command
+        compiled, 362 and 364 pure.)"""
         for s in dirty:
             out = s.out
             t: Outlet | None = s.transport  # type: ignore[assignment]  # (the Client's outlet, or None)
