@@ -512,9 +512,15 @@ class Server(Host):
                 if c is not None:
                     c.stalled()
             backlog.clear()
-        due = engine.take_due()  # (most events give no new time: None)
-        if due is not None and (self.timer_at is None or due < self.timer_at):
-            self.arm(due)
+        # Most events give no new time: a look at the timers' field, not a
+        # call. Asking engine.take_due() at each event cost 38 instructions a
+        # put and 36 a reserve+delete command compiled, and 793 and 791
+        # pure, which put the pure build past its budget.
+        timers = engine.q.timers
+        if timers.due is not None:
+            due: int = timers.take_due()  # type: ignore[assignment]  # (not None: looked)
+            if self.timer_at is None or due < self.timer_at:
+                self.arm(due)
 
     def spend(self, ns: int) -> None:
         """ns of commands a turn or a read ran, counted against this pass
