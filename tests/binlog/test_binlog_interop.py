@@ -715,3 +715,23 @@ def test_jobs_of_the_maximum_size_and_one_less_are_recovered(servers, wal, reade
         assert got == [None] * 4
     else:
         assert got == [b"a" * 100, b"b" * 99, b"c" * 98, b"d"]
+
+
+# ---------------------------------------------------------------------------
+# A record's ttr under a second
+
+@pytest.mark.parametrize("reader", KINDS)
+def test_a_records_ttr_under_a_second_is_kept(servers, wal, reader):
+    """A put raises a ttr under a second to a second, so no server writes
+    one; but a job read back from a record keeps the record's ttr, as the
+    reference's recovery does, whether the job has one full record or a
+    later short one too."""
+    write_binlog(os.path.join(wal, "binlog.1"), 7,
+                 full_record(7, "default", b"a", id=1, ttr=0, state=1),
+                 full_record(7, "default", b"b", id=2, ttr=0, state=1),
+                 short_record(7, id=2, ttr=0, body_size=3, state=3))
+    c = servers(reader, wal).client()
+    for id_ in (1, 2):
+        assert b"\nttr: 0\n" in c.cmd(b"stats-job %d\r\n" % id_), id_
+    assert c.cmd(b"put 0 0 0 1\r\nx\r\n") == b"INSERTED 3\r\n"
+    assert b"\nttr: 1\n" in c.cmd(b"stats-job 3\r\n")

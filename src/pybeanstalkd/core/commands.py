@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import jobmoves, protocol as P, replies as R, reserving
-from .job import JOB_OVERHEAD, Job
+from .job import JOB_OVERHEAD, Job, put_ttr
 from .outcome import DONE, DRAINING, IDS_USED_UP, MALFORMED, NO_ROOM, OVER_CAP, TOO_BIG, Outcome
 from .protocol import NS, name_ok
 from .session import BITBUCKET, BODY, BUSY
@@ -54,10 +54,9 @@ def put(e: EngineState, s: Session, pri: int, delay: int, ttr: int, size: int, c
     # it (engine.py): the puts of one read, and of every read in that
     # time, share one int (32 bytes a job less).
     # The id from the queue's ids (jobids.py: the one place they are
-    # handed out), or with tags none yet (0). (Job makes a ttr under a
-    # second a second.)
+    # handed out), or with tags none yet (0).
     id_ = e.q.ids.take() if tags is None else 0
-    s.in_job = Job(id_, s.use, pri, delay, ttr, b"", e.stamp)
+    s.in_job = Job(id_, s.use, pri, delay, put_ttr(ttr), b"", e.stamp)
     s.in_tags = tags
     s.state = BODY
     s.need = size + 2

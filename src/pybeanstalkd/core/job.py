@@ -57,6 +57,12 @@ NO_ENTRY: Final = 1 << 128
 NO_ENTRY_AT: Final = 1 << 64  # its deadline: past any
 UNPLACED: Final = -1  # Job.deadline of a buried job the binlog has not positioned
 SAFETY_MARGIN: Final = NS  # DEADLINE_SOON one second before a reservation expires
+
+
+def put_ttr(ttr: int) -> int:
+    """A put's ttr (ns): under a second is a second, as the reference's
+    put makes it (a put's, an HTTP put's, a move-job's new job)."""
+    return ttr if ttr > NS else NS
 # What a stored job costs beyond its body's bytes, for --max-memory: the Job,
 # its id map and heap or run entries, the body's bytes-object header and
 # allocator rounding; a reservation adds its heap slot and its block's dict
@@ -179,11 +185,10 @@ class Job:
         self.id = id_
         self.tube = tube
         self.pri = pri
-        # ns: the last put or release delay, and ttr. A ttr under a second
-        # is a second, as the reference's (here, where every job is made:
-        # a put's, a move-job's; those read back from a binlog or a leader
-        # were made so).
-        self.times = TIMES.pair(delay, ttr if ttr > NS else NS)
+        # ns: the last put or release delay, and ttr (a put's raised to a
+        # second: put_ttr; one read back from a record keeps the record's,
+        # as the reference's recovery does)
+        self.times = TIMES.pair(delay, ttr)
         # bytes, with the trailing CRLF. With --bodies-on-disk, an OnDisk
         # once the binlog holds it (binlog/bodies.py). len() is the body's
         # size either way; what needs the bytes asks the store (Store.body).

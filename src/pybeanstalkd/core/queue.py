@@ -43,6 +43,7 @@ from .job import (
     RESERVES,
     Job,
     bump,
+    put_ttr,
 )
 from .outcome import DONE, NOT_FOUND, NOT_LOGGED, Outcome
 from .jobids import JobIds
@@ -292,7 +293,7 @@ class Queue:
 
     def new_job(self, t: Tube, pri: int, delay: int, ttr: int, now: int) -> Job:
         """Allocate a job id (put uses one up even if the job is then dropped)."""
-        return Job(self.ids.take(), t, pri, delay, ttr, b"", now)
+        return Job(self.ids.take(), t, pri, delay, put_ttr(ttr), b"", now)
 
     def insert(self, j: Job, now: int, log: bool = True, tags: Tags | None = None) -> None:
         """A put's job, body received and binlog space reserved. log=False:
