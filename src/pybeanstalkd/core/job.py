@@ -434,10 +434,9 @@ class Deadlines:
 
     def soon(self, now: int) -> bool:
         """Is its soonest reservation within its last second
-        (SAFETY_MARGIN)? (Its first read here, not through first(): a
-        pipelined reserve asks each time, and that call cost 460
-        instructions a reserve pure, none measurable compiled.)"""
-        return self.n > 0 and now >= self.jobs[self.base].deadline - SAFETY_MARGIN
+        (SAFETY_MARGIN)?"""
+        first = self.first()
+        return first is not None and now >= first.deadline - SAFETY_MARGIN
 
     def entries(self) -> list[Job]:
         """Its jobs, in heap order (a copy)."""
