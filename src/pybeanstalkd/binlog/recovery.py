@@ -205,7 +205,7 @@ class Loader:
         if id_ > self.top:
             self.top = id_
         body: bytes | OnDisk = r.body  # type: ignore[assignment]  # (a full record's)
-        t = q.tubes.get(name) or q.tubes.tube(name)
+        t = q.tubes.tube(name)
         created = r.created - self.wall_offset
         if created == self.last_created:
             created = self.last_created  # (one int for the jobs of one read: 32 bytes each)
